@@ -1,0 +1,46 @@
+-- enqueue: idempotent create of a waiting ticket (duplicate check, record,
+-- FIFO score and presence deadline in one step: problem 8).
+-- KEYS: the five queue keys documented in lib/common.lua.
+-- ARGV[1] user id      ([%w._:@-], 1..128 bytes)
+-- ARGV[2] ticket id    (caller-chosen, same charset; the idempotency key)
+-- ARGV[3] node id      (node of the user's session, 1..64 bytes)
+-- ARGV[4] attributes   (opaque, 0..4096 bytes)
+-- ARGV[5] ttl ms       (presence window, 1..3600000; refreshed by heartbeat)
+-- Replies:
+--   {'created', ticket, token, score, deadline}
+--   {'exists',  ticket, token, score, deadline, state}  same ticket again: no-op
+--   {'duplicate', other_ticket}  the user already has another live ticket
+--   {'invalid', what}
+local user, ticket, node, attrs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+if not valid_id(user, MAX_ID) then return invalid('user') end
+if not valid_id(ticket, MAX_ID) then return invalid('ticket') end
+if not valid_id(node, MAX_NODE) then return invalid('node') end
+if type(attrs) ~= 'string' or #attrs > MAX_ATTRS then return invalid('attrs') end
+local ttl = int_arg(ARGV[5], 1, MAX_TTL)
+if not ttl then return invalid('ttl') end
+
+local now = now_ms()
+local current = redis.call('HGET', K_USERS, user)
+if current then
+  local rec = load_ticket(current)
+  if current == ticket and rec then
+    return {'exists', ticket, rec.token, num(rec.score), num(rec.deadline),
+            rec.state}
+  end
+  if rec and rec.state == 'waiting' and rec.deadline < now then
+    remove_ticket(rec) -- a ghost of this user (problem 2): make room
+  elseif rec then
+    return {'duplicate', current}
+  else
+    redis.call('HDEL', K_USERS, user)
+  end
+end
+if redis.call('HEXISTS', K_TICKETS, ticket) == 1 then
+  return invalid('ticket id in use')
+end
+
+local seq = redis.call('INCR', K_SEQ)
+local rec = {user = user, ticket = ticket, node = node, attrs = attrs,
+             score = seq, token = num(seq), deadline = now + ttl}
+make_waiting(rec)
+return {'created', ticket, rec.token, num(rec.score), num(rec.deadline)}

@@ -1,0 +1,105 @@
+-- common.lua: helpers the build prepends to every script in lua/ (Redis
+-- scripts cannot share code at run time, so the build does the sharing).
+--
+-- Every queue script takes the same five KEYS, all under the queue's hash tag
+-- so that they live in one Redis Cluster slot:
+--   KEYS[1] mm:{q}:waiting    zset  ticket id -> FIFO score (per-queue sequence)
+--   KEYS[2] mm:{q}:seq        string counter for scores and tokens
+--   KEYS[3] mm:{q}:tickets    hash  ticket id -> encoded ticket record
+--   KEYS[4] mm:{q}:users      hash  user id -> its current ticket id
+--   KEYS[5] mm:{q}:deadlines  zset  ticket id -> ms (presence deadline while
+--                                   waiting, claim hold while claimed)
+-- Every reply is an array of strings whose first element names the outcome.
+
+local K_WAITING, K_SEQ, K_TICKETS, K_USERS, K_DEADLINES =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+-- The server's clock, never a node's (problem 7).
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Integers as plain digits: tostring() would switch to exponent notation.
+local function num(x)
+  return string.format('%.0f', x)
+end
+
+local FIELDS = {'user', 'ticket', 'node', 'attrs', 'score', 'token', 'state',
+                'deadline', 'hold', 'p_user', 'p_ticket', 'p_node',
+                'p_attrs', 'p_score', 'p_token'}
+local NUMERIC = {score = true, deadline = true, hold = true}
+
+-- Length-prefixed fields: attributes may hold any byte.
+local function encode(rec)
+  local parts = {}
+  for _, f in ipairs(FIELDS) do
+    local v = rec[f]
+    if v == nil then v = '' elseif NUMERIC[f] then v = num(v) end
+    parts[#parts + 1] = #v .. ':' .. v
+  end
+  return table.concat(parts)
+end
+
+local function decode(s)
+  if not s then return nil end
+  local rec, pos = {}, 1
+  for _, f in ipairs(FIELDS) do
+    local colon = string.find(s, ':', pos, true)
+    local n = tonumber(string.sub(s, pos, colon - 1))
+    local v = string.sub(s, colon + 1, colon + n)
+    if NUMERIC[f] then v = tonumber(v) or 0 end
+    rec[f] = v
+    pos = colon + n + 1
+  end
+  return rec
+end
+
+local function load_ticket(id)
+  return decode(redis.call('HGET', K_TICKETS, id))
+end
+
+local function store_ticket(rec)
+  redis.call('HSET', K_TICKETS, rec.ticket, encode(rec))
+end
+
+-- Removes every trace of a ticket; the user's pointer only if it is still ours.
+local function remove_ticket(rec)
+  redis.call('ZREM', K_WAITING, rec.ticket)
+  redis.call('ZREM', K_DEADLINES, rec.ticket)
+  redis.call('HDEL', K_TICKETS, rec.ticket)
+  if redis.call('HGET', K_USERS, rec.user) == rec.ticket then
+    redis.call('HDEL', K_USERS, rec.user)
+  end
+end
+
+-- Puts a ticket (back) into the waiting set at its score.
+local function make_waiting(rec)
+  rec.state = 'waiting'
+  rec.hold, rec.p_user, rec.p_ticket, rec.p_node = 0, '', '', ''
+  rec.p_attrs, rec.p_score, rec.p_token = '', '', ''
+  store_ticket(rec)
+  redis.call('HSET', K_USERS, rec.user, rec.ticket)
+  redis.call('ZADD', K_WAITING, rec.score, rec.ticket)
+  redis.call('ZADD', K_DEADLINES, rec.deadline, rec.ticket)
+end
+
+-- Argument checks; a refusal changes nothing.
+local function valid_id(s, max)
+  return type(s) == 'string' and #s > 0 and #s <= max
+    and string.find(s, '^[%w%._:@%-]+$') ~= nil
+end
+
+local function int_arg(s, lo, hi)
+  if type(s) ~= 'string' or not string.find(s, '^%d+$') then return nil end
+  local n = tonumber(s)
+  if n < lo or n > hi then return nil end
+  return n
+end
+
+local MAX_ID, MAX_NODE, MAX_ATTRS = 128, 64, 4096
+local MAX_TTL, MAX_SCAN, MAX_HOLD, MAX_BATCH = 3600000, 100, 600000, 1000
+
+local function invalid(what)
+  return {'invalid', what}
+end

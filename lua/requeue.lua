@@ -1,0 +1,24 @@
+-- requeue: puts a claimed ticket back at its ORIGINAL score, so a waiter whose
+-- claimer cancelled or failed keeps its place (problem 5, I2, I7). A ticket
+-- whose presence deadline passed meanwhile is removed instead (I6).
+-- Idempotent: requeueing a waiting ticket answers 'waiting' and does nothing.
+-- KEYS: the five queue keys documented in lib/common.lua.
+-- ARGV[1] ticket id
+-- Replies:
+--   {'requeued', ticket, score}
+--   {'waiting', ticket, score}
+--   {'stale', ticket}
+--   {'gone'}
+--   {'invalid', what}
+local ticket = ARGV[1]
+if not valid_id(ticket, MAX_ID) then return invalid('ticket') end
+local rec = load_ticket(ticket)
+if not rec then return {'gone'} end
+if rec.state == 'waiting' then return {'waiting', ticket, num(rec.score)} end
+if rec.state ~= 'claimed' then return invalid('not a claimed ticket') end
+if rec.deadline < now_ms() then
+  remove_ticket(rec)
+  return {'stale', ticket}
+end
+make_waiting(rec)
+return {'requeued', ticket, num(rec.score)}

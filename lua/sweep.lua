@@ -1,0 +1,24 @@
+-- sweep: removes tickets past their deadline (waiting past presence, claimed
+-- past hold), at most `batch` per call so one call never blocks Redis long.
+-- KEYS: the five queue keys documented in lib/common.lua.
+-- ARGV[1] batch (1..1000)
+-- Replies:
+--   {'swept', removed, more}   more = '1' when another call may find more
+--   {'invalid', what}
+local batch = int_arg(ARGV[1], 1, MAX_BATCH)
+if not batch then return invalid('batch') end
+local now = now_ms()
+local ids = redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', '(' .. num(now),
+                       'LIMIT', 0, batch)
+for _, id in ipairs(ids) do
+  local rec = load_ticket(id)
+  if rec then
+    remove_ticket(rec)
+  else
+    redis.call('ZREM', K_DEADLINES, id)
+    redis.call('ZREM', K_WAITING, id)
+  end
+end
+local more = '0'
+if #ids >= batch then more = '1' end
+return {'swept', num(#ids), more}

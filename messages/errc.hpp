@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mm {
+
+/// The project's error codes. Every refusal the engine gives names one of
+/// these; `to_string` gives the stable wire name used in logs and APIs.
+/// (Registered with CAF as an error category in messages/type_ids.hpp.)
+enum class errc : uint8_t {
+  none = 0,
+  invalid_argument,  ///< malformed input; nothing was changed
+  duplicate_ticket,  ///< the user already has another live ticket there
+  not_found,         ///< no such ticket / user / queue
+  stale_token,       ///< the token is not the ticket's current one
+  in_flight,         ///< the ticket is being finalized; cancel via finalizer
+  store_unavailable, ///< the queue store or database cannot be reached
+  conflict,          ///< a bounded wait expired (retry later)
+  protocol_error,    ///< a store answered something the engine cannot read
+  cancelled,         ///< the operation was given up because a side cancelled
+  shutting_down,     ///< the engine no longer accepts new work
+};
+
+/// Returns the stable name of `x`, e.g. "duplicate_ticket". Idempotent.
+const char* to_string(errc x) noexcept;
+
+/// Parses a stable name back into a code; `errc::none` if unknown. Idempotent.
+errc errc_from_string(const std::string& name) noexcept;
+
+/// An error code with a human-readable detail.
+struct failure {
+  errc code = errc::none;
+  std::string detail;
+};
+
+} // namespace mm

@@ -1,0 +1,2 @@
+// placeholder
+#include "persistence/queue_codec.hpp"

@@ -1,0 +1,112 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "messages/errc.hpp"
+#include "mm_scripts.hpp" // generated from lua/: enum class script_id, sources
+
+namespace mm {
+
+/// One value of a store reply, mirroring the Redis protocol (RESP2).
+struct store_value {
+  enum class kind : uint8_t { nil, integer, string, status, error, array };
+  kind type = kind::nil;
+  int64_t integer = 0;
+  std::string str; ///< text of a string, status or error
+  std::vector<store_value> elements;
+};
+
+/// The reply to one call. `code != errc::none` means the call could not be
+/// carried out (transport failure after retries); `value` is then nil.
+struct store_reply {
+  errc code = errc::none;
+  std::string detail;
+  store_value value;
+};
+
+/// One invocation of a script from lua/ with its KEYS and ARGV.
+struct script_call {
+  script_id script;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+/// One plain command, e.g. {"SET", key, value, "NX", "PX", "3000"}.
+using store_command = std::vector<std::string>;
+
+/// A connection to the queue store. One instance is used by one thread at a
+/// time; get one per worker from a `queue_store_factory`. Implementations:
+/// Redis (persistence/redis_queue_store.hpp) and the embedded in-process store
+/// (persistence/embedded_queue_store.hpp); both pass tests/conformance.
+class queue_store {
+public:
+  virtual ~queue_store();
+
+  /// Runs `calls` in order — pipelined in one round trip where the store can —
+  /// and returns exactly one reply per call, in the same order. Reloads
+  /// scripts the server forgot and reconnects after a dropped connection.
+  /// Idempotent exactly when the scripts called are.
+  virtual std::vector<store_reply> run(const std::vector<script_call>& calls)
+    = 0;
+
+  /// Runs plain commands in order, pipelined like `run`. Only the subset of
+  /// commands that the embedded store implements is portable. Idempotent
+  /// exactly when the commands are.
+  virtual std::vector<store_reply>
+  execute(const std::vector<store_command>& commands) = 0;
+
+  /// True when calls block the calling thread on I/O (then they belong in a
+  /// detached actor). Idempotent.
+  virtual bool blocking() const noexcept = 0;
+};
+
+/// Makes connections to one store. Thread-safe.
+class queue_store_factory {
+public:
+  virtual ~queue_store_factory();
+
+  /// Opens a new connection. Fails with `store_unavailable` only when the
+  /// store cannot be reached now; the connection retries on its own later.
+  /// Not idempotent: every call opens another connection.
+  virtual std::unique_ptr<queue_store> connect() = 0;
+
+  /// A short description for logs, e.g. "redis 127.0.0.1:6379". Idempotent.
+  virtual std::string describe() const = 0;
+};
+
+/// Settings of the Redis store.
+struct redis_options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 6379;
+  uint32_t connect_timeout_ms = 2000;
+  uint32_t command_timeout_ms = 5000;
+  /// Attempts per batch after a dropped connection before the calls fail
+  /// with `store_unavailable`.
+  uint32_t max_attempts = 3;
+  /// Pause between reconnect attempts.
+  uint32_t retry_delay_ms = 100;
+};
+
+/// Returns a factory for Redis connections (hiredis). Idempotent.
+std::shared_ptr<queue_store_factory> make_redis_store(redis_options opts);
+
+/// The clock of the embedded store, in ms since the epoch. It plays the role
+/// of the Redis server's clock: simulations inject one they control.
+using store_clock = std::function<int64_t()>;
+
+/// Settings of the embedded store.
+struct embedded_options {
+  /// Defaults to the system clock when empty.
+  store_clock clock;
+};
+
+/// Returns a factory whose connections all share ONE in-memory data set that
+/// runs the lua/ scripts in an embedded Lua 5.1. Every call of `make_*`
+/// creates a new, empty data set. Idempotent per factory.
+std::shared_ptr<queue_store_factory> make_embedded_store(embedded_options opts);
+
+} // namespace mm

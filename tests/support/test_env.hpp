@@ -1,0 +1,35 @@
+#pragma once
+
+// Where the integration tests find the private services that CTest fixtures
+// start (tests/support/redis_server.sh). A missing service is a failure,
+// never a skip: a test that cannot reach its store must not pass.
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+namespace mm::test {
+
+/// Reads the port of the private redis-server from $MM_TEST_REDIS_DIR/port.
+inline uint16_t redis_port() {
+  const char* dir = std::getenv("MM_TEST_REDIS_DIR");
+  if (dir == nullptr)
+    throw std::runtime_error("MM_TEST_REDIS_DIR is not set: run through ctest");
+  std::ifstream in(std::string{dir} + "/port");
+  int port = 0;
+  if (!(in >> port) || port <= 0)
+    throw std::runtime_error(std::string{"no redis port file in "} + dir);
+  return static_cast<uint16_t>(port);
+}
+
+/// The directory of the private redis-server (for restarting it in tests).
+inline std::string redis_dir() {
+  const char* dir = std::getenv("MM_TEST_REDIS_DIR");
+  if (dir == nullptr)
+    throw std::runtime_error("MM_TEST_REDIS_DIR is not set: run through ctest");
+  return dir;
+}
+
+} // namespace mm::test
