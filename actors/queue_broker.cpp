@@ -1,0 +1,309 @@
+#include "actors/queue_broker.hpp"
+
+#include <deque>
+#include <functional>
+#include <set>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "persistence/queue_codec.hpp"
+#include "persistence/queue_store.hpp"
+
+namespace mm {
+
+namespace {
+
+using reply_fn = std::function<void(store_reply&)>;
+
+/// A pipelined round trip: the calls go to a worker, the replies come back in
+/// the same object (no copies), the continuations never leave the broker.
+struct batch {
+  std::vector<script_call> calls;
+  std::vector<store_reply> replies;
+  std::vector<reply_fn> then;
+};
+
+using batch_ptr = std::shared_ptr<batch>;
+
+} // namespace
+
+} // namespace mm
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::batch_ptr)
+
+namespace mm {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> broker_log() {
+  static auto log = [] {
+    auto existing = spdlog::get("broker");
+    return existing ? existing : spdlog::default_logger()->clone("broker");
+  }();
+  return log;
+}
+
+/// Owns one blocking connection; runs one batch at a time.
+caf::behavior store_worker(caf::event_based_actor*,
+                           std::shared_ptr<queue_store_factory> factory) {
+  std::shared_ptr<queue_store> store = factory->connect();
+  return {
+    [store](batch_ptr& b) {
+      b->replies = store->run(b->calls);
+      return b;
+    },
+  };
+}
+
+struct broker_state {
+  broker_config cfg;
+  std::unique_ptr<queue_store> inline_store; // non-blocking stores
+  std::vector<caf::actor> idle;              // blocking stores: free workers
+  std::deque<std::pair<script_call, reply_fn>> pending;
+  std::set<std::string> queues; // seen, for the periodic sweep
+  static inline const char* name = "queue_broker";
+};
+
+using broker_ptr = queue_broker_actor::stateful_pointer<broker_state>;
+
+template <class T>
+using sink = std::function<void(outcome<T>)>;
+
+void dispatch(broker_ptr self);
+
+void submit(broker_ptr self, script_call call, reply_fn then) {
+  auto& st = self->state;
+  if (st.inline_store) {
+    std::vector<script_call> calls;
+    calls.emplace_back(std::move(call));
+    auto replies = st.inline_store->run(calls);
+    then(replies.front());
+    return;
+  }
+  st.pending.emplace_back(std::move(call), std::move(then));
+  dispatch(self);
+}
+
+void dispatch(broker_ptr self) {
+  auto& st = self->state;
+  while (!st.idle.empty() && !st.pending.empty()) {
+    auto worker = std::move(st.idle.back());
+    st.idle.pop_back();
+    auto b = std::make_shared<batch>();
+    auto n = std::min<size_t>(st.pending.size(), st.cfg.max_batch);
+    b->calls.reserve(n);
+    b->then.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      b->calls.emplace_back(std::move(st.pending.front().first));
+      b->then.emplace_back(std::move(st.pending.front().second));
+      st.pending.pop_front();
+    }
+    self->request(worker, caf::infinite, std::move(b))
+      .then(
+        [self, worker](batch_ptr& done) {
+          self->state.idle.push_back(worker);
+          for (size_t i = 0; i < done->then.size(); ++i)
+            done->then[i](done->replies[i]);
+          dispatch(self);
+        },
+        [self](caf::error& err) {
+          // A worker died: its batch is lost to it, not to the callers.
+          broker_log()->error("queue store worker failed: {}",
+                              self->system().render(err));
+          self->quit(err);
+        });
+  }
+}
+
+/// Runs `call` and hands the parsed reply to `out`.
+template <class T>
+void run_parsed(broker_ptr self, outcome<script_call> call,
+                outcome<T> (*parse)(const store_reply&), sink<T> out) {
+  if (!call) {
+    out(call.error());
+    return;
+  }
+  submit(self, std::move(*call), [parse, out](store_reply& r) {
+    auto res = parse(r);
+    if (!res && res.error().code == errc::store_unavailable)
+      broker_log()->error("queue store unavailable: {}", res.error().detail);
+    out(std::move(res));
+  });
+}
+
+/// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3).
+void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
+           uint32_t stale, sink<claim_result> out) {
+  auto& cfg = self->state.cfg;
+  self->state.queues.insert(spec.queue);
+  auto call = codec::claim_call(spec, cfg.scan, cfg.hold_ms, rescan);
+  if (!call) {
+    out(call.error());
+    return;
+  }
+  submit(self, std::move(*call),
+         [self, spec{std::move(spec)}, scans, stale,
+          out{std::move(out)}](store_reply& r) mutable {
+           auto res = codec::parse_claim(r);
+           if (!res) {
+             out(std::move(res));
+             return;
+           }
+           res->scans = scans + 1;
+           res->stale_removed += stale;
+           if (res->outcome == claim_outcome::queued && res->more
+               && res->scans <= self->state.cfg.max_rescans) {
+             // Our ticket now waits: rescan as a waiter, so that if it is
+             // claimed meanwhile we never claim a second partner.
+             claim(self, std::move(spec), true, res->scans,
+                   res->stale_removed, std::move(out));
+             return;
+           }
+           out(std::move(res));
+         });
+}
+
+template <class T>
+sink<T> deliver_to(caf::typed_response_promise<T> rp) {
+  return [rp](outcome<T> res) mutable {
+    if (res)
+      rp.deliver(std::move(*res));
+    else
+      rp.deliver(to_error(res.error()));
+  };
+}
+
+/// Sweeps `queue` until a call reports nothing more (bounded).
+void sweep(broker_ptr self, std::string queue, uint32_t removed,
+           uint32_t rounds, sink<sweep_result> out) {
+  auto call = codec::sweep_call(queue, self->state.cfg.sweep_batch);
+  run_parsed<sweep_result>(
+    self, std::move(call), codec::parse_sweep,
+    [self, queue, removed, rounds, out](outcome<sweep_result> res) {
+      if (!res) {
+        out(std::move(res));
+        return;
+      }
+      res->removed += removed;
+      if (res->more && rounds < 100) {
+        sweep(self, queue, res->removed, rounds + 1, out);
+        return;
+      }
+      out(std::move(res));
+    });
+}
+
+queue_broker_actor::behavior_type
+broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
+            broker_config cfg) {
+  auto& st = self->state;
+  st.cfg = cfg;
+  auto probe = factory->connect();
+  if (probe->blocking()) {
+    for (uint32_t i = 0; i < std::max<uint32_t>(1, cfg.workers); ++i)
+      st.idle.push_back(
+        self->spawn<caf::detached + caf::linked>(store_worker, factory));
+  } else {
+    st.inline_store = std::move(probe);
+  }
+  if (cfg.sweep_interval_ms > 0)
+    self->delayed_send(self, std::chrono::milliseconds(cfg.sweep_interval_ms),
+                       tick_atom_v);
+  self->set_default_handler(caf::drop);
+  return {
+    [self](enqueue_atom, ticket_spec& spec) {
+      auto rp = self->make_response_promise<enqueue_result>();
+      self->state.queues.insert(spec.queue);
+      run_parsed<enqueue_result>(self, codec::enqueue_call(spec),
+                                 codec::parse_enqueue, deliver_to(rp));
+      return rp;
+    },
+    [self](claim_atom, ticket_spec& spec) {
+      auto rp = self->make_response_promise<claim_result>();
+      claim(self, std::move(spec), false, 0, 0, deliver_to(rp));
+      return rp;
+    },
+    [self](claim_atom, std::vector<ticket_spec>& specs) {
+      auto rp = self->make_response_promise<std::vector<claim_result>>();
+      struct gather {
+        std::vector<claim_result> results;
+        size_t open;
+        caf::error first_error;
+      };
+      auto g = std::make_shared<gather>();
+      g->results.resize(specs.size());
+      g->open = specs.size();
+      if (specs.empty()) {
+        rp.deliver(std::vector<claim_result>{});
+        return rp;
+      }
+      for (size_t i = 0; i < specs.size(); ++i)
+        claim(self, std::move(specs[i]), false, 0, 0,
+              [g, i, rp](outcome<claim_result> res) mutable {
+                if (res)
+                  g->results[i] = std::move(*res);
+                else if (!g->first_error)
+                  g->first_error = to_error(res.error());
+                if (--g->open == 0) {
+                  if (g->first_error)
+                    rp.deliver(std::move(g->first_error));
+                  else
+                    rp.deliver(std::move(g->results));
+                }
+              });
+      return rp;
+    },
+    [self](rescan_atom, ticket_spec& spec) {
+      auto rp = self->make_response_promise<claim_result>();
+      claim(self, std::move(spec), true, 0, 0, deliver_to(rp));
+      return rp;
+    },
+    [self](cancel_atom, ticket_ref& ref) {
+      auto rp = self->make_response_promise<cancel_result>();
+      run_parsed<cancel_result>(self, codec::cancel_call(ref),
+                                codec::parse_cancel, deliver_to(rp));
+      return rp;
+    },
+    [self](heartbeat_atom, ticket_ref& ref, uint32_t ttl_ms) {
+      auto rp = self->make_response_promise<heartbeat_result>();
+      run_parsed<heartbeat_result>(self, codec::heartbeat_call(ref, ttl_ms),
+                                   codec::parse_heartbeat, deliver_to(rp));
+      return rp;
+    },
+    [self](requeue_atom, std::string& queue, std::string& ticket) {
+      auto rp = self->make_response_promise<requeue_result>();
+      run_parsed<requeue_result>(self, codec::requeue_call(queue, ticket),
+                                 codec::parse_requeue, deliver_to(rp));
+      return rp;
+    },
+    [self](release_atom, std::string& queue, std::string& ticket) {
+      auto rp = self->make_response_promise<release_result>();
+      run_parsed<release_result>(self, codec::release_call(queue, ticket),
+                                 codec::parse_release, deliver_to(rp));
+      return rp;
+    },
+    [self](tick_atom) {
+      for (auto& q : self->state.queues)
+        sweep(self, q, 0, 0, [](outcome<sweep_result>) {});
+      self->delayed_send(
+        self, std::chrono::milliseconds(self->state.cfg.sweep_interval_ms),
+        tick_atom_v);
+    },
+    [self](sweep_atom, std::string& queue) {
+      auto rp = self->make_response_promise<sweep_result>();
+      sweep(self, std::move(queue), 0, 0, deliver_to(rp));
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+queue_broker_actor spawn_queue_broker(caf::actor_system& sys,
+                                      std::shared_ptr<queue_store_factory> store,
+                                      broker_config cfg) {
+  return sys.spawn(broker_impl, std::move(store), cfg);
+}
+
+} // namespace mm

@@ -1,2 +1,340 @@
-// placeholder
 #include "persistence/queue_codec.hpp"
+
+#include <cstdlib>
+
+namespace mm {
+
+const char* to_string(claim_outcome x) noexcept {
+  switch (x) {
+    case claim_outcome::matched:
+      return "matched";
+    case claim_outcome::queued:
+      return "queued";
+    default:
+      return "claimed_by_other";
+  }
+}
+
+} // namespace mm
+
+namespace mm::codec {
+
+namespace {
+
+bool id_char(char c, bool allow_at) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+         || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':'
+         || c == '-' || (allow_at && c == '@');
+}
+
+std::string check_id(const char* what, const std::string& x, size_t max,
+                     bool allow_at = true) {
+  if (x.empty())
+    return std::string{what} + " is empty";
+  if (x.size() > max)
+    return std::string{what} + " is longer than " + std::to_string(max)
+           + " bytes";
+  for (char c : x)
+    if (!id_char(c, allow_at))
+      return std::string{what} + " has a character outside [A-Za-z0-9._:"
+             + (allow_at ? "@" : "") + "-]";
+  return {};
+}
+
+std::string check_range(const char* what, uint64_t x, uint64_t lo,
+                        uint64_t hi) {
+  if (x < lo || x > hi)
+    return std::string{what} + " must be in " + std::to_string(lo) + ".."
+           + std::to_string(hi);
+  return {};
+}
+
+failure invalid(std::string what) {
+  return failure{errc::invalid_argument, std::move(what)};
+}
+
+script_call make(script_id id, const std::string& queue,
+                 std::vector<std::string> args) {
+  return script_call{id, queue_keys(queue), std::move(args)};
+}
+
+// -- reply reading ------------------------------------------------------------
+
+/// The reply as an array of strings, or the failure it carries.
+outcome<std::vector<std::string>> fields(const store_reply& reply) {
+  if (reply.code != errc::none)
+    return failure{reply.code, reply.detail};
+  const auto& v = reply.value;
+  if (v.type == store_value::kind::error)
+    return failure{errc::protocol_error, "script error: " + v.str};
+  if (v.type != store_value::kind::array || v.elements.empty())
+    return failure{errc::protocol_error, "script reply is not an array"};
+  std::vector<std::string> out;
+  out.reserve(v.elements.size());
+  for (auto& e : v.elements) {
+    if (e.type == store_value::kind::integer)
+      out.emplace_back(std::to_string(e.integer));
+    else
+      out.emplace_back(e.str);
+  }
+  return out;
+}
+
+/// Maps the refusals every script may answer to named errors.
+failure refusal(const std::vector<std::string>& f) {
+  auto arg = [&](size_t i) { return i < f.size() ? f[i] : std::string{}; };
+  if (f[0] == "invalid")
+    return failure{errc::invalid_argument, arg(1)};
+  if (f[0] == "duplicate")
+    return failure{errc::duplicate_ticket,
+                   "the user already has ticket " + arg(1)};
+  if (f[0] == "stale_token")
+    return failure{errc::stale_token,
+                   "the token is not the current one of ticket " + arg(1)};
+  if (f[0] == "not_found")
+    return failure{errc::not_found, "the user has no ticket in this queue"};
+  return failure{errc::protocol_error, "unexpected script reply '" + f[0] + "'"};
+}
+
+int64_t to_int(const std::string& x) {
+  return std::strtoll(x.c_str(), nullptr, 10);
+}
+
+bool has(const std::vector<std::string>& f, size_t n) {
+  return f.size() >= n;
+}
+
+failure short_reply(const std::vector<std::string>& f) {
+  return failure{errc::protocol_error, "short '" + f[0] + "' reply"};
+}
+
+} // namespace
+
+std::string check_queue(const std::string& queue) {
+  return check_id("queue", queue, max_queue_name, false);
+}
+
+std::string check_spec(const ticket_spec& spec) {
+  std::string err;
+  if (!(err = check_queue(spec.queue)).empty()
+      || !(err = check_id("user", spec.user, max_id)).empty()
+      || !(err = check_id("ticket", spec.ticket, max_id)).empty()
+      || !(err = check_id("node", spec.node, max_node)).empty()
+      || !(err = check_range("ttl_ms", spec.ttl_ms, 1, max_ttl_ms)).empty())
+    return err;
+  if (spec.attrs.size() > max_attrs)
+    return "attrs is longer than " + std::to_string(max_attrs) + " bytes";
+  return {};
+}
+
+std::vector<std::string> queue_keys(const std::string& queue) {
+  auto prefix = "mm:{" + queue + "}:";
+  return {prefix + "waiting", prefix + "seq", prefix + "tickets",
+          prefix + "users", prefix + "deadlines"};
+}
+
+outcome<script_call> enqueue_call(const ticket_spec& spec) {
+  if (auto err = check_spec(spec); !err.empty())
+    return invalid(std::move(err));
+  return make(script_id::enqueue, spec.queue,
+              {spec.user, spec.ticket, spec.node, spec.attrs,
+               std::to_string(spec.ttl_ms)});
+}
+
+outcome<script_call> claim_call(const ticket_spec& spec, uint32_t scan,
+                                uint32_t hold_ms, bool rescan) {
+  std::string err;
+  if (!(err = check_spec(spec)).empty()
+      || !(err = check_range("scan", scan, 1, max_scan)).empty()
+      || !(err = check_range("hold_ms", hold_ms, 1, max_hold_ms)).empty())
+    return invalid(std::move(err));
+  return make(script_id::claim, spec.queue,
+              {spec.user, spec.ticket, spec.node, spec.attrs,
+               std::to_string(spec.ttl_ms), std::to_string(scan),
+               std::to_string(hold_ms), rescan ? "1" : "0"});
+}
+
+namespace {
+
+std::string check_ref(const ticket_ref& ref) {
+  std::string err;
+  if (!(err = check_queue(ref.queue)).empty()
+      || !(err = check_id("user", ref.user, max_id)).empty())
+    return err;
+  if (ref.token.empty() || ref.token.size() > 20
+      || ref.token.find_first_not_of("0123456789") != std::string::npos)
+    return "token must be the decimal token the queue issued";
+  return {};
+}
+
+} // namespace
+
+outcome<script_call> cancel_call(const ticket_ref& ref) {
+  if (auto err = check_ref(ref); !err.empty())
+    return invalid(std::move(err));
+  return make(script_id::cancel, ref.queue, {ref.user, ref.token});
+}
+
+outcome<script_call> heartbeat_call(const ticket_ref& ref, uint32_t ttl_ms) {
+  std::string err;
+  if (!(err = check_ref(ref)).empty()
+      || !(err = check_range("ttl_ms", ttl_ms, 1, max_ttl_ms)).empty())
+    return invalid(std::move(err));
+  return make(script_id::heartbeat, ref.queue,
+              {ref.user, ref.token, std::to_string(ttl_ms)});
+}
+
+outcome<script_call> requeue_call(const std::string& queue,
+                                  const std::string& ticket) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty()
+      || !(err = check_id("ticket", ticket, max_id)).empty())
+    return invalid(std::move(err));
+  return make(script_id::requeue, queue, {ticket});
+}
+
+outcome<script_call> release_call(const std::string& queue,
+                                  const std::string& ticket) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty()
+      || !(err = check_id("ticket", ticket, max_id)).empty())
+    return invalid(std::move(err));
+  return make(script_id::release, queue, {ticket});
+}
+
+outcome<script_call> sweep_call(const std::string& queue, uint32_t batch) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty()
+      || !(err = check_range("batch", batch, 1, 1000)).empty())
+    return invalid(std::move(err));
+  return make(script_id::sweep, queue, {std::to_string(batch)});
+}
+
+outcome<enqueue_result> parse_enqueue(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "created" || x[0] == "exists") {
+    if (!has(x, 5))
+      return short_reply(x);
+    enqueue_result r;
+    r.ticket = x[1];
+    r.token = x[2];
+    r.score = to_int(x[3]);
+    r.deadline = to_int(x[4]);
+    r.created = x[0] == "created";
+    r.state = has(x, 6) ? x[5] : "waiting";
+    return r;
+  }
+  return refusal(x);
+}
+
+outcome<claim_result> parse_claim(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  claim_result r;
+  if (x[0] == "matched") {
+    if (!has(x, 9))
+      return short_reply(x);
+    r.outcome = claim_outcome::matched;
+    r.ticket = x[1];
+    r.token = x[2];
+    r.partner = partner_info{x[3], x[4], x[5], x[6], to_int(x[7]), x[8]};
+    return r;
+  }
+  if (x[0] == "queued") {
+    if (!has(x, 7))
+      return short_reply(x);
+    r.outcome = claim_outcome::queued;
+    r.ticket = x[1];
+    r.token = x[2];
+    r.score = to_int(x[3]);
+    r.deadline = to_int(x[4]);
+    r.stale_removed = static_cast<uint32_t>(to_int(x[5]));
+    r.more = x[6] == "1";
+    return r;
+  }
+  if (x[0] == "claimed") {
+    if (!has(x, 6))
+      return short_reply(x);
+    r.outcome = claim_outcome::claimed_by_other;
+    r.ticket = x[1];
+    r.token = x[2];
+    r.partner.user = x[3];
+    r.partner.ticket = x[4];
+    r.partner.node = x[5];
+    return r;
+  }
+  return refusal(x);
+}
+
+outcome<cancel_result> parse_cancel(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "cancelled" && has(x, 2))
+    return cancel_result{cancel_outcome::cancelled, x[1], {}};
+  if (x[0] == "in_flight" && has(x, 3))
+    return cancel_result{cancel_outcome::in_flight, x[1], x[2]};
+  return refusal(x);
+}
+
+outcome<heartbeat_result> parse_heartbeat(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "gone")
+    return heartbeat_result{};
+  if (x[0] == "alive" && has(x, 4))
+    return heartbeat_result{true, x[1], x[2], to_int(x[3])};
+  return refusal(x);
+}
+
+outcome<requeue_result> parse_requeue(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  auto arg = [&](size_t i) { return i < x.size() ? x[i] : std::string{}; };
+  if (x[0] == "requeued")
+    return requeue_result{requeue_outcome::requeued, arg(1), to_int(arg(2))};
+  if (x[0] == "waiting")
+    return requeue_result{requeue_outcome::waiting, arg(1), to_int(arg(2))};
+  if (x[0] == "stale")
+    return requeue_result{requeue_outcome::stale, arg(1), 0};
+  if (x[0] == "gone")
+    return requeue_result{requeue_outcome::gone, {}, 0};
+  return refusal(x);
+}
+
+outcome<release_result> parse_release(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  auto arg = [&](size_t i) { return i < x.size() ? x[i] : std::string{}; };
+  if (x[0] == "released")
+    return release_result{release_outcome::released, arg(1)};
+  if (x[0] == "waiting")
+    return release_result{release_outcome::waiting, arg(1)};
+  if (x[0] == "gone")
+    return release_result{release_outcome::gone, {}};
+  return refusal(x);
+}
+
+outcome<sweep_result> parse_sweep(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "swept" && has(x, 3))
+    return sweep_result{static_cast<uint32_t>(to_int(x[1])), x[2] == "1"};
+  return refusal(x);
+}
+
+} // namespace mm::codec

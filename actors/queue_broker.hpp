@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "messages/type_ids.hpp"
+
+namespace mm {
+
+class queue_store_factory;
+
+/// Settings of the queue broker.
+struct broker_config {
+  uint32_t scan = 10;           ///< candidates per claim script call
+  uint32_t hold_ms = 10000;     ///< bound on a claimed pair's finalization
+  uint32_t max_rescans = 8;     ///< extra claim calls after stale-only windows
+  uint32_t workers = 2;         ///< store connections (blocking stores only)
+  uint32_t max_batch = 512;     ///< calls pipelined per round trip
+  uint32_t sweep_interval_ms = 1000; ///< periodic sweep of seen queues; 0: off
+  uint32_t sweep_batch = 100;   ///< tickets removed per sweep call
+};
+
+/// Spawns the queue broker: the only actor that talks to the queue store.
+/// With a blocking store (Redis) it owns `cfg.workers` detached workers, each
+/// with its own connection, and pipelines every request that arrives while
+/// they are busy into the next round trip (up to `cfg.max_batch`). With a
+/// non-blocking store (embedded) it runs calls inline, which keeps it
+/// deterministic under the CAF test coordinator. Not idempotent: every call
+/// spawns a new broker.
+queue_broker_actor spawn_queue_broker(caf::actor_system& sys,
+                                      std::shared_ptr<queue_store_factory> store,
+                                      broker_config cfg = {});
+
+} // namespace mm

@@ -1,0 +1,92 @@
+#pragma once
+
+// The CAF side of messages/: the project's type-ID block, atoms, the error
+// category, and the typed actor interfaces. Include this only in translation
+// units that talk to actors (every CAF header costs compile time).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <caf/type_id.hpp>
+#include <caf/error.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/errc.hpp"
+#include "messages/queue_types.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
+
+  CAF_ADD_TYPE_ID(matchmaker, (mm::ticket_spec))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::ticket_ref))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::partner_info))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::enqueue_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::claim_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::cancel_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::heartbeat_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::requeue_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::release_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::sweep_result))
+  CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::claim_result>))
+  CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::ticket_spec>))
+
+  CAF_ADD_ATOM(matchmaker, mm, enqueue_atom, "enqueue")
+  CAF_ADD_ATOM(matchmaker, mm, claim_atom, "claim")
+  CAF_ADD_ATOM(matchmaker, mm, rescan_atom, "rescan")
+  CAF_ADD_ATOM(matchmaker, mm, cancel_atom, "cancel")
+  CAF_ADD_ATOM(matchmaker, mm, heartbeat_atom, "heartbeat")
+  CAF_ADD_ATOM(matchmaker, mm, requeue_atom, "requeue")
+  CAF_ADD_ATOM(matchmaker, mm, release_atom, "release")
+  CAF_ADD_ATOM(matchmaker, mm, sweep_atom, "sweep")
+  CAF_ADD_ATOM(matchmaker, mm, tick_atom, "tick")
+
+CAF_END_TYPE_ID_BLOCK(matchmaker)
+
+CAF_ERROR_CODE_ENUM(mm::errc, "mm")
+
+namespace mm {
+
+/// The only path from the engine to the queue store (actors/queue_broker.hpp).
+/// Every handler answers a named `mm::errc` error on bad input, changing
+/// nothing; the store work is done by the atomic scripts in lua/.
+using queue_broker_actor = caf::typed_actor<
+  // Idempotent per spec.ticket: the same create again answers the same ticket.
+  caf::replies_to<enqueue_atom, ticket_spec>::with<enqueue_result>,
+  // Claim-or-enqueue; rescans (bounded) while a window held only stale
+  // tickets. Idempotent per spec.ticket: a retry answers the same outcome.
+  caf::replies_to<claim_atom, ticket_spec>::with<claim_result>,
+  // Many claims in one message (load generators, gateways): same semantics,
+  // one result or error each, in order.
+  caf::replies_to<claim_atom, std::vector<ticket_spec>>::with<
+    std::vector<claim_result>>,
+  // Re-scan of a user that is waiting: if its ticket is gone it was claimed,
+  // and the answer is claimed_by_other (it never claims a second partner).
+  caf::replies_to<rescan_atom, ticket_spec>::with<claim_result>,
+  // Compare-and-delete by token. Not idempotent in its answer: a second
+  // cancel finds nothing (not_found).
+  caf::replies_to<cancel_atom, ticket_ref>::with<cancel_result>,
+  // Extends the presence deadline by ttl_ms (current token only). Idempotent.
+  caf::replies_to<heartbeat_atom, ticket_ref, uint32_t>::with<
+    heartbeat_result>,
+  // (queue, ticket): back at the original score. Idempotent.
+  caf::replies_to<requeue_atom, std::string, std::string>::with<
+    requeue_result>,
+  // (queue, ticket): drops a claimed/claimer ticket once settled. Idempotent.
+  caf::replies_to<release_atom, std::string, std::string>::with<
+    release_result>,
+  // (queue): removes stale tickets in bounded batches until none is left.
+  // Idempotent.
+  caf::replies_to<sweep_atom, std::string>::with<sweep_result>,
+  // Timer: sweeps every queue seen so far, then re-arms itself. Idempotent.
+  caf::reacts_to<tick_atom>>;
+
+/// Registers every type of the block and the error category with `cfg`.
+/// Call it on EVERY node before the actor system starts. Idempotent.
+void register_types(caf::actor_system_config& cfg);
+
+/// Turns a store-layer failure into a CAF error of category "mm".
+caf::error to_error(const failure& f);
+
+} // namespace mm
