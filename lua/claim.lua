@@ -12,7 +12,8 @@
 -- ARGV[8] rescan      ('1' = the caller had a ticket; if it is gone, the
 --                      caller was claimed and must not claim anybody)
 -- Replies:
---   {'matched', ticket, token, p_user, p_ticket, p_node, p_attrs, p_score, p_token}
+--   {'matched', ticket, token, p_user, p_ticket, p_node, p_attrs, p_score,
+--    p_token, stale_removed}
 --   {'queued', ticket, token, score, deadline, stale_removed, more}
 --       more = '1' when the whole window was stale: scan again (problem 3)
 --   {'claimed', ticket, token, by_user, by_ticket, by_node}  somebody claimed
@@ -45,7 +46,7 @@ if current then
     elseif rec.state == 'claimer' then
       -- A retried claim that already matched answers the same match.
       return {'matched', ticket, rec.token, rec.p_user, rec.p_ticket,
-              rec.p_node, rec.p_attrs, rec.p_score, rec.p_token}
+              rec.p_node, rec.p_attrs, rec.p_score, rec.p_token, '0'}
     end
     redis.call('ZREM', K_WAITING, ticket) -- re-scan: take our own ticket down
     own = rec
@@ -102,7 +103,8 @@ if partner then
   redis.call('HSET', K_USERS, user, ticket)
   redis.call('ZADD', K_DEADLINES, own.hold, ticket)
   return {'matched', ticket, own.token, partner.user, partner.ticket,
-          partner.node, partner.attrs, num(partner.score), partner.token}
+          partner.node, partner.attrs, num(partner.score), partner.token,
+          num(stale)}
 end
 
 make_waiting(own)

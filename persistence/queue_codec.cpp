@@ -237,12 +237,13 @@ outcome<claim_result> parse_claim(const store_reply& reply) {
   auto& x = *f;
   claim_result r;
   if (x[0] == "matched") {
-    if (!has(x, 9))
+    if (!has(x, 10))
       return short_reply(x);
     r.outcome = claim_outcome::matched;
     r.ticket = x[1];
     r.token = x[2];
     r.partner = partner_info{x[3], x[4], x[5], x[6], to_int(x[7]), x[8]};
+    r.stale_removed = static_cast<uint32_t>(to_int(x[9]));
     return r;
   }
   if (x[0] == "queued") {

@@ -208,7 +208,7 @@ TEST_F(RedisStore, EveryScriptAnswersItsReplyShape) {
     // heartbeat -> {'alive', ticket, state, deadline}
     call(script_id::heartbeat, q_, {"u1", token1, "60000"}),
     // claim -> {'matched', ticket, token, p_user, p_ticket, p_node, p_attrs,
-    //           p_score, p_token}
+    //           p_score, p_token, stale_removed}
     call(script_id::claim, q_,
          {"u2", "t2", "node-2", "attrs-2", "60000", "10", "30000", "0"}),
     // requeue the claimed partner -> {'requeued', ticket, score}
@@ -232,7 +232,7 @@ TEST_F(RedisStore, EveryScriptAnswersItsReplyShape) {
   EXPECT_TRUE(all_digits(alive[3]));
 
   auto matched = strings_of(replies[1]);
-  ASSERT_EQ(matched.size(), 9u);
+  ASSERT_EQ(matched.size(), 10u);
   EXPECT_EQ(matched[0], "matched");
   EXPECT_EQ(matched[1], "t2");
   EXPECT_TRUE(all_digits(matched[2]));
@@ -242,6 +242,7 @@ TEST_F(RedisStore, EveryScriptAnswersItsReplyShape) {
   EXPECT_EQ(matched[6], "attrs-1");
   EXPECT_EQ(matched[7], "1");
   EXPECT_EQ(matched[8], token1);
+  EXPECT_EQ(matched[9], "0");
 
   auto requeued = strings_of(replies[2]);
   ASSERT_EQ(requeued.size(), 3u);
@@ -294,7 +295,7 @@ TEST_F(RedisStore, ArgumentsAndRepliesAreBinarySafe) {
   auto r = store_->run({call(script_id::claim, q_, {"u2", "t2", "n2", "", "60000",
                                                     "10", "30000", "0"})});
   auto matched = strings_of(r.at(0));
-  ASSERT_EQ(matched.size(), 9u);
+  ASSERT_EQ(matched.size(), 10u);
   EXPECT_EQ(matched[0], "matched");
   EXPECT_EQ(matched[6], attrs);
 }

@@ -35,7 +35,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
     raw = std::make_unique<test::store_client>(store->connect());
     broker_config cfg;
     cfg.scan = 2;
-    cfg.sweep_interval_ms = 1000;
+    cfg.sweep_interval_ms = 0; // run() would fire a periodic timer forever
     broker = spawn_queue_broker(sys, store, cfg);
     run();
   }
@@ -177,15 +177,28 @@ CAF_TEST(batched claims answer in order) {
 }
 
 CAF_TEST(the periodic sweep removes ghosts) {
-  ask<enqueue_result>(enqueue_atom_v, test::spec("q", "ghost", "tg", 500));
-  ask<enqueue_result>(enqueue_atom_v, test::spec("q", "live", "tl", 60000));
+  broker_config cfg;
+  cfg.sweep_interval_ms = 1000;
+  auto sweeper = spawn_queue_broker(sys, store, cfg);
+  sched.run();
+  // The sweeper learns of queue "q" from a request (it sweeps queues it saw).
+  self->send(sweeper, enqueue_atom_v, test::spec("q", "ghost", "tg", 500));
+  self->send(sweeper, enqueue_atom_v, test::spec("q", "live", "tl", 60000));
+  sched.run();
   *clock_ms += 2000;
   CAF_CHECK_EQUAL(raw->records("q"), 2);
-  trigger_timeouts(); // the broker's sweep tick
-  run();
+  // Only messages run here: run() would also fire the re-armed tick forever.
+  CAF_REQUIRE(sched.trigger_timeout());
+  sched.run();
   CAF_CHECK_EQUAL(raw->records("q"), 1);
   CAF_CHECK_EQUAL(raw->user_ticket("q", "ghost"), "");
   CAF_CHECK_EQUAL(raw->user_ticket("q", "live"), "tl");
+  // The tick re-armed itself.
+  CAF_CHECK(sched.has_pending_timeout());
+  anon_send_exit(sweeper, caf::exit_reason::user_shutdown);
+  sched.run();
+  sched.trigger_timeouts(); // a dead actor's tick goes nowhere
+  sched.run();
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,55 @@
+#pragma once
+
+// The engine of the embedded queue store: an in-memory data set with the
+// subset of Redis commands the lua/ scripts use (Redis semantics, lazy key
+// expiry against an injected clock) and an embedded Lua 5.1 that runs the
+// scripts against it the way Redis does (KEYS/ARGV, redis.call/pcall,
+// Redis<->Lua type conversion). No Lua or CAF headers leak from here.
+//
+// Commands: TIME GET SET DEL EXISTS INCR PEXPIRE PTTL HGET HSET HDEL HEXISTS
+// HLEN HGETALL ZADD ZREM ZSCORE ZCARD ZRANGE ZRANGEBYSCORE XADD XLEN XRANGE.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "persistence/queue_store.hpp"
+
+namespace mm::embedded {
+
+/// One data set plus the Lua state bound to it. Not thread-safe: one caller
+/// at a time (the embedded store's factory guards one engine with a mutex).
+/// Every reply carries what a Redis client would see; errors of a command or
+/// a script are error values (`store_value::kind::error`), never exceptions.
+class engine {
+public:
+  /// Creates an empty data set; `clock` (ms since the epoch) plays the role
+  /// of the server's clock. Compiles the lua/ scripts once.
+  /// Throws std::bad_alloc when Lua cannot start.
+  explicit engine(store_clock clock);
+  ~engine();
+
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  /// Runs one plain command, e.g. {"SET", "k", "v", "PX", "100"}. The name
+  /// is case-insensitive. Idempotent exactly when the command is.
+  store_value execute(const store_command& command);
+
+  /// Runs one script of lua/ atomically. Idempotent exactly when the script
+  /// is.
+  store_value run(const script_call& call);
+
+  /// Runs Lua `source` as a script (like EVAL: compiled on every call), with
+  /// the same environment as the lua/ scripts. For tests and tools.
+  /// Idempotent exactly when the script is.
+  store_value eval(const std::string& source,
+                   const std::vector<std::string>& keys,
+                   const std::vector<std::string>& args);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace mm::embedded
