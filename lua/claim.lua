@@ -20,13 +20,10 @@
 --       the caller (by_* empty when the ticket is already gone)
 --   {'duplicate', other_ticket}
 --   {'invalid', what}
-local user, ticket, node, attrs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-if not valid_id(user, MAX_ID) then return invalid('user') end
-if not valid_id(ticket, MAX_ID) then return invalid('ticket') end
-if not valid_id(node, MAX_NODE) then return invalid('node') end
-if type(attrs) ~= 'string' or #attrs > MAX_ATTRS then return invalid('attrs') end
-local ttl = int_arg(ARGV[5], 1, MAX_TTL)
-if not ttl then return invalid('ttl') end
+local args, refused = ticket_args()
+if not args then return refused end
+local user, ticket, node, attrs, ttl =
+  args.user, args.ticket, args.node, args.attrs, args.ttl
 local scan = int_arg(ARGV[6], 1, MAX_SCAN)
 if not scan then return invalid('scan') end
 local hold = int_arg(ARGV[7], 1, MAX_HOLD)

@@ -11,13 +11,10 @@
 --   {'exists',  ticket, token, score, deadline, state}  same ticket again: no-op
 --   {'duplicate', other_ticket}  the user already has another live ticket
 --   {'invalid', what}
-local user, ticket, node, attrs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-if not valid_id(user, MAX_ID) then return invalid('user') end
-if not valid_id(ticket, MAX_ID) then return invalid('ticket') end
-if not valid_id(node, MAX_NODE) then return invalid('node') end
-if type(attrs) ~= 'string' or #attrs > MAX_ATTRS then return invalid('attrs') end
-local ttl = int_arg(ARGV[5], 1, MAX_TTL)
-if not ttl then return invalid('ttl') end
+local args, refused = ticket_args()
+if not args then return refused end
+local user, ticket, node, attrs, ttl =
+  args.user, args.ticket, args.node, args.attrs, args.ttl
 
 local now = now_ms()
 local current = redis.call('HGET', K_USERS, user)

@@ -103,3 +103,18 @@ local MAX_TTL, MAX_SCAN, MAX_HOLD, MAX_BATCH = 3600000, 100, 600000, 1000
 local function invalid(what)
   return {'invalid', what}
 end
+
+-- ARGV[1..5] of enqueue and claim: user, ticket, node, attributes, ttl ms.
+-- Returns them checked, or nil and the refusal to answer.
+local function ticket_args()
+  local a = {user = ARGV[1], ticket = ARGV[2], node = ARGV[3], attrs = ARGV[4]}
+  if not valid_id(a.user, MAX_ID) then return nil, invalid('user') end
+  if not valid_id(a.ticket, MAX_ID) then return nil, invalid('ticket') end
+  if not valid_id(a.node, MAX_NODE) then return nil, invalid('node') end
+  if type(a.attrs) ~= 'string' or #a.attrs > MAX_ATTRS then
+    return nil, invalid('attrs')
+  end
+  a.ttl = int_arg(ARGV[5], 1, MAX_TTL)
+  if not a.ttl then return nil, invalid('ttl') end
+  return a
+end
