@@ -14,8 +14,8 @@ struct broker_config {
   uint32_t scan = 10;           ///< candidates per claim script call
   uint32_t hold_ms = 10000;     ///< bound on a claimed pair's finalization
   uint32_t max_rescans = 8;     ///< extra claim calls after stale-only windows
-  uint32_t workers = 2;         ///< store connections (blocking stores only)
-  uint32_t max_batch = 512;     ///< calls pipelined per round trip
+  uint32_t workers = 4;         ///< store connections (blocking stores only)
+  uint32_t max_batch = 64;      ///< calls pipelined per round trip
   uint32_t sweep_interval_ms = 1000; ///< periodic sweep of seen queues; 0: off
   uint32_t sweep_batch = 100;   ///< tickets removed per sweep call
 };
