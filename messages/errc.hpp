@@ -16,7 +16,9 @@ enum class errc : uint8_t {
   stale_token,       ///< the token is not the ticket's current one
   in_flight,         ///< the ticket is being finalized; cancel via finalizer
   store_unavailable, ///< the queue store or database cannot be reached
-  conflict,          ///< a bounded wait expired (retry later)
+  conflict,          ///< lost to a competing request (a bounded wait
+                     ///< expired, or the user is already in an active
+                     ///< session); retrying may succeed
   protocol_error,    ///< a store answered something the engine cannot read
   cancelled,         ///< the operation was given up because a side cancelled
   shutting_down,     ///< the engine no longer accepts new work

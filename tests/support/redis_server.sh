@@ -7,15 +7,8 @@ set -euo pipefail
 cmd=${1:?start|stop}
 dir=${2:?directory}
 
-free_port() {
-  python3 - <<'PY' 2>/dev/null || echo $(( 20000 + RANDOM % 20000 ))
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-PY
-}
+# shellcheck source=free_port.sh
+. "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"
 
 case "$cmd" in
   start)

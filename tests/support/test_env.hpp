@@ -1,8 +1,9 @@
 #pragma once
 
 // Where the integration tests find the private services that CTest fixtures
-// start (tests/support/redis_server.sh). A missing service is a failure,
-// never a skip: a test that cannot reach its store must not pass.
+// start (tests/support/redis_server.sh, tests/support/postgres_server.sh). A
+// missing service is a failure, never a skip: a test that cannot reach its
+// store must not pass.
 
 #include <cstdint>
 #include <cstdlib>
@@ -30,6 +31,26 @@ inline std::string redis_dir() {
   if (dir == nullptr)
     throw std::runtime_error("MM_TEST_REDIS_DIR is not set: run through ctest");
   return dir;
+}
+
+/// The directory of the private PostgreSQL (tests/support/postgres_server.sh).
+inline std::string pg_dir() {
+  const char* dir = std::getenv("MM_TEST_PG_DIR");
+  if (dir == nullptr)
+    throw std::runtime_error("MM_TEST_PG_DIR is not set: run through ctest");
+  return dir;
+}
+
+/// A libpq connection string for database `dbname` of the private
+/// PostgreSQL, read from $MM_TEST_PG_DIR/port (loopback TCP, trust auth).
+inline std::string pg_conninfo(const std::string& dbname = "postgres") {
+  auto dir = pg_dir();
+  std::ifstream in(dir + "/port");
+  int port = 0;
+  if (!(in >> port) || port <= 0)
+    throw std::runtime_error("no postgres port file in " + dir);
+  return "host=127.0.0.1 port=" + std::to_string(port)
+         + " user=postgres dbname=" + dbname;
 }
 
 } // namespace mm::test

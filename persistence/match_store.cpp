@@ -1,0 +1,191 @@
+// Rules shared by both match stores, so that they validate, key and describe
+// matches identically.
+
+#include "persistence/match_store.hpp"
+
+#include <cstdio>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "mm_migrations.hpp" // generated from persistence/migrations/
+
+namespace mm {
+
+match_store::~match_store() = default;
+
+match_store_factory::~match_store_factory() = default;
+
+namespace {
+
+constexpr size_t max_queue_len = 64;
+constexpr size_t max_id_len = 128;
+constexpr size_t max_attrs_len = 4096;
+
+/// Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF): what
+/// PostgreSQL accepts in a UTF8 database, so both stores refuse the same.
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n)
+      return false;
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80)
+        return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800)
+        || (len == 4 && cp < 0x10000) || cp > 0x10FFFF
+        || (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+bool has_control(const std::string& s) {
+  for (auto ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F)
+      return true;
+  }
+  return false;
+}
+
+failure bad(std::string detail) {
+  return failure{errc::invalid_argument, std::move(detail)};
+}
+
+failure check_text(const std::string& what, const std::string& s,
+                   size_t max_len) {
+  if (s.empty() || s.size() > max_len)
+    return bad(what + " must have 1.." + std::to_string(max_len) + " bytes");
+  if (has_control(s))
+    return bad(what + " contains a control character");
+  if (!valid_utf8(s))
+    return bad(what + " is not valid UTF-8");
+  return {};
+}
+
+} // namespace
+
+failure check_id(const std::string& what, const std::string& id) {
+  return check_text(what, id, max_id_len);
+}
+
+failure check_match_request(const match_request& req) {
+  if (auto f = check_text("queue", req.queue, max_queue_len);
+      f.code != errc::none)
+    return f;
+  const std::pair<const char*, const std::string*> ids[] = {
+    {"user_a", &req.user_a},
+    {"ticket_a", &req.ticket_a},
+    {"user_b", &req.user_b},
+    {"ticket_b", &req.ticket_b},
+  };
+  for (auto& [what, id] : ids)
+    if (auto f = check_id(what, *id); f.code != errc::none)
+      return f;
+  if (req.user_a == req.user_b)
+    return bad("a user cannot be matched with itself ('" + req.user_a + "')");
+  for (auto* attrs : {&req.attrs_a, &req.attrs_b}) {
+    // NUL: PostgreSQL text and jsonb cannot hold it.
+    if (attrs->size() > max_attrs_len
+        || attrs->find('\0') != std::string::npos || !valid_utf8(*attrs))
+      return bad("attrs must be UTF-8 without NUL, at most "
+                 + std::to_string(max_attrs_len) + " bytes");
+  }
+  return {};
+}
+
+failure check_close_reason(const std::string& reason) {
+  if (reason.size() > 256 || reason.find('\0') != std::string::npos
+      || !valid_utf8(reason))
+    return bad("close reason must be UTF-8 without NUL, at most 256 bytes");
+  return {};
+}
+
+failure check_fetch_args(uint32_t limit, uint32_t lease_ms) {
+  if (limit == 0 || limit > 10000)
+    return bad("limit must be 1..10000");
+  if (lease_ms == 0)
+    return bad("lease_ms must be positive");
+  return {};
+}
+
+std::string match_key(const match_request& req) {
+  // Ids contain no control characters, so '\n' and '\t' cannot collide.
+  auto a = req.user_a + '\t' + req.ticket_a;
+  auto b = req.user_b + '\t' + req.ticket_b;
+  if (b < a)
+    std::swap(a, b);
+  return req.queue + '\n' + a + '\n' + b;
+}
+
+std::string match_created_event_id(const std::string& session_id) {
+  // Derived from the session: a session can never get a second event id.
+  return std::string{match_created_type} + ":" + session_id;
+}
+
+std::string match_created_payload(const std::string& session_id,
+                                  const match_request& req) {
+  nlohmann::json j;
+  j["event_id"] = match_created_event_id(session_id);
+  j["type"] = match_created_type;
+  j["session_id"] = session_id;
+  j["queue"] = req.queue;
+  j["users"] = nlohmann::json::array({
+    {{"user", req.user_a}, {"ticket", req.ticket_a}},
+    {{"user", req.user_b}, {"ticket", req.ticket_b}},
+  });
+  return j.dump();
+}
+
+std::string new_session_id() {
+  thread_local std::mt19937_64 gen{[] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
+    return std::mt19937_64{seq};
+  }()};
+  uint64_t hi = gen();
+  uint64_t lo = gen();
+  hi = (hi & ~uint64_t{0xF000}) | uint64_t{0x4000};          // version 4
+  lo = (lo & ~(uint64_t{0xC} << 60)) | (uint64_t{0x8} << 60); // RFC 4122
+  char buf[37];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx",
+                static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xFFFF),
+                static_cast<unsigned>(hi & 0xFFFF),
+                static_cast<unsigned>(lo >> 48),
+                static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFull));
+  return buf;
+}
+
+std::vector<std::string> known_migrations() {
+  std::vector<std::string> out;
+  for (const auto& m : migration_sources)
+    out.emplace_back(m.name);
+  return out;
+}
+
+} // namespace mm

@@ -1,0 +1,187 @@
+#pragma once
+
+// The match persistence layer: committed match sessions, their members (one
+// active session per user, guarded by the database itself — invariant I1),
+// and a transactional outbox (one `match.created` event per committed match,
+// written in the same transaction — invariant I5). Two implementations pass
+// tests/conformance/match_store_conformance_test.cpp: PostgreSQL (libpq) and
+// an in-memory one for embedding and simulations.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "messages/errc.hpp"
+#include "messages/outcome.hpp"
+#include "persistence/match_types.hpp"
+
+namespace mm {
+
+/// The type of the event that every committed match gets exactly once.
+constexpr const char* match_created_type = "match.created";
+
+/// The channel that a commit with new outbox events notifies (PostgreSQL:
+/// `NOTIFY mm_outbox` inside the committing transaction).
+constexpr const char* outbox_channel = "mm_outbox";
+
+/// Default lease of `fetch_undelivered`.
+constexpr uint32_t default_lease_ms = 30000;
+
+/// A connection to the match store. One instance is used by one thread at a
+/// time (its calls block on I/O for PostgreSQL: keep it in a detached actor or
+/// worker); get one per worker from a `match_store_factory`. Every call is
+/// its own transaction. Refusals: `invalid_argument` (malformed input,
+/// nothing changed), `conflict` (a user already has an active session),
+/// `not_found`, `store_unavailable` (the database cannot be reached, after
+/// one reconnect within the call), `protocol_error` (anything else the
+/// database refused).
+class match_store {
+public:
+  virtual ~match_store();
+
+  /// Brings the schema up to date: runs every embedded migration
+  /// (persistence/migrations/NNNN_name.sql) not yet recorded in
+  /// `schema_migrations`, in version order, each in its own transaction,
+  /// serialized across processes by an advisory lock so concurrent starters
+  /// do not race. Returns the names this call applied (empty when up to
+  /// date). Fails with `protocol_error` when an applied migration's text
+  /// changed since. Idempotent.
+  virtual outcome<std::vector<std::string>> apply_migrations() = 0;
+
+  /// Group commit: commits all `requests` in ONE transaction and answers one
+  /// entry per request, in order. Each request either commits completely —
+  /// session row, two member rows, exactly one `match.created` outbox event —
+  /// or not at all: a request with a user already in an active session
+  /// (also one committed earlier in the same batch) fails with `conflict`
+  /// naming that user and does not fail the others; a malformed one fails
+  /// with `invalid_argument`. When the transaction itself fails, every
+  /// request fails (`store_unavailable` when the connection was lost) and
+  /// nothing is written. A commit that creates events notifies
+  /// `outbox_channel`. Idempotent per request: a request whose pair was
+  /// committed before (e.g. a retry after a lost commit acknowledgement)
+  /// answers that session with `created == false` and writes nothing.
+  virtual std::vector<outcome<match_record>>
+  commit_matches(const std::vector<match_request>& requests) = 0;
+
+  /// Closes an active session: status closed, members inactive (so both
+  /// users can be matched again), `reason` recorded (at most 256 bytes).
+  /// Writes no event. Returns true when this call closed it, false when it
+  /// was closed already; `not_found` for an unknown id. Idempotent.
+  virtual outcome<bool> close_session(const std::string& session_id,
+                                      const std::string& reason)
+    = 0;
+
+  /// Returns the active session of `user`, if any. Idempotent.
+  virtual outcome<std::optional<match_record>>
+  active_session_of(const std::string& user) = 0;
+
+  /// Returns the session `session_id`, active or closed, if it exists.
+  /// Idempotent.
+  virtual outcome<std::optional<match_record>>
+  find_session(const std::string& session_id) = 0;
+
+  /// Claims up to `limit` (1..10000) undelivered events, oldest first, that
+  /// nobody holds a lease on, and leases them for `lease_ms` (> 0). The claim
+  /// is a lease column (`locked_until`), set in the same statement that
+  /// selects the rows with FOR UPDATE SKIP LOCKED and committed at once, so
+  /// no transaction stays open while the caller delivers (an actor must not
+  /// hold one across messages) and several relays can run: while a lease
+  /// lasts no other fetch returns the event; when it expires without
+  /// `mark_delivered` (a relay died), the event is handed out again —
+  /// at-least-once. Not idempotent: every call takes new leases.
+  virtual outcome<std::vector<outbox_event>>
+  fetch_undelivered(uint32_t limit, uint32_t lease_ms = default_lease_ms)
+    = 0;
+
+  /// Marks events delivered (whoever holds their lease); unknown and already
+  /// delivered ids are ignored. Returns how many this call marked.
+  /// Idempotent.
+  virtual outcome<size_t>
+  mark_delivered(const std::vector<std::string>& event_ids) = 0;
+
+  /// Waits up to `timeout_ms` for a commit on any connection to announce new
+  /// outbox events. The first call starts listening; a notification that
+  /// arrived since the previous call returns at once. Returns true when
+  /// notified, false on timeout. Not idempotent: consumes notifications.
+  virtual outcome<bool> wait_for_events(uint32_t timeout_ms) = 0;
+
+  /// True when calls block the calling thread on I/O. Idempotent.
+  virtual bool blocking() const noexcept = 0;
+};
+
+/// Makes connections to one match store. Thread-safe.
+class match_store_factory {
+public:
+  virtual ~match_store_factory();
+
+  /// Opens a new connection. Never fails: an unreachable database shows as
+  /// `store_unavailable` on the calls, and the connection tries again on
+  /// each call. Not idempotent: every call opens another connection.
+  virtual std::unique_ptr<match_store> connect() = 0;
+
+  /// A short description for logs, e.g. "postgres host=... dbname=...".
+  /// Idempotent.
+  virtual std::string describe() const = 0;
+};
+
+/// Settings of the PostgreSQL store.
+struct pg_options {
+  /// A libpq connection string or URI ("host=... port=... dbname=...").
+  /// Its own settings win over the timeouts below.
+  std::string conninfo;
+  /// Bound of one connection attempt (libpq `connect_timeout`, whole seconds,
+  /// at least 2 as libpq requires).
+  uint32_t connect_timeout_ms = 2000;
+  /// Server-side bound of one statement (0: the server's default). A
+  /// statement that hits it fails with `store_unavailable`.
+  uint32_t statement_timeout_ms = 5000;
+};
+
+/// Returns a factory for PostgreSQL connections (libpq). Idempotent.
+std::shared_ptr<match_store_factory> make_pg_match_store(pg_options opts);
+
+/// Returns a factory whose connections all share ONE in-memory data set
+/// with the semantics of the PostgreSQL store. Every call creates a new,
+/// empty data set. Idempotent per factory.
+std::shared_ptr<match_store_factory> make_memory_match_store();
+
+// -- shared rules of both implementations -------------------------------------
+
+/// Checks a request; `code == errc::none` when it is well-formed. Idempotent.
+failure check_match_request(const match_request& req);
+
+/// Checks a user or session id: 1..128 bytes of UTF-8, no control
+/// characters. `code == errc::none` when valid. Idempotent.
+failure check_id(const std::string& what, const std::string& id);
+
+/// Checks a close reason: at most 256 bytes of UTF-8 without NUL (may be
+/// empty). `code == errc::none` when valid. Idempotent.
+failure check_close_reason(const std::string& reason);
+
+/// Checks the arguments of `fetch_undelivered`. Idempotent.
+failure check_fetch_args(uint32_t limit, uint32_t lease_ms);
+
+/// The idempotency key of a request: queue and both user:ticket pairs, in a
+/// canonical order (A–B and B–A give the same key). Idempotent.
+std::string match_key(const match_request& req);
+
+/// The event id of a session's `match.created` event. Idempotent.
+std::string match_created_event_id(const std::string& session_id);
+
+/// The payload of the `match.created` event of a session: a JSON object
+/// with event_id, type, session_id, queue and users [{user, ticket}, ...].
+/// Idempotent.
+std::string match_created_payload(const std::string& session_id,
+                                  const match_request& req);
+
+/// A fresh random UUID (version 4) in canonical text form. Not idempotent.
+std::string new_session_id();
+
+/// The names of the embedded migrations ("0001_init", ...), in the order
+/// they are applied. Idempotent.
+std::vector<std::string> known_migrations();
+
+} // namespace mm

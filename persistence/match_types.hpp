@@ -1,0 +1,64 @@
+#pragma once
+
+// Plain records of the match persistence layer (persistence/match_store.hpp).
+// No CAF here: the actors wrap these in their own messages.
+
+#include <cstdint>
+#include <string>
+
+namespace mm {
+
+/// A claimed pair that the finalizer wants committed as a match session.
+/// `queue`, users and tickets: 1..128 bytes of UTF-8 without control
+/// characters (queue at most 64); attrs: opaque UTF-8, at most 4096 bytes.
+/// (queue, {user_a:ticket_a, user_b:ticket_b}) is the idempotency key of the
+/// commit: the same pair committed again returns the session it created.
+struct match_request {
+  std::string queue;
+  std::string user_a;
+  std::string ticket_a;
+  std::string attrs_a;
+  std::string user_b;
+  std::string ticket_b;
+  std::string attrs_b;
+};
+
+enum class session_status : uint8_t { active, closed };
+
+/// Returns "active" or "closed". Idempotent.
+inline const char* to_string(session_status x) noexcept {
+  return x == session_status::active ? "active" : "closed";
+}
+
+/// A committed match session. Times are ms since the epoch on the store's
+/// clock (the database server's for PostgreSQL), never a node's.
+struct match_record {
+  std::string session_id; ///< random UUID (v4) text
+  std::string queue;
+  std::string user_a;
+  std::string ticket_a;
+  std::string user_b;
+  std::string ticket_b;
+  session_status status = session_status::active;
+  int64_t created_at = 0;
+  int64_t closed_at = 0; ///< 0 while active
+  std::string close_reason;
+  /// True when this call committed the session; false when an earlier call
+  /// with the same request did (a retry), or when the record was only read.
+  bool created = false;
+};
+
+/// One row of the transactional outbox.
+struct outbox_event {
+  int64_t seq = 0;          ///< outbox row id: increasing in insert order
+  std::string event_id;     ///< unique and stable; consumers dedupe by it
+  std::string aggregate_id; ///< the session id
+  std::string type;         ///< "match.created"
+  std::string payload;      ///< JSON object text
+  int64_t created_at = 0;
+  int64_t delivered_at = 0; ///< 0 while undelivered
+  int64_t locked_until = 0; ///< end of the current lease, 0 if never leased
+  int32_t attempts = 0;     ///< how often the event was leased
+};
+
+} // namespace mm

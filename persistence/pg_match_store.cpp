@@ -1,0 +1,891 @@
+// The PostgreSQL match store: one synchronous libpq connection per
+// match_store. Statements are prepared lazily, once per connection (a fresh
+// database has no tables to prepare against until the migrations ran). A
+// call that finds the connection broken reconnects and runs again, once;
+// then it fails with `store_unavailable`. Running a call again is safe:
+// every call is one transaction, and commits are idempotent per request.
+//
+// Group commit (STACK-NOTES: one multi-row statement per batch is ~15x
+// faster than a statement per row): a batch runs as ONE statement — sessions,
+// members and outbox rows of every request in data-modifying CTEs — inside a
+// batch savepoint. Only when that statement is refused (a user already
+// active: the unique partial index) does the batch roll back to the
+// savepoint and run each request in a savepoint of its own, so the refused
+// ones fail alone and the rest still commit in the same transaction.
+
+#include "persistence/match_store.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <poll.h>
+
+#include <libpq-fe.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "mm_migrations.hpp" // generated from persistence/migrations/
+
+namespace mm {
+
+namespace {
+
+// -- RAII for libpq objects ---------------------------------------------------
+
+struct conn_deleter {
+  void operator()(PGconn* c) const noexcept {
+    if (c != nullptr)
+      PQfinish(c);
+  }
+};
+using conn_ptr = std::unique_ptr<PGconn, conn_deleter>;
+
+struct result_deleter {
+  void operator()(PGresult* r) const noexcept {
+    if (r != nullptr)
+      PQclear(r);
+  }
+};
+using result_ptr = std::unique_ptr<PGresult, result_deleter>;
+
+struct notify_deleter {
+  void operator()(PGnotify* n) const noexcept {
+    if (n != nullptr)
+      PQfreemem(n);
+  }
+};
+using notify_ptr = std::unique_ptr<PGnotify, notify_deleter>;
+
+// -- helpers ------------------------------------------------------------------
+
+/// The shared logger "match_store"; created on first use when the
+/// application has not registered one.
+std::shared_ptr<spdlog::logger> store_logger() {
+  if (auto lg = spdlog::get("match_store"))
+    return lg;
+  try {
+    return spdlog::stderr_color_mt("match_store");
+  } catch (const spdlog::spdlog_ex&) {
+    // Another thread registered it between get and create.
+    if (auto lg = spdlog::get("match_store"))
+      return lg;
+    return spdlog::default_logger();
+  }
+}
+
+/// Thrown inside a call when the connection is gone; `run` reconnects once.
+struct connection_lost {
+  std::string detail;
+};
+
+/// Thrown inside a call when the database refused a statement.
+struct db_refusal {
+  failure why;
+};
+
+/// Key of the advisory lock that serializes migrations ("mm-migra").
+constexpr int64_t migration_lock_key = 0x6d6d2d6d69677261;
+
+/// The unique partial index that refuses a second active membership.
+constexpr const char* one_active_index = "session_members_one_active";
+
+/// How often one request is tried inside a batch when a deadlock or a
+/// conflicting session that closed meanwhile refused it. A deadlock can only
+/// happen between two batches that both fell back to one-by-one (the batch
+/// statement inserts members in one global order); a second try helps when
+/// the cycle ran through this request's own rows, otherwise the request is
+/// refused as a conflict rather than waiting out the deadlock timeout again.
+constexpr int max_request_tries = 2;
+
+std::string sqlstate_of(const PGresult* r) {
+  const char* s = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE)
+                               : nullptr;
+  return s != nullptr ? s : "";
+}
+
+std::string field_of(const PGresult* r, int field) {
+  const char* s = r != nullptr ? PQresultErrorField(r, field) : nullptr;
+  return s != nullptr ? s : "";
+}
+
+std::string trimmed(const char* s) {
+  std::string out = s != nullptr ? s : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+    out.pop_back();
+  return out;
+}
+
+bool ok(const PGresult* r) {
+  auto st = PQresultStatus(r);
+  return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+}
+
+/// Maps a statement the database refused to the project's error codes.
+failure to_failure(const PGresult* r, const std::string& what) {
+  auto state = sqlstate_of(r);
+  auto msg = what + ": " + trimmed(PQresultErrorMessage(r));
+  if (state == "57014" || state == "55P03") // statement / lock timeout
+    return failure{errc::store_unavailable, std::move(msg)};
+  if (state.compare(0, 2, "22") == 0 || state.compare(0, 2, "23") == 0)
+    return failure{errc::invalid_argument, std::move(msg)};
+  return failure{errc::protocol_error, std::move(msg)};
+}
+
+std::string text(const PGresult* r, int row, int col) {
+  return std::string{PQgetvalue(r, row, col),
+                     static_cast<size_t>(PQgetlength(r, row, col))};
+}
+
+int64_t int_of(const PGresult* r, int row, int col) {
+  return PQgetisnull(r, row, col) != 0
+           ? 0
+           : std::strtoll(PQgetvalue(r, row, col), nullptr, 10);
+}
+
+/// ms since the epoch of a timestamptz column, 0 for NULL.
+#define MM_MS(col)                                                             \
+  "coalesce(floor(extract(epoch FROM " col ") * 1000)::int8, 0)"
+
+/// The columns that `read_session` parses, for a table aliased `s`.
+#define MM_SESSION_COLS                                                        \
+  "s.id, s.queue, s.user_a, s.ticket_a, s.user_b, s.ticket_b, s.status, "     \
+  MM_MS("s.created_at") ", " MM_MS("s.closed_at")                             \
+  ", coalesce(s.close_reason, ''), s.match_key"
+
+match_record read_session(const PGresult* r, int row) {
+  match_record rec;
+  rec.session_id = text(r, row, 0);
+  rec.queue = text(r, row, 1);
+  rec.user_a = text(r, row, 2);
+  rec.ticket_a = text(r, row, 3);
+  rec.user_b = text(r, row, 4);
+  rec.ticket_b = text(r, row, 5);
+  rec.status = text(r, row, 6) == "active" ? session_status::active
+                                           : session_status::closed;
+  rec.created_at = int_of(r, row, 7);
+  rec.closed_at = int_of(r, row, 8);
+  rec.close_reason = text(r, row, 9);
+  return rec;
+}
+
+// -- prepared statements ------------------------------------------------------
+
+enum stmt : size_t {
+  st_commit,
+  st_by_key,
+  st_conflicts,
+  st_close,
+  st_active_of,
+  st_by_id,
+  st_fetch,
+  st_mark,
+  st_count,
+};
+
+struct statement {
+  const char* name;
+  const char* sql;
+};
+
+const statement statements[st_count] = {
+  // $1: JSON array of requests. One statement writes the whole batch. Members
+  // are inserted in user-id order, so concurrent batches wait for each other
+  // on the unique index in one global order and cannot deadlock.
+  {"mm_commit",
+   "WITH req AS ("
+   "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
+   "    idx int, id text, event_id text, match_key text, queue text,"
+   "    user_a text, ticket_a text, attrs_a text,"
+   "    user_b text, ticket_b text, attrs_b text, payload text)"
+   "), s AS ("
+   "  INSERT INTO match_sessions (id, match_key, queue, user_a, ticket_a,"
+   "                              attrs_a, user_b, ticket_b, attrs_b)"
+   "  SELECT id, match_key, queue, user_a, ticket_a, attrs_a, user_b,"
+   "         ticket_b, attrs_b"
+   "  FROM req ORDER BY idx"
+   "  ON CONFLICT (match_key) DO NOTHING"
+   "  RETURNING id, created_at"
+   "), m AS ("
+   "  INSERT INTO session_members (session_id, user_id)"
+   "  SELECT s.id, u.user_id"
+   "  FROM s JOIN req ON req.id = s.id"
+   "  CROSS JOIN LATERAL (VALUES (req.user_a), (req.user_b)) AS u (user_id)"
+   "  ORDER BY u.user_id COLLATE \"C\""
+   "), o AS ("
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
+   "  SELECT req.event_id, s.id, 'match.created', req.payload::jsonb,"
+   "         s.created_at"
+   "  FROM s JOIN req ON req.id = s.id ORDER BY req.idx"
+   ")"
+   " SELECT req.idx, s.id, " MM_MS("s.created_at")
+   " FROM s JOIN req ON req.id = s.id"},
+  // $1: JSON array of match keys (sessions committed before: retries).
+  {"mm_by_key",
+   "SELECT " MM_SESSION_COLS " FROM match_sessions s"
+   " WHERE s.match_key IN (SELECT jsonb_array_elements_text($1::jsonb))"},
+  {"mm_conflicts",
+   "SELECT user_id, session_id FROM session_members"
+   " WHERE active AND user_id IN ($1, $2)"},
+  // Closes once; the second close finds the row closed (after waiting for
+  // a concurrent closer's row lock) and changes nothing.
+  {"mm_close",
+   "WITH s AS ("
+   "  UPDATE match_sessions SET status = 'closed', closed_at = now(),"
+   "                            close_reason = $2"
+   "  WHERE id = $1 AND status = 'active' RETURNING id"
+   "), m AS ("
+   "  UPDATE session_members SET active = false"
+   "  WHERE session_id IN (SELECT id FROM s) AND active"
+   ")"
+   " SELECT (SELECT count(*) FROM s),"
+   "        EXISTS (SELECT 1 FROM match_sessions WHERE id = $1)"},
+  {"mm_active_of",
+   "SELECT " MM_SESSION_COLS
+   " FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
+   " WHERE m.user_id = $1 AND m.active"},
+  {"mm_by_id", "SELECT " MM_SESSION_COLS " FROM match_sessions s"
+               " WHERE s.id = $1"},
+  // Lease, not an open transaction: the rows are picked with FOR UPDATE
+  // SKIP LOCKED (a concurrent fetcher skips what this one is taking) and
+  // leased in the same statement, which commits at once. A row whose lease
+  // was just taken by a concurrent fetcher fails the recheck of the WHERE
+  // clause on its new version, so it is skipped too.
+  {"mm_fetch",
+   "WITH c AS ("
+   "  SELECT id FROM outbox"
+   "  WHERE delivered_at IS NULL"
+   "    AND (locked_until IS NULL OR locked_until <= now())"
+   "  ORDER BY id LIMIT $1"
+   "  FOR UPDATE SKIP LOCKED"
+   ")"
+   " UPDATE outbox o"
+   " SET locked_until = now() + $2::int8 * interval '1 millisecond',"
+   "     attempts = o.attempts + 1"
+   " FROM c WHERE o.id = c.id"
+   " RETURNING o.id, o.event_id, o.aggregate_id, o.type, o.payload::text, "
+   MM_MS("o.created_at") ", " MM_MS("o.delivered_at") ", "
+   MM_MS("o.locked_until") ", o.attempts"},
+  {"mm_mark",
+   "UPDATE outbox SET delivered_at = now(), locked_until = NULL"
+   " WHERE event_id IN (SELECT jsonb_array_elements_text($1::jsonb))"
+   "   AND delivered_at IS NULL"},
+};
+
+#undef MM_SESSION_COLS
+#undef MM_MS
+
+/// libpq prints server notices ("relation already exists, skipping") to
+/// stderr by default; they are expected here.
+void quiet_notices(void*, const char*) {
+  // nop
+}
+
+/// One request of a batch, prepared before the transaction starts so that
+/// a second attempt reuses its session id.
+struct pending {
+  size_t index = 0; ///< position in the caller's vector
+  std::string id;
+  std::string key;
+  nlohmann::json row; ///< the request as the commit statement reads it
+};
+
+// -- the connection -----------------------------------------------------------
+
+class pg_match_store final : public match_store {
+public:
+  pg_match_store(pg_options opts, std::string where)
+    : opts_(std::move(opts)), where_(std::move(where)) {
+    // One eager attempt; when the database is down the store stays
+    // disconnected and tries again on each call.
+    if (!connect_now())
+      store_logger()->debug("{} not reachable yet ({}); will retry on use",
+                            where_, last_error_);
+  }
+
+  outcome<std::vector<std::string>> apply_migrations() override {
+    return run<std::vector<std::string>>("apply migrations", [this] {
+      std::vector<std::string> applied;
+      auto lock_key = std::to_string(migration_lock_key);
+      for (const auto& m : migration_sources) {
+        must(exec("BEGIN"), "BEGIN");
+        // Serializes concurrent starters until this transaction ends.
+        must(exec_params("SELECT pg_advisory_xact_lock($1::int8)", {lock_key}),
+             "advisory lock");
+        must(exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                  " version int PRIMARY KEY, name text NOT NULL,"
+                  " checksum text NOT NULL,"
+                  " applied_at timestamptz NOT NULL DEFAULT now())"),
+             "create schema_migrations");
+        auto version = std::to_string(m.version);
+        auto seen = exec_params(
+          "SELECT checksum = md5($2), name FROM schema_migrations"
+          " WHERE version = $1::int",
+          {version, m.sql});
+        must(seen, "read schema_migrations");
+        if (PQntuples(seen.get()) > 0) {
+          must(exec("COMMIT"), "COMMIT");
+          if (text(seen.get(), 0, 0) != "t")
+            throw db_refusal{failure{
+              errc::protocol_error,
+              std::string{"migration "} + m.name
+                + " was changed after it was applied: add a new migration "
+                  "instead"}};
+          continue;
+        }
+        must(exec(m.sql), std::string{"migration "} + m.name);
+        must(exec_params("INSERT INTO schema_migrations (version, name,"
+                         " checksum) VALUES ($1::int, $2, md5($3))",
+                         {version, m.name, m.sql}),
+             "record migration");
+        commit();
+        store_logger()->info("{}: applied migration {}", where_, m.name);
+        applied.emplace_back(m.name);
+      }
+      return outcome<std::vector<std::string>>{std::move(applied)};
+    });
+  }
+
+  std::vector<outcome<match_record>>
+  commit_matches(const std::vector<match_request>& requests) override {
+    std::vector<outcome<match_record>> out;
+    out.reserve(requests.size());
+    std::vector<pending> todo;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const auto& req = requests[i];
+      auto f = check_match_request(req);
+      if (f.code != errc::none) {
+        out.emplace_back(std::move(f));
+        continue;
+      }
+      // Placeholder until the transaction answers.
+      out.emplace_back(errc::store_unavailable, "not committed");
+      pending p;
+      p.index = i;
+      p.id = new_session_id();
+      p.key = match_key(req);
+      p.row = {
+        {"idx", static_cast<int64_t>(i)},
+        {"id", p.id},
+        {"event_id", match_created_event_id(p.id)},
+        {"match_key", p.key},
+        {"queue", req.queue},
+        {"user_a", req.user_a},
+        {"ticket_a", req.ticket_a},
+        {"attrs_a", req.attrs_a},
+        {"user_b", req.user_b},
+        {"ticket_b", req.ticket_b},
+        {"attrs_b", req.attrs_b},
+        {"payload", match_created_payload(p.id, req)},
+      };
+      todo.push_back(std::move(p));
+    }
+    if (todo.empty())
+      return out;
+    auto res = run<std::vector<outcome<match_record>>>(
+      "commit matches", [&] { return commit_batch(requests, todo); });
+    for (size_t k = 0; k < todo.size(); ++k)
+      out[todo[k].index] = res ? std::move((*res)[k]) : res.error();
+    return out;
+  }
+
+  outcome<bool> close_session(const std::string& session_id,
+                              const std::string& reason) override {
+    if (auto f = check_id("session id", session_id); f.code != errc::none)
+      return f;
+    if (auto f = check_close_reason(reason); f.code != errc::none)
+      return f;
+    return run<bool>("close session", [&]() -> outcome<bool> {
+      auto r = exec_prepared(st_close, {&session_id, &reason});
+      must(r, "close session");
+      if (text(r.get(), 0, 1) != "t")
+        return outcome<bool>{errc::not_found, "no session " + session_id};
+      return int_of(r.get(), 0, 0) > 0;
+    });
+  }
+
+  outcome<std::optional<match_record>>
+  active_session_of(const std::string& user) override {
+    if (auto f = check_id("user", user); f.code != errc::none)
+      return f;
+    return run<std::optional<match_record>>("active session", [&] {
+      return one_session(exec_prepared(st_active_of, {&user}),
+                         "active session");
+    });
+  }
+
+  outcome<std::optional<match_record>>
+  find_session(const std::string& session_id) override {
+    if (auto f = check_id("session id", session_id); f.code != errc::none)
+      return f;
+    return run<std::optional<match_record>>("find session", [&] {
+      return one_session(exec_prepared(st_by_id, {&session_id}),
+                         "find session");
+    });
+  }
+
+  outcome<std::vector<outbox_event>>
+  fetch_undelivered(uint32_t limit, uint32_t lease_ms) override {
+    if (auto f = check_fetch_args(limit, lease_ms); f.code != errc::none)
+      return f;
+    auto lim = std::to_string(limit);
+    auto lease = std::to_string(lease_ms);
+    return run<std::vector<outbox_event>>("fetch undelivered", [&] {
+      auto r = exec_prepared(st_fetch, {&lim, &lease});
+      must(r, "fetch undelivered");
+      std::vector<outbox_event> out;
+      const int n = PQntuples(r.get());
+      out.reserve(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        outbox_event ev;
+        ev.seq = int_of(r.get(), i, 0);
+        ev.event_id = text(r.get(), i, 1);
+        ev.aggregate_id = text(r.get(), i, 2);
+        ev.type = text(r.get(), i, 3);
+        ev.payload = text(r.get(), i, 4);
+        ev.created_at = int_of(r.get(), i, 5);
+        ev.delivered_at = int_of(r.get(), i, 6);
+        ev.locked_until = int_of(r.get(), i, 7);
+        ev.attempts = static_cast<int32_t>(int_of(r.get(), i, 8));
+        out.push_back(std::move(ev));
+      }
+      // RETURNING has no order.
+      std::sort(out.begin(), out.end(),
+                [](const auto& x, const auto& y) { return x.seq < y.seq; });
+      return outcome<std::vector<outbox_event>>{std::move(out)};
+    });
+  }
+
+  outcome<size_t>
+  mark_delivered(const std::vector<std::string>& event_ids) override {
+    // An id the database cannot even hold names no event: skip it.
+    auto ids = nlohmann::json::array();
+    for (const auto& id : event_ids)
+      if (check_id("event id", id).code == errc::none)
+        ids.push_back(id);
+    if (ids.empty())
+      return size_t{0};
+    auto arg = ids.dump();
+    return run<size_t>("mark delivered", [&] {
+      auto r = exec_prepared(st_mark, {&arg});
+      must(r, "mark delivered");
+      return outcome<size_t>{
+        static_cast<size_t>(std::strtoull(PQcmdTuples(r.get()), nullptr, 10))};
+    });
+  }
+
+  outcome<bool> wait_for_events(uint32_t timeout_ms) override {
+    return run<bool>("wait for events", [&] {
+      if (!listening_) {
+        must(exec(std::string{"LISTEN "} + outbox_channel), "LISTEN");
+        listening_ = true;
+      }
+      using clock = std::chrono::steady_clock;
+      auto deadline = clock::now() + std::chrono::milliseconds(timeout_ms);
+      for (;;) {
+        if (PQconsumeInput(conn_.get()) == 0)
+          throw connection_lost{trimmed(PQerrorMessage(conn_.get()))};
+        bool got = false;
+        while (notify_ptr n{PQnotifies(conn_.get())})
+          got = true;
+        if (got)
+          return outcome<bool>{true};
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - clock::now())
+                      .count();
+        if (left <= 0)
+          return outcome<bool>{false};
+        pollfd pfd{PQsocket(conn_.get()), POLLIN, 0};
+        if (pfd.fd < 0)
+          throw connection_lost{"no socket"};
+        ::poll(&pfd, 1, static_cast<int>(left));
+      }
+    });
+  }
+
+  bool blocking() const noexcept override {
+    return true;
+  }
+
+private:
+  // -- connection management --------------------------------------------------
+
+  /// Opens a fresh connection with keepalive and the statement timeout. On
+  /// failure leaves the store disconnected with `last_error_`.
+  bool connect_now() {
+    conn_.reset();
+    prepared_.fill(false);
+    listening_ = false;
+    // libpq: whole seconds, and values below 2 are raised to 2 anyway.
+    auto timeout = std::to_string(
+      std::max<uint32_t>(2, (opts_.connect_timeout_ms + 999) / 1000));
+    // The conninfo comes last: its own settings win (expand_dbname = 1).
+    const char* keys[] = {"connect_timeout", "keepalives", "keepalives_idle",
+                          "keepalives_interval", "keepalives_count",
+                          "dbname", nullptr};
+    const char* values[] = {timeout.c_str(), "1", "10", "5", "3",
+                            opts_.conninfo.c_str(), nullptr};
+    conn_ptr c{PQconnectdbParams(keys, values, 1)};
+    if (!c) {
+      last_error_ = "cannot allocate a libpq connection";
+      return false;
+    }
+    if (PQstatus(c.get()) != CONNECTION_OK) {
+      last_error_ = trimmed(PQerrorMessage(c.get()));
+      return false;
+    }
+    PQsetNoticeProcessor(c.get(), quiet_notices, nullptr);
+    // READ COMMITTED whatever the server's default: after waiting on the
+    // unique index for a concurrent commit, the next statement must see it,
+    // and SKIP LOCKED must not raise serialization failures.
+    std::string set = "SET default_transaction_isolation = 'read committed'";
+    if (opts_.statement_timeout_ms > 0)
+      set += "; SET statement_timeout = "
+             + std::to_string(opts_.statement_timeout_ms);
+    result_ptr r{PQexec(c.get(), set.c_str())};
+    if (!r || !ok(r.get())) {
+      last_error_ = r ? trimmed(PQresultErrorMessage(r.get()))
+                      : trimmed(PQerrorMessage(c.get()));
+      return false;
+    }
+    conn_ = std::move(c);
+    return true;
+  }
+
+  /// Runs `body` as one call: connects if needed, and after a lost
+  /// connection reconnects and runs it again, once. Exceptions never leave.
+  template <class T, class F>
+  outcome<T> run(const char* what, F&& body) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
+        if (!connect_now())
+          continue;
+      }
+      try {
+        if (PQtransactionStatus(conn_.get()) != PQTRANS_IDLE)
+          must(exec("ROLLBACK"), "ROLLBACK leftover transaction");
+        outcome<T> res = body();
+        return res;
+      } catch (const connection_lost& e) {
+        last_error_ = e.detail;
+        store_logger()->debug("{}: {}: connection lost: {}", where_, what,
+                              e.detail);
+        conn_.reset();
+      } catch (const db_refusal& e) {
+        rollback_quietly();
+        if (e.why.code != errc::invalid_argument)
+          store_logger()->error("{}: {}: {}", where_, what, e.why.detail);
+        return e.why;
+      } catch (const std::exception& e) {
+        rollback_quietly();
+        auto detail = std::string{what} + ": " + e.what();
+        store_logger()->error("{}: {}", where_, detail);
+        return outcome<T>{errc::protocol_error, std::move(detail)};
+      }
+    }
+    auto detail = where_ + " unavailable (" + what + "): " + last_error_;
+    store_logger()->error("{}", detail);
+    return outcome<T>{errc::store_unavailable, std::move(detail)};
+  }
+
+  /// Ends an open transaction after a refusal; drops a connection that
+  /// cannot even do that.
+  void rollback_quietly() noexcept {
+    if (!conn_ || PQtransactionStatus(conn_.get()) == PQTRANS_IDLE)
+      return;
+    result_ptr r{PQexec(conn_.get(), "ROLLBACK")};
+    if (!r || !ok(r.get()))
+      conn_.reset();
+  }
+
+  // -- statements -------------------------------------------------------------
+
+  /// Throws `connection_lost` when `r` shows a broken connection; returns
+  /// `r` otherwise, refused or not.
+  result_ptr checked(result_ptr r) {
+    if (!r || PQstatus(conn_.get()) != CONNECTION_OK)
+      throw connection_lost{trimmed(PQerrorMessage(conn_.get()))};
+    if (PQresultStatus(r.get()) == PGRES_FATAL_ERROR) {
+      auto state = sqlstate_of(r.get());
+      // No SQLSTATE: libpq's own failure, i.e. the connection broke.
+      if (state.empty() || state.compare(0, 2, "08") == 0
+          || state == "57P01" || state == "57P02" || state == "57P03")
+        throw connection_lost{trimmed(PQresultErrorMessage(r.get()))};
+    }
+    return r;
+  }
+
+  result_ptr exec(const std::string& sql) {
+    return checked(result_ptr{PQexec(conn_.get(), sql.c_str())});
+  }
+
+  result_ptr exec_params(const char* sql,
+                         std::initializer_list<std::string> params) {
+    std::vector<const char*> values;
+    for (const auto& p : params)
+      values.push_back(p.c_str());
+    return checked(result_ptr{PQexecParams(
+      conn_.get(), sql, static_cast<int>(values.size()), nullptr,
+      values.data(), nullptr, nullptr, 0)});
+  }
+
+  result_ptr exec_prepared(stmt s,
+                           std::initializer_list<const std::string*> params) {
+    if (!prepared_[s]) {
+      auto r = checked(result_ptr{
+        PQprepare(conn_.get(), statements[s].name, statements[s].sql,
+                  static_cast<int>(params.size()), nullptr)});
+      must(r, std::string{"prepare "} + statements[s].name);
+      prepared_[s] = true;
+    }
+    std::vector<const char*> values;
+    for (const auto* p : params)
+      values.push_back(p->c_str());
+    return checked(result_ptr{PQexecPrepared(
+      conn_.get(), statements[s].name, static_cast<int>(values.size()),
+      values.data(), nullptr, nullptr, 0)});
+  }
+
+  /// Throws `db_refusal` when the database refused `r`.
+  static void must(const result_ptr& r, const std::string& what) {
+    if (!ok(r.get()))
+      throw db_refusal{to_failure(r.get(), what)};
+  }
+
+  void commit() {
+    auto r = exec("COMMIT");
+    must(r, "COMMIT");
+    // COMMIT of a failed transaction "succeeds" as ROLLBACK.
+    if (std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0)
+      throw db_refusal{failure{errc::protocol_error,
+                               "the transaction was rolled back"}};
+  }
+
+  outcome<std::optional<match_record>> one_session(result_ptr r,
+                                                   const char* what) {
+    must(r, what);
+    if (PQntuples(r.get()) == 0)
+      return std::optional<match_record>{};
+    return std::optional<match_record>{read_session(r.get(), 0)};
+  }
+
+  // -- group commit -----------------------------------------------------------
+
+  std::vector<outcome<match_record>>
+  commit_batch(const std::vector<match_request>& requests,
+               const std::vector<pending>& todo) {
+    std::vector<std::optional<outcome<match_record>>> res(todo.size());
+    std::unordered_map<size_t, size_t> slot; // caller index → todo index
+    for (size_t k = 0; k < todo.size(); ++k)
+      slot.emplace(todo[k].index, k);
+    must(exec("BEGIN; SAVEPOINT mm_batch"), "BEGIN");
+    auto all = nlohmann::json::array();
+    for (const auto& p : todo)
+      all.push_back(p.row);
+    auto arg = all.dump();
+    auto r = exec_prepared(st_commit, {&arg});
+    auto state = sqlstate_of(r.get());
+    if (ok(r.get())) {
+      take_inserted(r.get(), todo, slot, res);
+    } else if (state.compare(0, 2, "22") != 0
+               && state.compare(0, 2, "23") != 0
+               && state.compare(0, 2, "40") != 0) {
+      must(r, "commit matches"); // not about one request: fail the batch
+    } else {
+      // Somebody in the batch was refused: go one by one.
+      store_logger()->debug("{}: batch of {} refused ({}); committing one by "
+                            "one",
+                            where_, todo.size(),
+                            trimmed(PQresultErrorMessage(r.get())));
+      must(exec("ROLLBACK TO SAVEPOINT mm_batch"), "ROLLBACK TO SAVEPOINT");
+      for (size_t k = 0; k < todo.size(); ++k)
+        commit_one(requests[todo[k].index], todo, k, slot, res);
+    }
+    take_retried(todo, res);
+    bool created = false;
+    for (auto& x : res)
+      created = created || (*x && (*x)->created);
+    if (created)
+      must(exec(std::string{"NOTIFY "} + outbox_channel), "NOTIFY");
+    commit();
+    std::vector<outcome<match_record>> out;
+    out.reserve(res.size());
+    for (auto& x : res)
+      out.push_back(std::move(*x));
+    return out;
+  }
+
+  /// Runs request `k` alone in a savepoint of its own.
+  void commit_one(const match_request& req, const std::vector<pending>& todo,
+                  size_t k,
+                  const std::unordered_map<size_t, size_t>& slot,
+                  std::vector<std::optional<outcome<match_record>>>& res) {
+    auto one = nlohmann::json::array({todo[k].row}).dump();
+    for (int tries = 1;; ++tries) {
+      must(exec("SAVEPOINT mm_req"), "SAVEPOINT");
+      auto r = exec_prepared(st_commit, {&one});
+      if (ok(r.get())) {
+        must(exec("RELEASE SAVEPOINT mm_req"), "RELEASE SAVEPOINT");
+        take_inserted(r.get(), todo, slot, res);
+        return; // no row: committed before, `take_retried` reads it
+      }
+      auto state = sqlstate_of(r.get());
+      auto constraint = field_of(r.get(), PG_DIAG_CONSTRAINT_NAME);
+      auto why = to_failure(r.get(), "commit match");
+      must(exec("ROLLBACK TO SAVEPOINT mm_req; RELEASE SAVEPOINT mm_req"),
+           "ROLLBACK TO SAVEPOINT");
+      if (state == "23505" && constraint == one_active_index) {
+        auto detail = conflict_detail(req);
+        if (!detail.empty()) {
+          res[k].emplace(errc::conflict, std::move(detail));
+          return;
+        }
+        // The other session closed meanwhile: the request may fit now.
+        why = failure{errc::conflict, "a user of the pair was in an active "
+                                      "session that closed meanwhile"};
+      } else if (state == "40P01" || state == "40001") {
+        why = failure{errc::conflict, "contended by a concurrent commit: "
+                                        + why.detail};
+      } else {
+        res[k].emplace(std::move(why));
+        return;
+      }
+      if (tries >= max_request_tries) {
+        res[k].emplace(std::move(why));
+        return;
+      }
+    }
+  }
+
+  /// Names the users of `req` that are in an active session; empty if none.
+  /// In request order, worded like the in-memory store.
+  std::string conflict_detail(const match_request& req) {
+    auto r = exec_prepared(st_conflicts, {&req.user_a, &req.user_b});
+    must(r, "read conflicts");
+    std::string detail;
+    for (const auto* user : {&req.user_a, &req.user_b}) {
+      for (int i = 0; i < PQntuples(r.get()); ++i) {
+        if (text(r.get(), i, 0) != *user)
+          continue;
+        if (!detail.empty())
+          detail += "; ";
+        detail += "user '" + *user + "' is already in active session "
+                  + text(r.get(), i, 1);
+      }
+    }
+    return detail;
+  }
+
+  /// Records the sessions that the commit statement inserted.
+  void take_inserted(const PGresult* r, const std::vector<pending>& todo,
+                     const std::unordered_map<size_t, size_t>& slot,
+                     std::vector<std::optional<outcome<match_record>>>& res) {
+    for (int i = 0; i < PQntuples(r); ++i) {
+      auto k = slot.at(static_cast<size_t>(int_of(r, i, 0)));
+      const auto& req = todo[k].row;
+      match_record rec;
+      rec.session_id = text(r, i, 1);
+      rec.queue = req["queue"].get<std::string>();
+      rec.user_a = req["user_a"].get<std::string>();
+      rec.ticket_a = req["ticket_a"].get<std::string>();
+      rec.user_b = req["user_b"].get<std::string>();
+      rec.ticket_b = req["ticket_b"].get<std::string>();
+      rec.status = session_status::active;
+      rec.created_at = int_of(r, i, 2);
+      rec.created = true;
+      res[k].emplace(std::move(rec));
+    }
+  }
+
+  /// Answers the requests that inserted nothing with the session that holds
+  /// their key: committed by an earlier call (a retry) or earlier in this
+  /// batch.
+  void take_retried(const std::vector<pending>& todo,
+                    std::vector<std::optional<outcome<match_record>>>& res) {
+    auto keys = nlohmann::json::array();
+    for (size_t k = 0; k < todo.size(); ++k)
+      if (!res[k])
+        keys.push_back(todo[k].key);
+    if (keys.empty())
+      return;
+    auto arg = keys.dump();
+    auto r = exec_prepared(st_by_key, {&arg});
+    must(r, "read committed sessions");
+    std::unordered_map<std::string, match_record> found;
+    for (int i = 0; i < PQntuples(r.get()); ++i)
+      found.emplace(text(r.get(), i, 10), read_session(r.get(), i));
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (res[k])
+        continue;
+      auto i = found.find(todo[k].key);
+      if (i == found.end()) {
+        res[k].emplace(errc::protocol_error,
+                                       "commit inserted nothing and found no "
+                                       "session for the request");
+        continue;
+      }
+      auto rec = i->second;
+      // Our own id: an earlier attempt of this very call committed it.
+      rec.created = rec.session_id == todo[k].id;
+      res[k].emplace(std::move(rec));
+    }
+  }
+
+  pg_options opts_;
+  std::string where_; ///< for logs, without secrets
+  conn_ptr conn_;     ///< null while disconnected
+  std::string last_error_;
+  std::array<bool, st_count> prepared_{};
+  bool listening_ = false;
+};
+
+class pg_factory final : public match_store_factory {
+public:
+  explicit pg_factory(pg_options opts) : opts_(std::move(opts)) {
+    where_ = "postgres";
+    // Describe the target without a password.
+    char* err = nullptr;
+    if (PQconninfoOption* o = PQconninfoParse(opts_.conninfo.c_str(), &err)) {
+      for (auto* i = o; i->keyword != nullptr; ++i)
+        if (i->val != nullptr && *i->val != '\0'
+            && (std::strcmp(i->keyword, "host") == 0
+                || std::strcmp(i->keyword, "hostaddr") == 0
+                || std::strcmp(i->keyword, "port") == 0
+                || std::strcmp(i->keyword, "dbname") == 0
+                || std::strcmp(i->keyword, "user") == 0))
+          where_ += std::string{" "} + i->keyword + "=" + i->val;
+      PQconninfoFree(o);
+    }
+    if (err != nullptr)
+      PQfreemem(err);
+  }
+
+  std::unique_ptr<match_store> connect() override {
+    return std::make_unique<pg_match_store>(opts_, where_);
+  }
+
+  std::string describe() const override {
+    return where_;
+  }
+
+private:
+  pg_options opts_;
+  std::string where_;
+};
+
+} // namespace
+
+std::shared_ptr<match_store_factory> make_pg_match_store(pg_options opts) {
+  return std::make_shared<pg_factory>(std::move(opts));
+}
+
+} // namespace mm

@@ -1,0 +1,915 @@
+// One conformance suite for every match store: the same tests run against the
+// in-memory store and against a private PostgreSQL (CTest fixture). Each test
+// gets an empty data set: a new memory factory, or a new database.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include <libpq-fe.h>
+#include <nlohmann/json.hpp>
+
+#include "persistence/match_store.hpp"
+#include "tests/support/race.hpp"
+#include "tests/support/test_env.hpp"
+
+using namespace mm;
+using namespace mm::test;
+
+namespace {
+
+#define ASSERT_OK(x)                                                           \
+  ASSERT_TRUE(x) << to_string((x).error().code) << ": " << (x).error().detail
+
+#define EXPECT_OK(x)                                                           \
+  EXPECT_TRUE(x) << to_string((x).error().code) << ": " << (x).error().detail
+
+using rows = std::vector<std::vector<std::string>>;
+
+/// A plain libpq connection for setting up and inspecting databases.
+class pg_admin {
+public:
+  explicit pg_admin(const std::string& conninfo)
+    : conn_(PQconnectdb(conninfo.c_str())) {
+    if (PQstatus(conn_) != CONNECTION_OK)
+      throw std::runtime_error(std::string{"admin connection failed: "}
+                               + PQerrorMessage(conn_));
+  }
+
+  ~pg_admin() {
+    PQfinish(conn_);
+  }
+
+  pg_admin(const pg_admin&) = delete;
+  pg_admin& operator=(const pg_admin&) = delete;
+
+  /// Runs `sql` and returns its rows as text; throws when refused.
+  rows query(const std::string& sql) {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    auto st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      std::string msg = PQresultErrorMessage(r);
+      PQclear(r);
+      throw std::runtime_error("admin query failed: " + sql + ": " + msg);
+    }
+    rows out;
+    for (int i = 0; i < PQntuples(r); ++i) {
+      out.emplace_back();
+      for (int j = 0; j < PQnfields(r); ++j)
+        out.back().emplace_back(PQgetvalue(r, i, j));
+    }
+    PQclear(r);
+    return out;
+  }
+
+  int64_t count(const std::string& sql) {
+    return std::stoll(query(sql).at(0).at(0));
+  }
+
+private:
+  PGconn* conn_;
+};
+
+std::string unique_name(const std::string& prefix) {
+  static std::atomic<int> n{0};
+  return prefix + std::to_string(getpid()) + "_" + std::to_string(n++);
+}
+
+/// Makes empty data sets of one kind and drops the databases afterwards.
+class store_maker {
+public:
+  explicit store_maker(std::string kind) : kind_(std::move(kind)) {
+  }
+
+  ~store_maker() {
+    for (auto& db : dbs_) {
+      try {
+        admin().query("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }
+  }
+
+  /// A new, empty data set (no migrations applied).
+  std::shared_ptr<match_store_factory> fresh(pg_options opts = {}) {
+    if (kind_ == "memory")
+      return make_memory_match_store();
+    if (kind_ != "postgres")
+      throw std::runtime_error("unknown store " + kind_);
+    auto db = unique_name("mm_t");
+    admin().query("CREATE DATABASE " + db);
+    dbs_.push_back(db);
+    last_db_ = db;
+    opts.conninfo = pg_conninfo(db) + " " + opts.conninfo;
+    return make_pg_match_store(opts);
+  }
+
+  /// The database of the last `fresh` (postgres only).
+  const std::string& last_db() const {
+    return last_db_;
+  }
+
+  pg_admin& admin() {
+    if (!admin_)
+      admin_ = std::make_unique<pg_admin>(pg_conninfo());
+    return *admin_;
+  }
+
+private:
+  std::string kind_;
+  std::vector<std::string> dbs_;
+  std::string last_db_;
+  std::unique_ptr<pg_admin> admin_;
+};
+
+/// A request with tickets derived from the users and `tag`.
+match_request req(const std::string& q, const std::string& a,
+                  const std::string& b, const std::string& tag = "1") {
+  match_request r;
+  r.queue = q;
+  r.user_a = a;
+  r.ticket_a = "t-" + a + "-" + tag;
+  r.attrs_a = "{\"lang\":\"de\"}";
+  r.user_b = b;
+  r.ticket_b = "t-" + b + "-" + tag;
+  r.attrs_b = "";
+  return r;
+}
+
+/// Everything undelivered, leased for long enough to finish the test.
+std::vector<outbox_event> drain(match_store& s) {
+  auto evs = s.fetch_undelivered(10000, 600000);
+  if (!evs)
+    throw std::runtime_error("fetch failed: " + evs.error().detail);
+  return *evs;
+}
+
+class match_store_conformance : public ::testing::TestWithParam<std::string> {
+protected:
+  void SetUp() override {
+    maker_ = std::make_unique<store_maker>(GetParam());
+    factory_ = maker_->fresh();
+    store_ = factory_->connect();
+    auto m = store_->apply_migrations();
+    ASSERT_OK(m);
+    EXPECT_EQ(*m, known_migrations());
+  }
+
+  void TearDown() override {
+    store_.reset();
+    factory_.reset();
+    maker_.reset(); // drops the databases: connections must be gone
+  }
+
+  match_store& s() {
+    return *store_;
+  }
+
+  std::unique_ptr<store_maker> maker_;
+  std::shared_ptr<match_store_factory> factory_;
+  std::unique_ptr<match_store> store_;
+  const std::string q_ = "voice";
+};
+
+// -- migrations ---------------------------------------------------------------
+
+TEST_P(match_store_conformance, migrations_are_idempotent) {
+  EXPECT_FALSE(known_migrations().empty());
+  auto again = s().apply_migrations();
+  ASSERT_OK(again);
+  EXPECT_TRUE(again->empty());
+  auto other = factory_->connect()->apply_migrations();
+  ASSERT_OK(other);
+  EXPECT_TRUE(other->empty());
+  // The schema works after a second run.
+  auto r = s().commit_matches({req(q_, "alice", "bob")});
+  ASSERT_OK(r.at(0));
+}
+
+TEST_P(match_store_conformance, concurrent_starters_apply_each_migration_once) {
+  racer race;
+  for (int round = 0; round < 3; ++round) {
+    auto f = maker_->fresh();
+    auto c1 = f->connect();
+    auto c2 = f->connect();
+    std::optional<outcome<std::vector<std::string>>> r1, r2;
+    race.run([&] { r1 = c1->apply_migrations(); },
+             [&] { r2 = c2->apply_migrations(); });
+    ASSERT_OK(*r1);
+    ASSERT_OK(*r2);
+    std::vector<std::string> all = **r1;
+    all.insert(all.end(), (*r2)->begin(), (*r2)->end());
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(all, known_migrations()) << "round " << round;
+  }
+}
+
+// -- group commit -------------------------------------------------------------
+
+TEST_P(match_store_conformance, group_commit_writes_one_event_per_match) {
+  constexpr int n = 100;
+  std::vector<match_request> batch;
+  for (int i = 0; i < n; ++i)
+    batch.push_back(req(q_, "a" + std::to_string(i), "b" + std::to_string(i)));
+  auto res = s().commit_matches(batch);
+  ASSERT_EQ(res.size(), batch.size());
+  std::map<std::string, size_t> session_of_request;
+  for (size_t i = 0; i < res.size(); ++i) {
+    ASSERT_OK(res[i]);
+    EXPECT_TRUE(res[i]->created);
+    EXPECT_EQ(res[i]->status, session_status::active);
+    EXPECT_EQ(res[i]->user_a, batch[i].user_a);
+    EXPECT_EQ(res[i]->ticket_b, batch[i].ticket_b);
+    EXPECT_GT(res[i]->created_at, 0);
+    EXPECT_EQ(res[i]->session_id.size(), 36u);
+    session_of_request.emplace(res[i]->session_id, i);
+  }
+  ASSERT_EQ(session_of_request.size(), size_t{n}) << "session ids not unique";
+  auto evs = drain(s());
+  ASSERT_EQ(evs.size(), size_t{n});
+  std::map<std::string, int> events_per_session;
+  std::set<std::string> event_ids;
+  for (auto& ev : evs) {
+    ++events_per_session[ev.aggregate_id];
+    event_ids.insert(ev.event_id);
+    EXPECT_EQ(ev.type, "match.created");
+    EXPECT_EQ(ev.event_id, match_created_event_id(ev.aggregate_id));
+    EXPECT_EQ(ev.delivered_at, 0);
+    auto i = session_of_request.find(ev.aggregate_id);
+    ASSERT_NE(i, session_of_request.end());
+    const auto& rq = batch[i->second];
+    auto j = nlohmann::json::parse(ev.payload);
+    EXPECT_EQ(j.at("event_id"), ev.event_id);
+    EXPECT_EQ(j.at("type"), "match.created");
+    EXPECT_EQ(j.at("session_id"), ev.aggregate_id);
+    EXPECT_EQ(j.at("queue"), q_);
+    ASSERT_EQ(j.at("users").size(), 2u);
+    EXPECT_EQ(j.at("users")[0].at("user"), rq.user_a);
+    EXPECT_EQ(j.at("users")[0].at("ticket"), rq.ticket_a);
+    EXPECT_EQ(j.at("users")[1].at("user"), rq.user_b);
+    EXPECT_EQ(j.at("users")[1].at("ticket"), rq.ticket_b);
+  }
+  EXPECT_EQ(event_ids.size(), size_t{n});
+  for (auto& [sid, count] : events_per_session)
+    EXPECT_EQ(count, 1) << sid;
+  for (size_t i = 0; i < batch.size(); i += 17) {
+    for (auto* user : {&batch[i].user_a, &batch[i].user_b}) {
+      auto a = s().active_session_of(*user);
+      ASSERT_OK(a);
+      ASSERT_TRUE(a->has_value()) << *user;
+      EXPECT_EQ((*a)->session_id, res[i]->session_id);
+      EXPECT_FALSE((*a)->created);
+    }
+    auto f = s().find_session(res[i]->session_id);
+    ASSERT_OK(f);
+    ASSERT_TRUE(f->has_value());
+    EXPECT_EQ((*f)->created_at, res[i]->created_at);
+    EXPECT_EQ((*f)->queue, q_);
+  }
+  EXPECT_TRUE(s().commit_matches({}).empty());
+}
+
+TEST_P(match_store_conformance, an_active_user_is_refused_the_rest_commits) {
+  ASSERT_OK(s().commit_matches({req(q_, "u1", "u2")}).at(0));
+  std::vector<match_request> batch{
+    req(q_, "u3", "u4"), // fine
+    req(q_, "u1", "u5"), // u1 is active since the earlier commit
+    req(q_, "u6", "u7"), // fine
+    req(q_, "u5", "u8"), // u5 is free: its request above was refused
+    req(q_, "u9", "u6"), // u6 became active earlier in this batch
+  };
+  auto res = s().commit_matches(batch);
+  ASSERT_EQ(res.size(), 5u);
+  ASSERT_OK(res[0]);
+  ASSERT_FALSE(res[1]);
+  EXPECT_EQ(res[1].error().code, errc::conflict);
+  EXPECT_NE(res[1].error().detail.find("'u1'"), std::string::npos)
+    << res[1].error().detail;
+  EXPECT_EQ(res[1].error().detail.find("'u5'"), std::string::npos);
+  ASSERT_OK(res[2]);
+  ASSERT_OK(res[3]);
+  ASSERT_FALSE(res[4]);
+  EXPECT_EQ(res[4].error().code, errc::conflict);
+  EXPECT_NE(res[4].error().detail.find("'u6'"), std::string::npos)
+    << res[4].error().detail;
+  EXPECT_NE(res[4].error().detail.find(res[2]->session_id), std::string::npos);
+  auto u5 = s().active_session_of("u5");
+  ASSERT_OK(u5);
+  ASSERT_TRUE(u5->has_value());
+  EXPECT_EQ((*u5)->session_id, res[3]->session_id);
+  auto u9 = s().active_session_of("u9");
+  ASSERT_OK(u9);
+  EXPECT_FALSE(u9->has_value());
+  // One event per committed match: the first commit and three of the batch.
+  auto evs = drain(s());
+  EXPECT_EQ(evs.size(), 4u);
+  std::set<std::string> sessions;
+  for (auto& ev : evs)
+    sessions.insert(ev.aggregate_id);
+  EXPECT_EQ(sessions.size(), 4u);
+  EXPECT_EQ(sessions.count(res[0]->session_id), 1u);
+  EXPECT_EQ(sessions.count(res[2]->session_id), 1u);
+  EXPECT_EQ(sessions.count(res[3]->session_id), 1u);
+}
+
+TEST_P(match_store_conformance, malformed_requests_are_refused_alone) {
+  std::vector<match_request> batch;
+  batch.push_back(req(q_, "self", "self"));
+  batch.push_back(req("", "p1", "p2"));
+  batch.push_back(req(q_, "ok1", "ok2"));
+  auto nul = req(q_, "n1", "n2");
+  nul.attrs_a = std::string{"x\0y", 3};
+  batch.push_back(nul);
+  batch.push_back(req(q_, "bad\xff", "n3"));
+  batch.push_back(req(q_, "ctl\n", "n4"));
+  auto long_user = req(q_, std::string(129, 'x'), "n5");
+  batch.push_back(long_user);
+  auto no_ticket = req(q_, "n6", "n7");
+  no_ticket.ticket_b.clear();
+  batch.push_back(no_ticket);
+  auto res = s().commit_matches(batch);
+  ASSERT_EQ(res.size(), batch.size());
+  for (size_t i = 0; i < res.size(); ++i) {
+    if (i == 2) {
+      ASSERT_OK(res[i]);
+      continue;
+    }
+    ASSERT_FALSE(res[i]) << i;
+    EXPECT_EQ(res[i].error().code, errc::invalid_argument) << i;
+    EXPECT_FALSE(res[i].error().detail.empty());
+  }
+  EXPECT_EQ(drain(s()).size(), 1u);
+  EXPECT_EQ(s().active_session_of("").error().code, errc::invalid_argument);
+  EXPECT_EQ(s().close_session("x", std::string(257, 'r')).error().code,
+            errc::invalid_argument);
+  EXPECT_EQ(s().fetch_undelivered(0).error().code, errc::invalid_argument);
+  EXPECT_EQ(s().fetch_undelivered(10, 0).error().code, errc::invalid_argument);
+}
+
+TEST_P(match_store_conformance, a_commit_is_idempotent_per_request) {
+  auto first = s().commit_matches({req(q_, "alice", "bob")});
+  ASSERT_OK(first.at(0));
+  EXPECT_TRUE(first[0]->created);
+  // A retry (e.g. after a lost acknowledgement), also with the sides
+  // swapped, and twice within one batch.
+  auto swapped = req(q_, "bob", "alice");
+  auto again = s().commit_matches(
+    {req(q_, "alice", "bob"), swapped, req(q_, "carol", "dave"),
+     req(q_, "dave", "carol")});
+  ASSERT_EQ(again.size(), 4u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK(again[i]);
+    EXPECT_FALSE(again[i]->created);
+    EXPECT_EQ(again[i]->session_id, first[0]->session_id);
+    EXPECT_EQ(again[i]->user_a, "alice");
+  }
+  ASSERT_OK(again[2]);
+  EXPECT_TRUE(again[2]->created);
+  ASSERT_OK(again[3]);
+  EXPECT_FALSE(again[3]->created);
+  EXPECT_EQ(again[3]->session_id, again[2]->session_id);
+  EXPECT_EQ(drain(s()).size(), 2u);
+}
+
+// -- close --------------------------------------------------------------------
+
+TEST_P(match_store_conformance, a_closed_session_frees_its_users) {
+  auto first = s().commit_matches({req(q_, "alice", "bob")});
+  ASSERT_OK(first.at(0));
+  auto sid = first[0]->session_id;
+  auto busy = s().commit_matches({req(q_, "alice", "carol", "2")});
+  ASSERT_FALSE(busy.at(0));
+  EXPECT_EQ(busy[0].error().code, errc::conflict);
+  auto c = s().close_session(sid, "cancelled");
+  ASSERT_OK(c);
+  EXPECT_TRUE(*c);
+  auto c2 = factory_->connect()->close_session(sid, "again");
+  ASSERT_OK(c2);
+  EXPECT_FALSE(*c2);
+  auto f = s().find_session(sid);
+  ASSERT_OK(f);
+  ASSERT_TRUE(f->has_value());
+  EXPECT_EQ((*f)->status, session_status::closed);
+  EXPECT_EQ((*f)->close_reason, "cancelled");
+  EXPECT_GE((*f)->closed_at, (*f)->created_at);
+  for (auto user : {"alice", "bob"}) {
+    auto a = s().active_session_of(user);
+    ASSERT_OK(a);
+    EXPECT_FALSE(a->has_value()) << user;
+  }
+  auto unknown = s().close_session("no-such-session", "x");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, errc::not_found);
+  auto missing = s().find_session("no-such-session");
+  ASSERT_OK(missing);
+  EXPECT_FALSE(missing->has_value());
+  // A retry of the closed pair does not revive it.
+  auto replay = s().commit_matches({req(q_, "alice", "bob")});
+  ASSERT_OK(replay.at(0));
+  EXPECT_FALSE(replay[0]->created);
+  EXPECT_EQ(replay[0]->status, session_status::closed);
+  auto bob = s().active_session_of("bob");
+  ASSERT_OK(bob);
+  EXPECT_FALSE(bob->has_value());
+  // Both can be matched again, with new tickets.
+  auto next = s().commit_matches(
+    {req(q_, "alice", "carol", "2"), req(q_, "bob", "dave", "2")});
+  ASSERT_OK(next.at(0));
+  ASSERT_OK(next.at(1));
+  EXPECT_TRUE(next[0]->created);
+  EXPECT_NE(next[0]->session_id, sid);
+  auto a = s().active_session_of("alice");
+  ASSERT_OK(a);
+  ASSERT_TRUE(a->has_value());
+  EXPECT_EQ((*a)->session_id, next[0]->session_id);
+  // The close wrote no event: one per created session only.
+  auto evs = drain(s());
+  EXPECT_EQ(evs.size(), 3u);
+  for (auto& ev : evs)
+    EXPECT_EQ(ev.type, "match.created");
+}
+
+// -- outbox -------------------------------------------------------------------
+
+TEST_P(match_store_conformance, fetch_and_mark_deliver_each_event_once) {
+  std::vector<match_request> batch;
+  for (int i = 0; i < 10; ++i)
+    batch.push_back(req(q_, "x" + std::to_string(i), "y" + std::to_string(i)));
+  for (auto& r : s().commit_matches(batch))
+    ASSERT_OK(r);
+  auto first = s().fetch_undelivered(4, 60000);
+  ASSERT_OK(first);
+  ASSERT_EQ(first->size(), 4u);
+  for (size_t i = 0; i < first->size(); ++i) {
+    const auto& ev = (*first)[i];
+    if (i > 0) {
+      EXPECT_LT((*first)[i - 1].seq, ev.seq);
+    }
+    EXPECT_EQ(ev.attempts, 1);
+    EXPECT_GE(ev.locked_until, ev.created_at + 59000);
+    EXPECT_EQ(ev.delivered_at, 0);
+  }
+  auto rest = factory_->connect()->fetch_undelivered(100, 60000);
+  ASSERT_OK(rest);
+  ASSERT_EQ(rest->size(), 6u);
+  EXPECT_LT(first->back().seq, rest->front().seq);
+  auto none = s().fetch_undelivered(100);
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->empty());
+  std::vector<std::string> ids;
+  for (auto& ev : *first)
+    ids.push_back(ev.event_id);
+  auto m = s().mark_delivered(ids);
+  ASSERT_OK(m);
+  EXPECT_EQ(*m, 4u);
+  auto m2 = s().mark_delivered(ids);
+  ASSERT_OK(m2);
+  EXPECT_EQ(*m2, 0u);
+  auto m3 = s().mark_delivered({"match.created:nope", ""});
+  ASSERT_OK(m3);
+  EXPECT_EQ(*m3, 0u);
+  EXPECT_EQ(*s().mark_delivered({}), 0u);
+  ids.clear();
+  for (auto& ev : *rest)
+    ids.push_back(ev.event_id);
+  ids.push_back(ids.front()); // duplicates count once
+  auto m4 = s().mark_delivered(ids);
+  ASSERT_OK(m4);
+  EXPECT_EQ(*m4, 6u);
+  // Delivered events never come back, not even after a short lease.
+  auto after = s().fetch_undelivered(100, 1);
+  ASSERT_OK(after);
+  EXPECT_TRUE(after->empty());
+}
+
+TEST_P(match_store_conformance, an_expired_lease_hands_the_event_out_again) {
+  for (auto& r : s().commit_matches(
+         {req(q_, "a", "b"), req(q_, "c", "d"), req(q_, "e", "f")}))
+    ASSERT_OK(r);
+  auto leased = s().fetch_undelivered(10, 300);
+  ASSERT_OK(leased);
+  ASSERT_EQ(leased->size(), 3u);
+  auto held = factory_->connect()->fetch_undelivered(10, 300);
+  ASSERT_OK(held);
+  EXPECT_TRUE(held->empty());
+  // The relay that leased them "died": after the lease they come back.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto again = factory_->connect()->fetch_undelivered(10, 60000);
+  ASSERT_OK(again);
+  ASSERT_EQ(again->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*again)[i].event_id, (*leased)[i].event_id);
+    EXPECT_EQ((*again)[i].attempts, 2);
+  }
+  std::vector<std::string> ids;
+  for (auto& ev : *again)
+    ids.push_back(ev.event_id);
+  auto m = s().mark_delivered(ids);
+  ASSERT_OK(m);
+  EXPECT_EQ(*m, 3u);
+}
+
+TEST_P(match_store_conformance, concurrent_fetchers_never_share_a_lease) {
+  constexpr int n = 600;
+  for (int b = 0; b < n / 100; ++b) {
+    std::vector<match_request> batch;
+    for (int i = 0; i < 100; ++i) {
+      auto k = std::to_string(b * 100 + i);
+      batch.push_back(req(q_, "l" + k, "r" + k));
+    }
+    for (auto& r : s().commit_matches(batch))
+      ASSERT_OK(r);
+  }
+  auto c1 = factory_->connect();
+  auto c2 = factory_->connect();
+  std::map<std::string, int> seen;
+  int violations = 0;
+  int errors = 0;
+  int rounds = 0;
+  racer race;
+  for (; rounds < 10000; ++rounds) {
+    std::vector<outbox_event> e1, e2;
+    race.run(
+      [&] {
+        auto r = c1->fetch_undelivered(5, 60000);
+        if (r)
+          e1 = *r;
+        else
+          ++errors;
+      },
+      [&] {
+        auto r = c2->fetch_undelivered(5, 60000);
+        if (r)
+          e2 = *r;
+        else
+          ++errors;
+      });
+    if (e1.empty() && e2.empty())
+      break;
+    std::vector<std::string> ids;
+    for (auto* batch : {&e1, &e2}) {
+      for (auto& ev : *batch) {
+        if (++seen[ev.event_id] > 1)
+          ++violations;
+        ids.push_back(ev.event_id);
+      }
+    }
+    // Deliver every other round, so fetches also race with marks.
+    if (rounds % 2 == 0) {
+      auto m = s().mark_delivered(ids);
+      ASSERT_OK(m);
+    }
+  }
+  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(violations, 0);
+  EXPECT_EQ(seen.size(), size_t{n});
+  EXPECT_GT(rounds, n / 10 / 2); // both fetched, in many rounds
+}
+
+TEST_P(match_store_conformance, a_commit_wakes_a_waiting_relay) {
+  auto relay = factory_->connect();
+  auto first = relay->wait_for_events(0); // starts listening
+  ASSERT_OK(first);
+  EXPECT_FALSE(*first);
+  auto idle = relay->wait_for_events(50);
+  ASSERT_OK(idle);
+  EXPECT_FALSE(*idle);
+  std::optional<outcome<bool>> woke;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread waiter([&] { woke = relay->wait_for_events(10000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_OK(s().commit_matches({req(q_, "a", "b")}).at(0));
+  waiter.join();
+  ASSERT_OK(*woke);
+  EXPECT_TRUE(**woke);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  // A commit that creates nothing announces nothing.
+  ASSERT_FALSE(s().commit_matches({req(q_, "a", "c", "2")}).at(0));
+  auto quiet = relay->wait_for_events(100);
+  ASSERT_OK(quiet);
+  EXPECT_FALSE(*quiet);
+  // A commit while nobody waits is kept for the next wait.
+  ASSERT_OK(s().commit_matches({req(q_, "x", "y")}).at(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto kept = relay->wait_for_events(1000);
+  ASSERT_OK(kept);
+  EXPECT_TRUE(*kept);
+}
+
+// -- races --------------------------------------------------------------------
+
+TEST_P(match_store_conformance, racing_commits_book_a_shared_user_once) {
+  constexpr int rounds = 1000;
+  auto c1 = factory_->connect();
+  auto c2 = factory_->connect();
+  racer race;
+  int violations = 0;
+  int first_wins = 0;
+  for (int i = 0; i < rounds; ++i) {
+    auto k = std::to_string(i);
+    auto x = "x" + k; // wanted by both
+    std::vector<match_request> b1{req(q_, "p" + k, "q" + k),
+                                  req(q_, x, "a" + k)};
+    std::vector<match_request> b2{req(q_, "b" + k, x),
+                                  req(q_, "r" + k, "s" + k)};
+    std::vector<outcome<match_record>> r1, r2;
+    race.run([&] { r1 = c1->commit_matches(b1); },
+             [&] { r2 = c2->commit_matches(b2); });
+    if (r1.size() != 2 || r2.size() != 2 || !r1[0] || !r2[1]) {
+      ++violations; // the unshared matches must always commit
+      continue;
+    }
+    int wins = (r1[1] ? 1 : 0) + (r2[0] ? 1 : 0);
+    if (wins != 1) {
+      ++violations;
+      continue;
+    }
+    const auto& loser = r1[1] ? r2[0] : r1[1];
+    if (loser.error().code != errc::conflict
+        || loser.error().detail.find("'" + x + "'") == std::string::npos)
+      ++violations;
+    if (r1[1])
+      ++first_wins;
+  }
+  EXPECT_EQ(violations, 0);
+  // Every shared user is in exactly one active session, and there is one
+  // event per committed match: 3 per round.
+  auto evs = drain(s());
+  EXPECT_EQ(evs.size(), size_t{3 * rounds});
+  std::set<std::string> sessions;
+  for (auto& ev : evs)
+    sessions.insert(ev.aggregate_id);
+  EXPECT_EQ(sessions.size(), evs.size());
+  for (int i = 0; i < rounds; i += 97) {
+    auto a = s().active_session_of("x" + std::to_string(i));
+    ASSERT_OK(a);
+    EXPECT_TRUE(a->has_value());
+  }
+  std::cout << "[ info     ] " << GetParam() << ": the first connection won "
+            << first_wins << " of " << rounds << " rounds\n";
+}
+
+// Two batches that both have a refused request (so both go one by one) and
+// want two shared users in opposite order: the worst case for lock order.
+TEST_P(match_store_conformance, crossing_batches_book_each_user_once) {
+  constexpr int rounds = 3; // a deadlock costs PostgreSQL's deadlock_timeout
+  auto c1 = factory_->connect();
+  auto c2 = factory_->connect();
+  racer race;
+  int violations = 0;
+  int contended = 0;
+  for (int i = 0; i < rounds; ++i) {
+    auto k = std::to_string(i);
+    auto x = "x" + k;
+    auto y = "y" + k;
+    for (auto& r : s().commit_matches({req(q_, "busy1-" + k, "z1-" + k),
+                                       req(q_, "busy2-" + k, "z2-" + k)}))
+      ASSERT_OK(r);
+    std::vector<match_request> b1{req(q_, "busy1-" + k, "e" + k),
+                                  req(q_, x, "a" + k), req(q_, y, "b" + k)};
+    std::vector<match_request> b2{req(q_, "busy2-" + k, "f" + k),
+                                  req(q_, y, "c" + k), req(q_, x, "d" + k)};
+    std::vector<outcome<match_record>> r1, r2;
+    race.run([&] { r1 = c1->commit_matches(b1); },
+             [&] { r2 = c2->commit_matches(b2); });
+    ASSERT_EQ(r1.size(), 3u);
+    ASSERT_EQ(r2.size(), 3u);
+    for (auto* rs : {&r1, &r2}) {
+      for (auto& r : *rs) {
+        if (!r && r.error().code != errc::conflict) {
+          ++violations;
+          ADD_FAILURE() << to_string(r.error().code) << ": "
+                        << r.error().detail;
+        }
+        if (!r && r.error().detail.find("concurrent") != std::string::npos)
+          ++contended;
+      }
+    }
+    if (r1[0] || r2[0])
+      ++violations; // busy users stay refused
+    // x: b1[1] or b2[2]; y: b1[2] or b2[1] — each booked exactly once.
+    if ((r1[1] ? 1 : 0) + (r2[2] ? 1 : 0) != 1)
+      ++violations;
+    if ((r1[2] ? 1 : 0) + (r2[1] ? 1 : 0) != 1)
+      ++violations;
+    for (auto* user : {&x, &y}) {
+      auto a = s().active_session_of(*user);
+      ASSERT_OK(a);
+      if (!a->has_value())
+        ++violations;
+    }
+  }
+  EXPECT_EQ(violations, 0);
+  std::cout << "[ info     ] " << GetParam() << ": " << contended
+            << " request(s) refused after a deadlock\n";
+  // Events: 2 pre-commits + 2 per batch pair (x and y) per round.
+  EXPECT_EQ(drain(s()).size(), size_t{4 * rounds});
+}
+
+TEST_P(match_store_conformance, group_commit_throughput) {
+  constexpr int batches = 50;
+  constexpr int per_batch = 100;
+  auto t0 = std::chrono::steady_clock::now();
+  int created = 0;
+  for (int b = 0; b < batches; ++b) {
+    std::vector<match_request> batch;
+    for (int i = 0; i < per_batch; ++i) {
+      auto k = std::to_string(b * per_batch + i);
+      batch.push_back(req(q_, "g" + k, "h" + k));
+    }
+    for (auto& r : s().commit_matches(batch)) {
+      ASSERT_OK(r);
+      created += r->created ? 1 : 0;
+    }
+  }
+  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                            - t0)
+                .count();
+  EXPECT_EQ(created, batches * per_batch);
+  EXPECT_EQ(drain(s()).size(), size_t{batches * per_batch});
+  auto per_s = created / secs;
+  // A match writes 4 rows: session, two members, one outbox event.
+  std::cout << "[ info     ] " << GetParam() << ": " << batches
+            << " batches of " << per_batch << ": "
+            << static_cast<int64_t>(per_s)
+            << " matches/s (" << static_cast<int64_t>(4 * per_s)
+            << " rows/s)\n";
+  RecordProperty("matches_per_second", static_cast<int>(per_s));
+}
+
+INSTANTIATE_TEST_SUITE_P(stores, match_store_conformance,
+                         ::testing::Values("memory", "postgres"),
+                         [](const auto& info) { return info.param; });
+
+// -- PostgreSQL only: what the in-memory store cannot lose --------------------
+
+class pg_match_store_test : public ::testing::Test {
+protected:
+  void TearDown() override {
+    maker_.reset();
+  }
+
+  std::unique_ptr<store_maker> maker_ = std::make_unique<store_maker>(
+    "postgres");
+};
+
+/// The backend pids of connections named `app`, optionally only those that
+/// wait for a lock.
+std::vector<std::string> backends(pg_admin& admin, const std::string& app,
+                                  bool waiting_for_lock) {
+  auto sql = "SELECT pid FROM pg_stat_activity WHERE application_name = '"
+             + app + "'";
+  if (waiting_for_lock)
+    sql += " AND wait_event_type = 'Lock'";
+  std::vector<std::string> out;
+  for (auto& row : admin.query(sql))
+    out.push_back(row.at(0));
+  return out;
+}
+
+TEST_F(pg_match_store_test, reconnects_after_the_backend_was_killed) {
+  auto app = unique_name("mm_victim");
+  pg_options o;
+  o.conninfo = "application_name=" + app;
+  auto f = maker_->fresh(o);
+  auto st = f->connect();
+  ASSERT_OK(st->apply_migrations());
+  ASSERT_OK(st->commit_matches({req("q", "a", "b")}).at(0));
+  auto pids = backends(maker_->admin(), app, false);
+  ASSERT_EQ(pids.size(), 1u);
+  maker_->admin().query("SELECT pg_terminate_backend(" + pids[0] + ")");
+  auto r = st->commit_matches({req("q", "c", "d")});
+  ASSERT_OK(r.at(0));
+  EXPECT_TRUE(r[0]->created);
+  maker_->admin().query("SELECT pg_terminate_backend(pid) FROM "
+                        "pg_stat_activity WHERE application_name = '"
+                        + app + "'");
+  auto fetched = st->fetch_undelivered(10);
+  ASSERT_OK(fetched);
+  EXPECT_EQ(fetched->size(), 2u);
+}
+
+TEST_F(pg_match_store_test, an_unreachable_database_fails_every_entry) {
+  // A loopback port that nobody listens on.
+  pg_options o;
+  o.conninfo = "host=127.0.0.1 port=1 user=postgres dbname=postgres";
+  auto st = make_pg_match_store(o)->connect();
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = st->commit_matches(
+    {req("q", "a", "b"), req("q", "c", "c"), req("q", "d", "e")});
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_EQ(res[0].error().code, errc::store_unavailable);
+  EXPECT_EQ(res[1].error().code, errc::invalid_argument);
+  EXPECT_EQ(res[2].error().code, errc::store_unavailable);
+  EXPECT_EQ(st->apply_migrations().error().code, errc::store_unavailable);
+  EXPECT_EQ(st->active_session_of("a").error().code, errc::store_unavailable);
+  EXPECT_EQ(st->close_session("s", "r").error().code, errc::store_unavailable);
+  EXPECT_EQ(st->fetch_undelivered(1).error().code, errc::store_unavailable);
+  EXPECT_EQ(st->mark_delivered({"e"}).error().code, errc::store_unavailable);
+  EXPECT_EQ(st->wait_for_events(10).error().code, errc::store_unavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST_F(pg_match_store_test, a_connection_lost_mid_transaction_writes_nothing) {
+  auto app = unique_name("mm_victim");
+  pg_options o;
+  o.conninfo = "application_name=" + app;
+  o.statement_timeout_ms = 60000; // the kills below end the waits, not this
+  auto f = maker_->fresh(o);
+  auto st = f->connect();
+  ASSERT_OK(st->apply_migrations());
+  // An uncommitted session of user z makes the batch wait on the unique
+  // index in the middle of its transaction, after it wrote p1–p2.
+  pg_admin blocker{pg_conninfo(maker_->last_db())};
+  blocker.query("BEGIN");
+  blocker.query("INSERT INTO match_sessions (id, match_key, queue, user_a,"
+                " ticket_a, user_b, ticket_b)"
+                " VALUES ('blocker', 'k', 'q', 'z', 'tz', 'w', 'tw')");
+  blocker.query("INSERT INTO session_members (session_id, user_id)"
+                " VALUES ('blocker', 'z')");
+  std::vector<outcome<match_record>> res;
+  std::thread committer([&] {
+    res = st->commit_matches({req("q", "p1", "p2"), req("q", "z", "p3")});
+  });
+  // Kill the waiting backend twice: the first loss is retried on a new
+  // connection, the second one fails the call.
+  std::set<std::string> killed;
+  for (int kill = 0; kill < 2; ++kill) {
+    std::string victim;
+    for (int i = 0; i < 1000 && victim.empty(); ++i) {
+      for (auto& pid : backends(maker_->admin(), app, true))
+        if (killed.count(pid) == 0)
+          victim = pid;
+      if (victim.empty())
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (victim.empty()) {
+      blocker.query("ROLLBACK");
+      committer.join();
+      FAIL() << "the commit never waited on the blocker (kill " << kill << ")";
+    }
+    killed.insert(victim);
+    maker_->admin().query("SELECT pg_terminate_backend(" + victim + ")");
+  }
+  committer.join();
+  blocker.query("ROLLBACK");
+  ASSERT_EQ(res.size(), 2u);
+  for (auto& r : res) {
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, errc::store_unavailable) << r.error().detail;
+  }
+  pg_admin db{pg_conninfo(maker_->last_db())};
+  EXPECT_EQ(db.count("SELECT count(*) FROM match_sessions"), 0);
+  EXPECT_EQ(db.count("SELECT count(*) FROM session_members"), 0);
+  EXPECT_EQ(db.count("SELECT count(*) FROM outbox"), 0);
+  // The same store works again, and the retried batch commits whole.
+  auto again = st->commit_matches({req("q", "p1", "p2"), req("q", "z", "p3")});
+  ASSERT_OK(again.at(0));
+  ASSERT_OK(again.at(1));
+  EXPECT_EQ(db.count("SELECT count(*) FROM outbox"), 2);
+}
+
+TEST_F(pg_match_store_test, a_changed_migration_is_refused) {
+  auto f = maker_->fresh();
+  auto st = f->connect();
+  ASSERT_OK(st->apply_migrations());
+  pg_admin db{pg_conninfo(maker_->last_db())};
+  db.query("UPDATE schema_migrations SET checksum = 'edited'"
+           " WHERE version = 1");
+  auto r = st->apply_migrations();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::protocol_error);
+  EXPECT_NE(r.error().detail.find("0001_init"), std::string::npos);
+}
+
+TEST_F(pg_match_store_test, the_index_refuses_double_booking_behind_the_store) {
+  auto f = maker_->fresh();
+  auto st = f->connect();
+  ASSERT_OK(st->apply_migrations());
+  auto r = st->commit_matches({req("q", "a", "b")});
+  ASSERT_OK(r.at(0));
+  pg_admin db{pg_conninfo(maker_->last_db())};
+  db.query("INSERT INTO match_sessions (id, match_key, queue, user_a,"
+           " ticket_a, user_b, ticket_b)"
+           " VALUES ('manual', 'k', 'q', 'a', 'ta', 'c', 'tc')");
+  EXPECT_THROW(db.query("INSERT INTO session_members (session_id, user_id)"
+                        " VALUES ('manual', 'a')"),
+               std::runtime_error);
+  EXPECT_EQ(db.count("SELECT count(*) FROM schema_migrations"),
+            static_cast<int64_t>(known_migrations().size()));
+}
+
+} // namespace
