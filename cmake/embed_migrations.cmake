@@ -60,15 +60,6 @@ ${sources}};
 
 } // namespace mm
 ")
-# Only touch the outputs when they change, so edits elsewhere rebuild nothing.
-function(write_if_changed path text)
-  set(old "")
-  if(EXISTS "${path}")
-    file(READ "${path}" old)
-  endif()
-  if(NOT old STREQUAL text)
-    file(WRITE "${path}" "${text}")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/write_if_changed.cmake")
 write_if_changed("${OUT_DIR}/mm_migrations.hpp" "${hpp}")
 write_if_changed("${OUT_DIR}/mm_migrations.cpp" "${cpp}")

@@ -47,17 +47,6 @@ ${sources}};
 
 } // namespace mm
 ")
-# Only touch the outputs when they change, so edits elsewhere rebuild nothing.
-foreach(pair "hpp;${hpp}" "cpp;${cpp}")
-  list(GET pair 0 ext)
-  string(LENGTH "${ext};" skip)
-  string(SUBSTRING "${pair}" ${skip} -1 text)
-  set(out "${OUT_DIR}/mm_scripts.${ext}")
-  set(old "")
-  if(EXISTS "${out}")
-    file(READ "${out}" old)
-  endif()
-  if(NOT old STREQUAL text)
-    file(WRITE "${out}" "${text}")
-  endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/write_if_changed.cmake")
+write_if_changed("${OUT_DIR}/mm_scripts.hpp" "${hpp}")
+write_if_changed("${OUT_DIR}/mm_scripts.cpp" "${cpp}")
