@@ -14,6 +14,60 @@ namespace mm {
 
 match_store::~match_store() = default;
 
+std::vector<outcome<match_record>>
+match_store::commit_matches(const std::vector<match_request>& requests) {
+  std::vector<outcome<match_record>> out;
+  out.reserve(requests.size());
+  std::vector<match_request> valid;
+  std::vector<size_t> slot; // valid[k] answers out[slot[k]]
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto f = check_match_request(requests[i]);
+    if (f.code == errc::none) {
+      valid.push_back(requests[i]);
+      slot.push_back(i);
+      out.emplace_back(errc::store_unavailable, "not committed");
+    } else {
+      out.emplace_back(std::move(f));
+    }
+  }
+  if (valid.empty())
+    return out;
+  auto res = do_commit_matches(valid);
+  for (size_t k = 0; k < slot.size() && k < res.size(); ++k)
+    out[slot[k]] = std::move(res[k]);
+  return out;
+}
+
+outcome<bool> match_store::close_session(const std::string& session_id,
+                                         const std::string& reason) {
+  if (auto f = check_id("session id", session_id); f.code != errc::none)
+    return f;
+  if (auto f = check_close_reason(reason); f.code != errc::none)
+    return f;
+  return do_close_session(session_id, reason);
+}
+
+outcome<std::optional<match_record>>
+match_store::active_session_of(const std::string& user) {
+  if (auto f = check_id("user", user); f.code != errc::none)
+    return f;
+  return do_active_session_of(user);
+}
+
+outcome<std::optional<match_record>>
+match_store::find_session(const std::string& session_id) {
+  if (auto f = check_id("session id", session_id); f.code != errc::none)
+    return f;
+  return do_find_session(session_id);
+}
+
+outcome<std::vector<outbox_event>>
+match_store::fetch_undelivered(uint32_t limit, uint32_t lease_ms) {
+  if (auto f = check_fetch_args(limit, lease_ms); f.code != errc::none)
+    return f;
+  return do_fetch_undelivered(limit, lease_ms);
+}
+
 match_store_factory::~match_store_factory() = default;
 
 namespace {

@@ -63,25 +63,24 @@ public:
   /// `outbox_channel`. Idempotent per request: a request whose pair was
   /// committed before (e.g. a retry after a lost commit acknowledgement)
   /// answers that session with `created == false` and writes nothing.
-  virtual std::vector<outcome<match_record>>
-  commit_matches(const std::vector<match_request>& requests) = 0;
+  std::vector<outcome<match_record>>
+  commit_matches(const std::vector<match_request>& requests);
 
   /// Closes an active session: status closed, members inactive (so both
   /// users can be matched again), `reason` recorded (at most 256 bytes).
   /// Writes no event. Returns true when this call closed it, false when it
   /// was closed already; `not_found` for an unknown id. Idempotent.
-  virtual outcome<bool> close_session(const std::string& session_id,
-                                      const std::string& reason)
-    = 0;
+  outcome<bool> close_session(const std::string& session_id,
+                              const std::string& reason);
 
   /// Returns the active session of `user`, if any. Idempotent.
-  virtual outcome<std::optional<match_record>>
-  active_session_of(const std::string& user) = 0;
+  outcome<std::optional<match_record>>
+  active_session_of(const std::string& user);
 
   /// Returns the session `session_id`, active or closed, if it exists.
   /// Idempotent.
-  virtual outcome<std::optional<match_record>>
-  find_session(const std::string& session_id) = 0;
+  outcome<std::optional<match_record>>
+  find_session(const std::string& session_id);
 
   /// Claims up to `limit` (1..10000) undelivered events, oldest first, that
   /// nobody holds a lease on, and leases them for `lease_ms` (> 0). The claim
@@ -92,9 +91,8 @@ public:
   /// lasts no other fetch returns the event; when it expires without
   /// `mark_delivered` (a relay died), the event is handed out again —
   /// at-least-once. Not idempotent: every call takes new leases.
-  virtual outcome<std::vector<outbox_event>>
-  fetch_undelivered(uint32_t limit, uint32_t lease_ms = default_lease_ms)
-    = 0;
+  outcome<std::vector<outbox_event>>
+  fetch_undelivered(uint32_t limit, uint32_t lease_ms = default_lease_ms);
 
   /// Marks events delivered (whoever holds their lease); unknown and already
   /// delivered ids are ignored. Returns how many this call marked.
@@ -110,6 +108,28 @@ public:
 
   /// True when calls block the calling thread on I/O. Idempotent.
   virtual bool blocking() const noexcept = 0;
+
+protected:
+  // The implementations' side of the calls above. The public functions check
+  // every argument first (one set of rules for all stores), so these only
+  // ever see well-formed input; `do_commit_matches` gets the valid requests
+  // only and answers one entry each, in order.
+
+  virtual std::vector<outcome<match_record>>
+  do_commit_matches(const std::vector<match_request>& requests) = 0;
+
+  virtual outcome<bool> do_close_session(const std::string& session_id,
+                                         const std::string& reason)
+    = 0;
+
+  virtual outcome<std::optional<match_record>>
+  do_active_session_of(const std::string& user) = 0;
+
+  virtual outcome<std::optional<match_record>>
+  do_find_session(const std::string& session_id) = 0;
+
+  virtual outcome<std::vector<outbox_event>>
+  do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) = 0;
 };
 
 /// Makes connections to one match store. Thread-safe.

@@ -54,7 +54,7 @@ public:
   }
 
   std::vector<outcome<match_record>>
-  commit_matches(const std::vector<match_request>& requests) override {
+  do_commit_matches(const std::vector<match_request>& requests) override {
     std::vector<outcome<match_record>> out;
     out.reserve(requests.size());
     std::lock_guard<std::mutex> guard{state_->mtx};
@@ -62,10 +62,6 @@ public:
     const auto now = now_ms();
     bool created_any = false;
     for (const auto& req : requests) {
-      if (auto f = check_match_request(req); f.code != errc::none) {
-        out.emplace_back(std::move(f));
-        continue;
-      }
       auto key = match_key(req);
       if (auto i = st.by_key.find(key); i != st.by_key.end()) {
         auto rec = st.sessions.at(i->second);
@@ -119,12 +115,8 @@ public:
     return out;
   }
 
-  outcome<bool> close_session(const std::string& session_id,
-                              const std::string& reason) override {
-    if (auto f = check_id("session id", session_id); f.code != errc::none)
-      return f;
-    if (auto f = check_close_reason(reason); f.code != errc::none)
-      return f;
+  outcome<bool> do_close_session(const std::string& session_id,
+                                 const std::string& reason) override {
     std::lock_guard<std::mutex> guard{state_->mtx};
     auto& st = *state_;
     auto i = st.sessions.find(session_id);
@@ -145,9 +137,7 @@ public:
   }
 
   outcome<std::optional<match_record>>
-  active_session_of(const std::string& user) override {
-    if (auto f = check_id("user", user); f.code != errc::none)
-      return f;
+  do_active_session_of(const std::string& user) override {
     std::lock_guard<std::mutex> guard{state_->mtx};
     auto i = state_->active.find(user);
     if (i == state_->active.end())
@@ -158,9 +148,7 @@ public:
   }
 
   outcome<std::optional<match_record>>
-  find_session(const std::string& session_id) override {
-    if (auto f = check_id("session id", session_id); f.code != errc::none)
-      return f;
+  do_find_session(const std::string& session_id) override {
     std::lock_guard<std::mutex> guard{state_->mtx};
     auto i = state_->sessions.find(session_id);
     if (i == state_->sessions.end())
@@ -171,9 +159,7 @@ public:
   }
 
   outcome<std::vector<outbox_event>>
-  fetch_undelivered(uint32_t limit, uint32_t lease_ms) override {
-    if (auto f = check_fetch_args(limit, lease_ms); f.code != errc::none)
-      return f;
+  do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) override {
     std::lock_guard<std::mutex> guard{state_->mtx};
     const auto now = now_ms();
     std::vector<outbox_event> out;

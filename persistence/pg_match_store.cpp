@@ -356,17 +356,12 @@ public:
   }
 
   std::vector<outcome<match_record>>
-  commit_matches(const std::vector<match_request>& requests) override {
+  do_commit_matches(const std::vector<match_request>& requests) override {
     std::vector<outcome<match_record>> out;
     out.reserve(requests.size());
     std::vector<pending> todo;
     for (size_t i = 0; i < requests.size(); ++i) {
       const auto& req = requests[i];
-      auto f = check_match_request(req);
-      if (f.code != errc::none) {
-        out.emplace_back(std::move(f));
-        continue;
-      }
       // Placeholder until the transaction answers.
       out.emplace_back(errc::store_unavailable, "not committed");
       pending p;
@@ -398,12 +393,8 @@ public:
     return out;
   }
 
-  outcome<bool> close_session(const std::string& session_id,
-                              const std::string& reason) override {
-    if (auto f = check_id("session id", session_id); f.code != errc::none)
-      return f;
-    if (auto f = check_close_reason(reason); f.code != errc::none)
-      return f;
+  outcome<bool> do_close_session(const std::string& session_id,
+                                 const std::string& reason) override {
     return run<bool>("close session", [&]() -> outcome<bool> {
       auto r = exec_prepared(st_close, {&session_id, &reason});
       must(r, "close session");
@@ -414,9 +405,7 @@ public:
   }
 
   outcome<std::optional<match_record>>
-  active_session_of(const std::string& user) override {
-    if (auto f = check_id("user", user); f.code != errc::none)
-      return f;
+  do_active_session_of(const std::string& user) override {
     return run<std::optional<match_record>>("active session", [&] {
       return one_session(exec_prepared(st_active_of, {&user}),
                          "active session");
@@ -424,9 +413,7 @@ public:
   }
 
   outcome<std::optional<match_record>>
-  find_session(const std::string& session_id) override {
-    if (auto f = check_id("session id", session_id); f.code != errc::none)
-      return f;
+  do_find_session(const std::string& session_id) override {
     return run<std::optional<match_record>>("find session", [&] {
       return one_session(exec_prepared(st_by_id, {&session_id}),
                          "find session");
@@ -434,9 +421,7 @@ public:
   }
 
   outcome<std::vector<outbox_event>>
-  fetch_undelivered(uint32_t limit, uint32_t lease_ms) override {
-    if (auto f = check_fetch_args(limit, lease_ms); f.code != errc::none)
-      return f;
+  do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) override {
     auto lim = std::to_string(limit);
     auto lease = std::to_string(lease_ms);
     return run<std::vector<outbox_event>>("fetch undelivered", [&] {
