@@ -37,8 +37,15 @@ if current then
   local rec = load_ticket(current)
   if not rec then
     redis.call('HDEL', K_USERS, user)
+  elseif current == ticket and rec.state ~= 'waiting' and rec.hold < now then
+    -- The pair was never settled within its hold (its claimer died): the
+    -- record lapses here as it would on a heartbeat or sweep.
+    remove_ticket(rec)
   elseif current == ticket then
     if rec.state == 'claimed' then
+      -- Still being finalized: the re-scan counts as presence.
+      rec.deadline = now + ttl
+      store_ticket(rec)
       return {'claimed', ticket, rec.token, rec.p_user, rec.p_ticket, rec.p_node}
     elseif rec.state == 'claimer' then
       -- A retried claim that already matched answers the same match.

@@ -15,6 +15,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "messages/errc.hpp"
+#include "messages/engine_types.hpp"
 #include "messages/queue_types.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
@@ -31,6 +32,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (mm::sweep_result))
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::claim_result>))
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::ticket_spec>))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::join_request))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::session_state))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::match_event))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::claim_pair))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::finalize_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::inflight_cancel))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::cancel_verdict))
 
   CAF_ADD_ATOM(matchmaker, mm, enqueue_atom, "enqueue")
   CAF_ADD_ATOM(matchmaker, mm, claim_atom, "claim")
@@ -41,6 +49,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, release_atom, "release")
   CAF_ADD_ATOM(matchmaker, mm, sweep_atom, "sweep")
   CAF_ADD_ATOM(matchmaker, mm, tick_atom, "tick")
+  CAF_ADD_ATOM(matchmaker, mm, join_atom, "join")
+  CAF_ADD_ATOM(matchmaker, mm, state_atom, "state")
+  CAF_ADD_ATOM(matchmaker, mm, grace_atom, "grace")
+  CAF_ADD_ATOM(matchmaker, mm, deliver_atom, "deliver")
+  CAF_ADD_ATOM(matchmaker, mm, finalize_atom, "finalize")
+  CAF_ADD_ATOM(matchmaker, mm, register_atom, "register")
+  CAF_ADD_ATOM(matchmaker, mm, unregister_atom, "unregister")
+  CAF_ADD_ATOM(matchmaker, mm, flush_atom, "flush")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -81,6 +97,56 @@ using queue_broker_actor = caf::typed_actor<
   caf::replies_to<sweep_atom, std::string>::with<sweep_result>,
   // Timer: sweeps every queue seen so far, then re-arms itself. Idempotent.
   caf::reacts_to<tick_atom>>;
+
+/// Receives a user's session updates and match events (the host's side).
+using subscriber_actor
+  = caf::typed_actor<caf::reacts_to<session_state>, caf::reacts_to<match_event>>;
+
+/// One per connected user (actors/session.hpp).
+using session_actor = caf::typed_actor<
+  // Joins a queue (claim-or-enqueue). Answers the state after the first
+  // step. Idempotent per request.ticket while that join lasts.
+  caf::replies_to<join_atom, join_request>::with<session_state>,
+  // Cancels the current join. Answers only when certain: `cancelled` (never
+  // matched) or `matched` (too late). Idempotent.
+  caf::replies_to<cancel_atom>::with<session_state>,
+  // The current state. Idempotent.
+  caf::replies_to<state_atom>::with<session_state>,
+  // A committed match (from the outbox relay; at least once, deduped here).
+  caf::reacts_to<deliver_atom, match_event>,
+  // Timers: heartbeat, and the grace time after a heartbeat answered gone.
+  caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<grace_atom, uint64_t>>;
+
+/// Commits claimed pairs (actors/finalizer.hpp).
+using finalizer_actor = caf::typed_actor<
+  // Claimer -> finalizer. Idempotent per (claimer ticket, claimed ticket).
+  caf::replies_to<finalize_atom, claim_pair>::with<finalize_result>,
+  // A cancel of a claimed ticket; answered once the pair is decided.
+  // Idempotent.
+  caf::replies_to<cancel_atom, inflight_cancel>::with<cancel_verdict>,
+  // Timer: flushes the current group commit batch.
+  caf::reacts_to<tick_atom>,
+  // Timer: an in-flight cancel whose pair never reached this finalizer
+  // within the claim hold is honoured (the pair can no longer commit).
+  caf::reacts_to<grace_atom, std::string>>;
+
+/// Maps users to their session actors on this node (actors/directory.hpp).
+using directory_actor = caf::typed_actor<
+  // Idempotent.
+  caf::reacts_to<register_atom, std::string, session_actor>,
+  // Only removes the entry if it still points to that actor. Idempotent.
+  caf::reacts_to<unregister_atom, std::string, session_actor>,
+  // Delivers to both users' sessions (kept for a user not connected yet);
+  // answers how many sessions it reached. Idempotent per event id at the
+  // receiving sessions.
+  caf::replies_to<deliver_atom, match_event>::with<uint32_t>>;
+
+/// Delivers committed outbox events (actors/outbox_relay.hpp).
+using outbox_relay_actor = caf::typed_actor<
+  // Timer / wake-up: fetch and deliver what is pending.
+  caf::reacts_to<tick_atom>,
+  // Delivers everything pending now; answers how many events it delivered.
+  caf::replies_to<flush_atom>::with<uint32_t>>;
 
 /// Registers every type of the block and the error category with `cfg`.
 /// Call it on EVERY node before the actor system starts. Idempotent.

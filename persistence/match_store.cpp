@@ -4,7 +4,9 @@
 #include "persistence/match_store.hpp"
 
 #include <cstdio>
+#include <exception>
 #include <random>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -12,10 +14,15 @@
 
 namespace mm {
 
+const char* to_string(commit_stage x) noexcept {
+  return x == commit_stage::after_create ? "after_create" : "before_commit";
+}
+
 match_store::~match_store() = default;
 
 std::vector<outcome<match_record>>
-match_store::commit_matches(const std::vector<match_request>& requests) {
+match_store::commit_matches(const std::vector<match_request>& requests,
+                            const commit_check& check) {
   std::vector<outcome<match_record>> out;
   out.reserve(requests.size());
   std::vector<match_request> valid;
@@ -32,7 +39,22 @@ match_store::commit_matches(const std::vector<match_request>& requests) {
   }
   if (valid.empty())
     return out;
-  auto res = do_commit_matches(valid);
+  // The implementations count in `valid`; the caller counts in `requests`.
+  // Whatever the caller's check throws becomes one exception type that the
+  // implementations catch (they fail the call and write nothing).
+  commit_check mapped;
+  if (check)
+    mapped = [&check, &slot](commit_stage stage, size_t k) -> bool {
+      try {
+        return check(stage, slot.at(k));
+      } catch (const std::exception& e) {
+        throw std::runtime_error(std::string{"commit check threw: "}
+                                 + e.what());
+      } catch (...) {
+        throw std::runtime_error("commit check threw");
+      }
+    };
+  auto res = do_commit_matches(valid, mapped);
   for (size_t k = 0; k < slot.size() && k < res.size(); ++k)
     out[slot[k]] = std::move(res[k]);
   return out;

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,26 @@ constexpr const char* outbox_channel = "mm_outbox";
 
 /// Default lease of `fetch_undelivered`.
 constexpr uint32_t default_lease_ms = 30000;
+
+/// Stages at which a commit asks whether a request is still wanted.
+/// `after_create`: once per request, right after its session, member and
+/// outbox rows were written inside the transaction. `before_commit`: for
+/// every request still in the batch, immediately before COMMIT; when that
+/// round withdraws any, their rows are removed and the survivors are asked
+/// again (each round removes at least one, so there are at most as many
+/// rounds as created requests plus one).
+enum class commit_stage : uint8_t { after_create, before_commit };
+
+/// Returns "after_create" or "before_commit". Idempotent.
+const char* to_string(commit_stage x) noexcept;
+
+/// Asked (from the calling thread) for each request still in the batch, with
+/// its index in the caller's `requests`; false withdraws it: its rows are
+/// never committed and its entry answers errc::cancelled. Must not block:
+/// it runs inside the open transaction (the in-memory store even holds its
+/// lock, so it must not call into a match store either). Typically it looks
+/// the request's tickets up in the finalizer's thread-safe set of cancels.
+using commit_check = std::function<bool(commit_stage, size_t)>;
 
 /// A connection to the match store. One instance is used by one thread at a
 /// time (its calls block on I/O for PostgreSQL: keep it in a detached actor or
@@ -63,8 +84,28 @@ public:
   /// `outbox_channel`. Idempotent per request: a request whose pair was
   /// committed before (e.g. a retry after a lost commit acknowledgement)
   /// answers that session with `created == false` and writes nothing.
+  ///
+  /// Cancel checkpoints (problem 5): when `check` is set, the commit asks it
+  /// whether each request it creates is still wanted, at two stages (see
+  /// `commit_stage`), always with the request's index in `requests`. A
+  /// request for which it answers false is withdrawn: none of its rows is
+  /// ever visible to anybody (no session, no members, no event; its pair key
+  /// and both users stay free) and it answers `cancelled` with detail
+  /// "withdrawn at after_create" / "withdrawn at before_commit". Requests
+  /// that create nothing — malformed, refused, retries of a pair committed
+  /// before (`created == false`) — are never asked. Another request of the
+  /// same batch with the pair of a withdrawn one (a duplicate, which would
+  /// have answered its session) answers the same `cancelled` unasked. A
+  /// commit whose requests were all withdrawn writes nothing and notifies
+  /// nobody. A withdrawn request stays withdrawn: it answers `cancelled` even
+  /// when the transaction fails afterwards, and is not written again when
+  /// the PostgreSQL store runs the transaction again after a lost
+  /// connection (which asks again about what it writes again). A check that
+  /// throws fails the call like a failed transaction, with `protocol_error`
+  /// ("commit matches: ..."), and writes nothing.
   std::vector<outcome<match_record>>
-  commit_matches(const std::vector<match_request>& requests);
+  commit_matches(const std::vector<match_request>& requests,
+                 const commit_check& check = {});
 
   /// Closes an active session: status closed, members inactive (so both
   /// users can be matched again), `reason` recorded (at most 256 bytes).
@@ -113,10 +154,15 @@ protected:
   // The implementations' side of the calls above. The public functions check
   // every argument first (one set of rules for all stores), so these only
   // ever see well-formed input; `do_commit_matches` gets the valid requests
-  // only and answers one entry each, in order.
+  // only and answers one entry each, in order. Its `check` (empty when the
+  // caller gave none) takes indices into ITS `requests`: the public function
+  // maps them to the caller's, and turns whatever the caller's check throws
+  // into a std::runtime_error, which the implementations catch.
 
   virtual std::vector<outcome<match_record>>
-  do_commit_matches(const std::vector<match_request>& requests) = 0;
+  do_commit_matches(const std::vector<match_request>& requests,
+                    const commit_check& check)
+    = 0;
 
   virtual outcome<bool> do_close_session(const std::string& session_id,
                                          const std::string& reason)

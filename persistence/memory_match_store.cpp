@@ -1,15 +1,18 @@
 // The in-memory match store: every connection of one factory shares one data
 // set under one mutex; a call holds the mutex from start to end, so a call is
 // as atomic as a PostgreSQL transaction, and the rules (validation, keys,
-// conflict order, event ids, leases) are the PostgreSQL store's.
+// conflict order, event ids, leases, cancel checkpoints) are the PostgreSQL
+// store's.
 
 #include "persistence/match_store.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -38,6 +41,56 @@ struct shared_state {
   int64_t next_seq = 1;
 };
 
+/// Writes a new active session for `req`: session, members, outbox event.
+match_record create_session(shared_state& st, const match_request& req,
+                            const std::string& key, int64_t now) {
+  match_record rec;
+  rec.session_id = new_session_id();
+  rec.queue = req.queue;
+  rec.user_a = req.user_a;
+  rec.ticket_a = req.ticket_a;
+  rec.user_b = req.user_b;
+  rec.ticket_b = req.ticket_b;
+  rec.status = session_status::active;
+  rec.created_at = now;
+  st.sessions.emplace(rec.session_id, rec);
+  st.by_key.emplace(key, rec.session_id);
+  st.active.emplace(req.user_a, rec.session_id);
+  st.active.emplace(req.user_b, rec.session_id);
+  outbox_event ev;
+  ev.seq = st.next_seq++; // a withdrawn event leaves a gap, like a sequence
+  ev.event_id = match_created_event_id(rec.session_id);
+  ev.aggregate_id = rec.session_id;
+  ev.type = match_created_type;
+  ev.payload = match_created_payload(rec.session_id, req);
+  ev.created_at = now;
+  st.event_seq.emplace(ev.event_id, ev.seq);
+  st.outbox.emplace(ev.seq, std::move(ev));
+  rec.created = true;
+  return rec;
+}
+
+/// Removes everything `create_session` wrote for session `id` with `key`.
+void remove_session(shared_state& st, const std::string& id,
+                    const std::string& key) {
+  auto i = st.sessions.find(id);
+  if (i == st.sessions.end())
+    return;
+  for (auto* user : {&i->second.user_a, &i->second.user_b}) {
+    auto j = st.active.find(*user);
+    if (j != st.active.end() && j->second == id)
+      st.active.erase(j);
+  }
+  if (auto j = st.by_key.find(key); j != st.by_key.end() && j->second == id)
+    st.by_key.erase(j);
+  if (auto j = st.event_seq.find(match_created_event_id(id));
+      j != st.event_seq.end()) {
+    st.outbox.erase(j->second);
+    st.event_seq.erase(j);
+  }
+  st.sessions.erase(i);
+}
+
 class memory_match_store final : public match_store {
 public:
   explicit memory_match_store(std::shared_ptr<shared_state> state)
@@ -53,62 +106,102 @@ public:
     return applied;
   }
 
+  // Cancel checkpoints as in PostgreSQL: create a request, ask
+  // `after_create`, remove it at once when withdrawn; then ask
+  // `before_commit` for the survivors, remove the withdrawn ones, and ask
+  // the rest again until a round withdraws nobody. All under the mutex, so
+  // nobody ever sees a withdrawn request's rows.
   std::vector<outcome<match_record>>
-  do_commit_matches(const std::vector<match_request>& requests) override {
+  do_commit_matches(const std::vector<match_request>& requests,
+                    const commit_check& check) override {
+    const size_t n = requests.size();
     std::vector<outcome<match_record>> out;
-    out.reserve(requests.size());
+    out.reserve(n);
+    std::vector<std::string> keys;
+    keys.reserve(n);
+    std::vector<bool> fresh(n, false); ///< created by this call, still kept
+    std::vector<std::optional<failure>> withdrawn(n);
+    std::unordered_map<std::string, failure> withdrawn_keys;
     std::lock_guard<std::mutex> guard{state_->mtx};
     auto& st = *state_;
     const auto now = now_ms();
-    bool created_any = false;
-    for (const auto& req : requests) {
-      auto key = match_key(req);
-      if (auto i = st.by_key.find(key); i != st.by_key.end()) {
-        auto rec = st.sessions.at(i->second);
-        rec.created = false;
-        out.emplace_back(std::move(rec));
-        continue;
-      }
-      std::string detail;
-      for (auto* user : {&req.user_a, &req.user_b}) {
-        if (auto i = st.active.find(*user); i != st.active.end()) {
-          if (!detail.empty())
-            detail += "; ";
-          detail += "user '" + *user + "' is already in active session "
-                    + i->second;
+    // Takes request k out again; a duplicate (same pair, answering k's
+    // session) shares its fate, as in PostgreSQL.
+    auto withdraw = [&](size_t k, commit_stage stage) {
+      failure f{errc::cancelled,
+                std::string{"withdrawn at "} + to_string(stage)};
+      remove_session(st, out[k]->session_id, keys[k]);
+      fresh[k] = false;
+      for (size_t j = 0; j < out.size(); ++j) {
+        if (j != k && keys[j] == keys[k] && out[j] && !out[j]->created) {
+          out[j] = f;
+          withdrawn[j] = f;
         }
       }
-      if (!detail.empty()) {
-        out.emplace_back(errc::conflict, std::move(detail));
-        continue;
+      withdrawn_keys.emplace(keys[k], f);
+      withdrawn[k] = f;
+      out[k] = std::move(f);
+    };
+    try {
+      for (size_t k = 0; k < n; ++k) {
+        const auto& req = requests[k];
+        keys.push_back(match_key(req));
+        const auto& key = keys.back();
+        if (auto i = withdrawn_keys.find(key); i != withdrawn_keys.end()) {
+          withdrawn[k] = i->second;
+          out.emplace_back(i->second);
+          continue;
+        }
+        if (auto i = st.by_key.find(key); i != st.by_key.end()) {
+          auto rec = st.sessions.at(i->second);
+          rec.created = false;
+          out.emplace_back(std::move(rec));
+          continue;
+        }
+        std::string detail;
+        for (auto* user : {&req.user_a, &req.user_b}) {
+          if (auto i = st.active.find(*user); i != st.active.end()) {
+            if (!detail.empty())
+              detail += "; ";
+            detail += "user '" + *user + "' is already in active session "
+                      + i->second;
+          }
+        }
+        if (!detail.empty()) {
+          out.emplace_back(errc::conflict, std::move(detail));
+          continue;
+        }
+        out.emplace_back(create_session(st, req, key, now));
+        fresh[k] = true;
+        if (check && !check(commit_stage::after_create, k))
+          withdraw(k, commit_stage::after_create);
       }
-      match_record rec;
-      rec.session_id = new_session_id();
-      rec.queue = req.queue;
-      rec.user_a = req.user_a;
-      rec.ticket_a = req.ticket_a;
-      rec.user_b = req.user_b;
-      rec.ticket_b = req.ticket_b;
-      rec.status = session_status::active;
-      rec.created_at = now;
-      st.sessions.emplace(rec.session_id, rec);
-      st.by_key.emplace(std::move(key), rec.session_id);
-      st.active.emplace(req.user_a, rec.session_id);
-      st.active.emplace(req.user_b, rec.session_id);
-      outbox_event ev;
-      ev.seq = st.next_seq++;
-      ev.event_id = match_created_event_id(rec.session_id);
-      ev.aggregate_id = rec.session_id;
-      ev.type = match_created_type;
-      ev.payload = match_created_payload(rec.session_id, req);
-      ev.created_at = now;
-      st.event_seq.emplace(ev.event_id, ev.seq);
-      st.outbox.emplace(ev.seq, std::move(ev));
-      created_any = true;
-      rec.created = true;
-      out.emplace_back(std::move(rec));
+      if (check) {
+        // Each round that withdraws removes one at least: bounded by n.
+        for (bool again = true; again;) {
+          again = false;
+          for (size_t k = 0; k < n; ++k) {
+            if (fresh[k] && !check(commit_stage::before_commit, k)) {
+              withdraw(k, commit_stage::before_commit);
+              again = true;
+            }
+          }
+        }
+      }
+    } catch (const std::exception& e) {
+      // A throwing check: like a failed transaction, nothing stays.
+      for (size_t k = 0; k < out.size(); ++k)
+        if (fresh[k])
+          remove_session(st, out[k]->session_id, keys[k]);
+      std::vector<outcome<match_record>> failed;
+      failed.reserve(n);
+      failure why{errc::protocol_error,
+                  std::string{"commit matches: "} + e.what()};
+      for (size_t k = 0; k < n; ++k)
+        failed.emplace_back(withdrawn[k] ? *withdrawn[k] : why);
+      return failed;
     }
-    if (created_any) {
+    if (std::find(fresh.begin(), fresh.end(), true) != fresh.end()) {
       ++st.notify_seq;
       st.notified.notify_all();
     }

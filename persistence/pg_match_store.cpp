@@ -12,6 +12,16 @@
 // active: the unique partial index) does the batch roll back to the
 // savepoint and run each request in a savepoint of its own, so the refused
 // ones fail alone and the rest still commit in the same transaction.
+//
+// Cancel checkpoints (problem 5): after the rows are written (after the
+// batch statement, or after each request's own statement in the fallback)
+// the caller's check is asked `after_create`; right before COMMIT it is
+// asked `before_commit` for the survivors, again after every round that
+// withdrew some. A request withdrawn in the fallback rolls back to its own
+// savepoint; otherwise its rows are deleted inside the transaction (the
+// survivors keep their rows and locks, so no competitor can take their
+// users in between, as it could after a rollback and re-insert). Rows that
+// were inserted and deleted by one transaction are never visible to anyone.
 
 #include "persistence/match_store.hpp"
 
@@ -182,6 +192,7 @@ match_record read_session(const PGresult* r, int row) {
 
 enum stmt : size_t {
   st_commit,
+  st_withdraw,
   st_by_key,
   st_conflicts,
   st_close,
@@ -229,6 +240,21 @@ const statement statements[st_count] = {
    ")"
    " SELECT req.idx, s.id, " MM_MS("s.created_at")
    " FROM s JOIN req ON req.id = s.id"},
+  // $1: JSON array of session ids that this transaction inserted and the
+  // caller withdrew: removes their outbox rows, members and sessions before
+  // anybody saw them. Answers how many sessions it removed.
+  {"mm_withdraw",
+   "WITH ids AS ("
+   "  SELECT jsonb_array_elements_text($1::jsonb) AS id"
+   "), o AS ("
+   "  DELETE FROM outbox WHERE aggregate_id IN (SELECT id FROM ids)"
+   "), m AS ("
+   "  DELETE FROM session_members WHERE session_id IN (SELECT id FROM ids)"
+   "), s AS ("
+   "  DELETE FROM match_sessions WHERE id IN (SELECT id FROM ids)"
+   "  RETURNING id"
+   ")"
+   " SELECT count(*) FROM s"},
   // $1: JSON array of match keys (sessions committed before: retries).
   {"mm_by_key",
    "SELECT " MM_SESSION_COLS " FROM match_sessions s"
@@ -356,7 +382,8 @@ public:
   }
 
   std::vector<outcome<match_record>>
-  do_commit_matches(const std::vector<match_request>& requests) override {
+  do_commit_matches(const std::vector<match_request>& requests,
+                    const commit_check& check) override {
     std::vector<outcome<match_record>> out;
     out.reserve(requests.size());
     std::vector<pending> todo;
@@ -386,10 +413,21 @@ public:
     }
     if (todo.empty())
       return out;
+    // Outlives a lost connection: a withdrawn request is not written again
+    // when `run` repeats the transaction, and answers `cancelled` whatever
+    // becomes of the transaction.
+    std::vector<std::optional<failure>> withdrawn(todo.size());
     auto res = run<std::vector<outcome<match_record>>>(
-      "commit matches", [&] { return commit_batch(requests, todo); });
-    for (size_t k = 0; k < todo.size(); ++k)
-      out[todo[k].index] = res ? std::move((*res)[k]) : res.error();
+      "commit matches",
+      [&] { return commit_batch(requests, todo, check, withdrawn); });
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (res)
+        out[todo[k].index] = std::move((*res)[k]);
+      else if (withdrawn[k])
+        out[todo[k].index] = *withdrawn[k];
+      else
+        out[todo[k].index] = res.error();
+    }
     return out;
   }
 
@@ -646,8 +684,11 @@ private:
       throw db_refusal{to_failure(r.get(), what)};
   }
 
-  void commit() {
-    auto r = exec("COMMIT");
+  /// Commits; with `notify`, sends the outbox notification in the same
+  /// round trip (it is delivered on commit only).
+  void commit(bool notify = false) {
+    auto r = exec(notify ? std::string{"NOTIFY "} + outbox_channel + "; COMMIT"
+                         : std::string{"COMMIT"});
     must(r, "COMMIT");
     // COMMIT of a failed transaction "succeeds" as ROLLBACK.
     if (std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0)
@@ -665,63 +706,116 @@ private:
 
   // -- group commit -----------------------------------------------------------
 
+  /// What one transaction attempt of a batch knows, by todo index.
+  struct batch_state {
+    explicit batch_state(size_t n) : res(n), fresh(n, false) {
+    }
+
+    std::vector<std::optional<outcome<match_record>>> res;
+    /// Rows written by this transaction and not withdrawn: the requests the
+    /// checkpoints ask about.
+    std::vector<bool> fresh;
+  };
+
   std::vector<outcome<match_record>>
   commit_batch(const std::vector<match_request>& requests,
-               const std::vector<pending>& todo) {
-    std::vector<std::optional<outcome<match_record>>> res(todo.size());
+               const std::vector<pending>& todo, const commit_check& check,
+               std::vector<std::optional<failure>>& withdrawn) {
+    batch_state b{todo.size()};
     std::unordered_map<size_t, size_t> slot; // caller index → todo index
     for (size_t k = 0; k < todo.size(); ++k)
       slot.emplace(todo[k].index, k);
-    must(exec("BEGIN; SAVEPOINT mm_batch"), "BEGIN");
     auto all = nlohmann::json::array();
-    for (const auto& p : todo)
-      all.push_back(p.row);
-    auto arg = all.dump();
-    auto r = exec_prepared(st_commit, {&arg});
-    auto state = sqlstate_of(r.get());
-    if (ok(r.get())) {
-      take_inserted(r.get(), todo, slot, res);
-    } else if (state.compare(0, 2, "22") != 0
-               && state.compare(0, 2, "23") != 0
-               && state.compare(0, 2, "40") != 0) {
-      must(r, "commit matches"); // not about one request: fail the batch
-    } else {
-      // Somebody in the batch was refused: go one by one.
-      store_logger()->debug("{}: batch of {} refused ({}); committing one by "
-                            "one",
-                            where_, todo.size(),
-                            trimmed(PQresultErrorMessage(r.get())));
-      must(exec("ROLLBACK TO SAVEPOINT mm_batch"), "ROLLBACK TO SAVEPOINT");
-      for (size_t k = 0; k < todo.size(); ++k)
-        commit_one(requests[todo[k].index], todo, k, slot, res);
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (withdrawn[k])
+        b.res[k].emplace(*withdrawn[k]); // by an earlier attempt
+      else
+        all.push_back(todo[k].row);
     }
-    take_retried(todo, res);
-    bool created = false;
-    for (auto& x : res)
-      created = created || (*x && (*x)->created);
-    if (created)
-      must(exec(std::string{"NOTIFY "} + outbox_channel), "NOTIFY");
-    commit();
+    must(exec("BEGIN; SAVEPOINT mm_batch"), "BEGIN");
+    if (!all.empty()) {
+      auto arg = all.dump();
+      auto r = exec_prepared(st_commit, {&arg});
+      auto state = sqlstate_of(r.get());
+      if (ok(r.get())) {
+        take_inserted(r.get(), todo, slot, b);
+        if (check) {
+          std::vector<size_t> gone;
+          for (size_t k = 0; k < todo.size(); ++k) {
+            if (b.fresh[k] && !check(commit_stage::after_create, k)) {
+              withdraw(todo, k, commit_stage::after_create, b, withdrawn);
+              gone.push_back(k);
+            }
+          }
+          remove_withdrawn(todo, gone);
+        }
+      } else if (state.compare(0, 2, "22") != 0
+                 && state.compare(0, 2, "23") != 0
+                 && state.compare(0, 2, "40") != 0) {
+        must(r, "commit matches"); // not about one request: fail the batch
+      } else {
+        // Somebody in the batch was refused: go one by one.
+        store_logger()->debug("{}: batch of {} refused ({}); committing one "
+                              "by one",
+                              where_, all.size(),
+                              trimmed(PQresultErrorMessage(r.get())));
+        must(exec("ROLLBACK TO SAVEPOINT mm_batch"), "ROLLBACK TO SAVEPOINT");
+        for (size_t k = 0; k < todo.size(); ++k)
+          if (!b.res[k]) // not withdrawn, also not as a duplicate
+            commit_one(requests[todo[k].index], todo, k, slot, check, b,
+                       withdrawn);
+      }
+    }
+    take_retried(todo, b);
+    // The last checkpoint, repeated until a round withdraws nobody: each
+    // round that withdraws removes one request at least, so this ends.
+    while (check) {
+      std::vector<size_t> gone;
+      for (size_t k = 0; k < todo.size(); ++k) {
+        if (b.fresh[k] && !check(commit_stage::before_commit, k)) {
+          withdraw(todo, k, commit_stage::before_commit, b, withdrawn);
+          gone.push_back(k);
+        }
+      }
+      if (gone.empty())
+        break;
+      remove_withdrawn(todo, gone);
+    }
+    if (std::find(b.fresh.begin(), b.fresh.end(), true) != b.fresh.end()) {
+      commit(true); // NOTIFY + COMMIT in one round trip
+    } else {
+      // Nothing to keep (all refused, withdrawn or retries): no NOTIFY.
+      must(exec("ROLLBACK"), "ROLLBACK");
+    }
     std::vector<outcome<match_record>> out;
-    out.reserve(res.size());
-    for (auto& x : res)
+    out.reserve(b.res.size());
+    for (auto& x : b.res)
       out.push_back(std::move(*x));
     return out;
   }
 
-  /// Runs request `k` alone in a savepoint of its own.
+  /// Runs request `k` alone in a savepoint of its own, and asks the
+  /// `after_create` checkpoint before releasing it.
   void commit_one(const match_request& req, const std::vector<pending>& todo,
-                  size_t k,
-                  const std::unordered_map<size_t, size_t>& slot,
-                  std::vector<std::optional<outcome<match_record>>>& res) {
+                  size_t k, const std::unordered_map<size_t, size_t>& slot,
+                  const commit_check& check, batch_state& b,
+                  std::vector<std::optional<failure>>& withdrawn) {
     auto one = nlohmann::json::array({todo[k].row}).dump();
     for (int tries = 1;; ++tries) {
       must(exec("SAVEPOINT mm_req"), "SAVEPOINT");
       auto r = exec_prepared(st_commit, {&one});
       if (ok(r.get())) {
+        // No row: committed before, `take_retried` reads it.
+        if (PQntuples(r.get()) > 0 && check
+            && !check(commit_stage::after_create, k)) {
+          must(exec("ROLLBACK TO SAVEPOINT mm_req; RELEASE SAVEPOINT mm_req"),
+               "ROLLBACK TO SAVEPOINT");
+          withdraw(todo, k, commit_stage::after_create, b, withdrawn);
+          return;
+        }
         must(exec("RELEASE SAVEPOINT mm_req"), "RELEASE SAVEPOINT");
-        take_inserted(r.get(), todo, slot, res);
-        return; // no row: committed before, `take_retried` reads it
+        take_inserted(r.get(), todo, slot, b);
+        return;
       }
       auto state = sqlstate_of(r.get());
       auto constraint = field_of(r.get(), PG_DIAG_CONSTRAINT_NAME);
@@ -731,7 +825,7 @@ private:
       if (state == "23505" && constraint == one_active_index) {
         auto detail = conflict_detail(req);
         if (!detail.empty()) {
-          res[k].emplace(errc::conflict, std::move(detail));
+          b.res[k].emplace(errc::conflict, std::move(detail));
           return;
         }
         // The other session closed meanwhile: the request may fit now.
@@ -741,14 +835,57 @@ private:
         why = failure{errc::conflict, "contended by a concurrent commit: "
                                         + why.detail};
       } else {
-        res[k].emplace(std::move(why));
+        b.res[k].emplace(std::move(why));
         return;
       }
       if (tries >= max_request_tries) {
-        res[k].emplace(std::move(why));
+        b.res[k].emplace(std::move(why));
         return;
       }
     }
+  }
+
+  /// Marks request `k` withdrawn at `stage`, and with it every other request
+  /// of the batch with the same pair that has no answer yet or answers k's
+  /// session (duplicates). Its rows are still there unless the caller rolled
+  /// them back: see `remove_withdrawn`.
+  static void withdraw(const std::vector<pending>& todo, size_t k,
+                       commit_stage stage, batch_state& b,
+                       std::vector<std::optional<failure>>& withdrawn) {
+    failure f{errc::cancelled,
+              std::string{"withdrawn at "} + to_string(stage)};
+    for (size_t j = 0; j < todo.size(); ++j) {
+      if (j == k || todo[j].key != todo[k].key || withdrawn[j])
+        continue;
+      auto& x = b.res[j];
+      if (!x || (*x && !(*x)->created)) {
+        x.emplace(f);
+        withdrawn[j] = f;
+      }
+    }
+    b.fresh[k] = false;
+    withdrawn[k] = f;
+    b.res[k].emplace(std::move(f));
+  }
+
+  /// Deletes the rows that this transaction wrote for the withdrawn requests
+  /// `gone`; the rest of the transaction stays as it is.
+  void remove_withdrawn(const std::vector<pending>& todo,
+                        const std::vector<size_t>& gone) {
+    if (gone.empty())
+      return;
+    auto ids = nlohmann::json::array();
+    for (auto k : gone)
+      ids.push_back(todo[k].id);
+    auto arg = ids.dump();
+    auto r = exec_prepared(st_withdraw, {&arg});
+    must(r, "withdraw matches");
+    auto removed = static_cast<size_t>(int_of(r.get(), 0, 0));
+    if (removed != gone.size())
+      throw db_refusal{failure{
+        errc::protocol_error, "withdrawing " + std::to_string(gone.size())
+                                + " match(es) removed "
+                                + std::to_string(removed) + " session(s)"}};
   }
 
   /// Names the users of `req` that are in an active session; empty if none.
@@ -773,7 +910,7 @@ private:
   /// Records the sessions that the commit statement inserted.
   void take_inserted(const PGresult* r, const std::vector<pending>& todo,
                      const std::unordered_map<size_t, size_t>& slot,
-                     std::vector<std::optional<outcome<match_record>>>& res) {
+                     batch_state& b) {
     for (int i = 0; i < PQntuples(r); ++i) {
       auto k = slot.at(static_cast<size_t>(int_of(r, i, 0)));
       const auto& req = todo[k].row;
@@ -787,18 +924,18 @@ private:
       rec.status = session_status::active;
       rec.created_at = int_of(r, i, 2);
       rec.created = true;
-      res[k].emplace(std::move(rec));
+      b.res[k].emplace(std::move(rec));
+      b.fresh[k] = true;
     }
   }
 
   /// Answers the requests that inserted nothing with the session that holds
   /// their key: committed by an earlier call (a retry) or earlier in this
   /// batch.
-  void take_retried(const std::vector<pending>& todo,
-                    std::vector<std::optional<outcome<match_record>>>& res) {
+  void take_retried(const std::vector<pending>& todo, batch_state& b) {
     auto keys = nlohmann::json::array();
     for (size_t k = 0; k < todo.size(); ++k)
-      if (!res[k])
+      if (!b.res[k])
         keys.push_back(todo[k].key);
     if (keys.empty())
       return;
@@ -809,19 +946,20 @@ private:
     for (int i = 0; i < PQntuples(r.get()); ++i)
       found.emplace(text(r.get(), i, 10), read_session(r.get(), i));
     for (size_t k = 0; k < todo.size(); ++k) {
-      if (res[k])
+      if (b.res[k])
         continue;
       auto i = found.find(todo[k].key);
       if (i == found.end()) {
-        res[k].emplace(errc::protocol_error,
-                                       "commit inserted nothing and found no "
-                                       "session for the request");
+        b.res[k].emplace(errc::protocol_error,
+                         "commit inserted nothing and found no session for "
+                         "the request");
         continue;
       }
       auto rec = i->second;
-      // Our own id: an earlier attempt of this very call committed it.
+      // Our own id: an earlier attempt of this very call committed it (its
+      // checkpoints were asked then; it is not fresh: never withdrawn now).
       rec.created = rec.session_id == todo[k].id;
-      res[k].emplace(std::move(rec));
+      b.res[k].emplace(std::move(rec));
     }
   }
 

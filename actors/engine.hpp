@@ -1,0 +1,107 @@
+#pragma once
+
+// The embedding API: a host application runs the whole engine inside its own
+// caf::actor_system. See docs/embedding.md for a complete host program.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "actors/finalizer.hpp"
+#include "actors/outbox_relay.hpp"
+#include "actors/queue_broker.hpp"
+#include "actors/session.hpp"
+#include "messages/outcome.hpp"
+#include "persistence/match_store.hpp"
+#include "persistence/queue_store.hpp"
+
+namespace mm {
+
+/// Everything the engine needs; the defaults run on the embedded queue store
+/// and the in-memory persistence (single node, not durable).
+struct engine_config {
+  std::string node = "node-1";
+  /// Queue store: the embedded one unless `use_redis`.
+  bool use_redis = false;
+  redis_options redis;
+  /// Clock of the embedded queue store (simulations); system clock if empty.
+  store_clock clock;
+  /// Persistence: in memory unless `use_postgres`.
+  bool use_postgres = false;
+  pg_options postgres;
+  broker_config broker;
+  finalizer_config finalizer;
+  session_config session; ///< `node` is overwritten with `node` above
+  relay_config relay;
+  /// Run the outbox relay (off only for tests that drive it themselves).
+  bool run_relay = true;
+};
+
+/// One engine inside a host's actor system: queue broker, finalizer,
+/// directory, outbox relay, and one session actor per user.
+class engine {
+public:
+  /// Connects the stores, applies the database migrations and spawns the
+  /// engine's actors in `sys`. Fails with `store_unavailable` when the
+  /// database cannot be reached, `protocol_error` when a migration fails.
+  /// Not idempotent: every call starts another engine.
+  static outcome<std::shared_ptr<engine>> start(caf::actor_system& sys,
+                                                engine_config cfg);
+
+  ~engine();
+
+  /// The session actor of `user`, spawned on first use; later calls return
+  /// the same actor (and ignore `subscriber`). Send it `join_atom`,
+  /// `cancel_atom`, `state_atom`; `subscriber` receives every state change
+  /// and every match event of the user. Idempotent per user. Thread-safe.
+  session_actor session(const std::string& user,
+                        subscriber_actor subscriber = {});
+
+  /// Stops every actor of the engine (sessions included). Idempotent.
+  void stop();
+
+  queue_broker_actor broker() const {
+    return broker_;
+  }
+
+  finalizer_actor finalizer() const {
+    return finalizer_;
+  }
+
+  directory_actor directory() const {
+    return directory_;
+  }
+
+  outbox_relay_actor relay() const {
+    return relay_;
+  }
+
+  std::shared_ptr<queue_store_factory> queue_store() const {
+    return queue_store_;
+  }
+
+  std::shared_ptr<match_store_factory> match_store() const {
+    return match_store_;
+  }
+
+  const engine_config& config() const {
+    return cfg_;
+  }
+
+private:
+  engine(caf::actor_system& sys, engine_config cfg);
+
+  caf::actor_system& sys_;
+  engine_config cfg_;
+  std::shared_ptr<queue_store_factory> queue_store_;
+  std::shared_ptr<match_store_factory> match_store_;
+  queue_broker_actor broker_;
+  finalizer_actor finalizer_;
+  directory_actor directory_;
+  outbox_relay_actor relay_;
+  std::mutex mtx_;
+  std::unordered_map<std::string, session_actor> sessions_;
+};
+
+} // namespace mm

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "messages/type_ids.hpp"
+
+namespace mm {
+
+class match_store_factory;
+
+/// The cancel checkpoints of a finalization (DESIGN problem 5).
+enum class checkpoint : uint8_t {
+  before_create, ///< before the transaction writes anything
+  after_create,  ///< the rows exist inside the open transaction
+  before_answer, ///< immediately before COMMIT; after it the match stands
+};
+
+/// Cancels of claimed tickets, shared between the finalizer actor and its
+/// store workers (which consult it at the checkpoints inside a commit).
+/// Thread-safe. Entries expire after `memory_ms` so the set stays bounded.
+class cancel_registry {
+public:
+  explicit cancel_registry(int64_t memory_ms = 120000);
+  ~cancel_registry();
+
+  /// Records a cancel of `ticket` in `queue`. Idempotent.
+  void add(const std::string& queue, const std::string& ticket);
+
+  /// True when `ticket` in `queue` was cancelled. Idempotent.
+  bool contains(const std::string& queue, const std::string& ticket) const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// Settings of the finalizer.
+struct finalizer_config {
+  uint32_t batch_max = 100;  ///< pairs per group commit transaction
+  uint32_t batch_delay_ms = 2; ///< wait for more pairs; 0: commit at once
+  uint32_t workers = 2;      ///< database connections (blocking stores)
+  uint32_t attempts = 3;     ///< commits of a pair before giving it up
+  uint32_t retry_delay_ms = 100;
+  uint32_t cancel_wait_ms = 15000; ///< bound on an in-flight cancel verdict
+  std::shared_ptr<cancel_registry> cancels; ///< made when empty
+  /// Test hook, called at every checkpoint of every pair (from the thread
+  /// that runs the commit). Simulations inject cancels here.
+  std::function<void(checkpoint, const claim_pair&)> at_checkpoint;
+};
+
+/// Spawns the finalizer: it turns claimed pairs into committed matches
+/// (session, two members, one match.created outbox event, one transaction
+/// per batch of pairs), honours cancels at the three checkpoints, and undoes
+/// what a claim took when a pair is not committed: a claimed waiter goes back
+/// at its original place, a claimer is told to claim again. Blocking stores
+/// run on `cfg.workers` detached workers; the in-memory store runs inline
+/// (deterministic under the CAF test coordinator). Not idempotent: every call
+/// spawns a new finalizer.
+finalizer_actor spawn_finalizer(caf::actor_system& sys,
+                                std::shared_ptr<match_store_factory> store,
+                                queue_broker_actor broker,
+                                finalizer_config cfg = {});
+
+} // namespace mm

@@ -1,0 +1,505 @@
+#include "actors/outbox_relay.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "persistence/match_store.hpp"
+#include "persistence/queue_store.hpp"
+
+namespace mm {
+
+namespace {
+
+/// Work for a detached worker that owns one blocking connection: the closure
+/// writes its results into state it captured, the relay continues once the
+/// job comes back.
+template <class Store>
+struct store_job {
+  std::function<void(Store&)> work;
+};
+
+using match_job_ptr = std::shared_ptr<store_job<match_store>>;
+using sink_job_ptr = std::shared_ptr<store_job<queue_store>>;
+
+} // namespace
+
+} // namespace mm
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::match_job_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::sink_job_ptr)
+
+namespace mm {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> relay_log() {
+  static auto log = [] {
+    auto existing = spdlog::get("relay");
+    return existing ? existing : spdlog::default_logger()->clone("relay");
+  }();
+  return log;
+}
+
+/// The relay's own handle type: the public interface plus its timers
+/// (`tick_atom, tag`), which nobody else needs to see.
+using relay_impl_actor
+  = outbox_relay_actor::extend<caf::reacts_to<tick_atom, uint64_t>>;
+
+constexpr uint64_t poll_tag = 0; ///< the polling timer
+constexpr uint64_t next_tag = 1; ///< the next batch of a cycle
+// Tags from 2 on name one armed backoff timer each (the latest one counts).
+
+/// How long the relay waits for the directory's answers before it marks the
+/// batch anyway (the stream has the events; a directory that does not answer
+/// would otherwise stall every delivery).
+constexpr auto directory_timeout = std::chrono::seconds(10);
+
+template <class Store>
+caf::behavior store_worker(caf::event_based_actor*,
+                           std::shared_ptr<Store> store) {
+  return {
+    [store](std::shared_ptr<store_job<Store>>& job) {
+      job->work(*store);
+      return job;
+    },
+  };
+}
+
+/// Blocks in `wait_for_events` round after round (one message per round, so
+/// an exit from the linked relay ends it within one wait) and ticks the
+/// relay on every notification.
+caf::behavior listen_worker(caf::event_based_actor* self,
+                            std::shared_ptr<match_store_factory> factory,
+                            outbox_relay_actor relay, uint32_t wait_ms) {
+  std::shared_ptr<match_store> store = factory->connect();
+  auto failing = std::make_shared<bool>(false);
+  self->send(self, tick_atom_v);
+  return {
+    [=](tick_atom) {
+      auto got = store->wait_for_events(wait_ms);
+      if (got) {
+        if (*failing)
+          relay_log()->info("outbox notifications are back");
+        *failing = false;
+        if (*got)
+          self->send(relay, tick_atom_v);
+      } else {
+        // The polling timer covers the gap; wait instead of spinning on a
+        // dead connection.
+        if (!*failing)
+          relay_log()->warn("outbox LISTEN failed, polling only: {}",
+                            got.error().detail);
+        *failing = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+      }
+      self->send(self, tick_atom_v);
+    },
+  };
+}
+
+/// One leased batch on its way through sink, directory and mark.
+struct batch {
+  std::vector<outbox_event> events;
+  std::vector<match_event> parsed;   ///< one per event
+  std::vector<bool> readable;        ///< payload parsed: deliver to sessions
+  std::vector<size_t> unsent;        ///< indexes still to XADD
+  failure last;                      ///< why the last XADD of one failed
+};
+
+using batch_ptr = std::shared_ptr<batch>;
+
+/// A flush waiting for a cycle that started after it arrived.
+struct flush_waiter {
+  caf::typed_response_promise<uint32_t> rp;
+  uint64_t first_cycle; ///< the first cycle that may answer it
+  uint32_t delivered = 0;
+};
+
+struct relay_state {
+  relay_config cfg;
+  directory_actor directory;
+  std::shared_ptr<match_store> inline_store; ///< non-blocking match store
+  caf::actor store_worker;                   ///< blocking match store
+  std::shared_ptr<queue_store> inline_sink;  ///< non-blocking sink
+  caf::actor sink_worker;                    ///< blocking sink
+  bool busy = false;   ///< a cycle is running
+  bool dirty = false;  ///< woken during the cycle: run one more
+  uint64_t cycle = 0;  ///< number of the current / last cycle
+  std::vector<flush_waiter> flushes;
+  uint32_t backoff_ms = 0;      ///< current delay; 0: no failure streak
+  uint64_t retry_tag = next_tag; ///< tag of the armed backoff timer
+  std::function<void()> retry;  ///< what the armed backoff timer resumes
+  uint64_t delivered = 0;       ///< since start, for logs
+  static inline const char* name = "outbox_relay";
+};
+
+using relay_ptr = relay_impl_actor::stateful_pointer<relay_state>;
+
+/// Runs `work` on the match store (inline or on the worker), then `then`.
+void with_store(relay_ptr self, std::function<void(match_store&)> work,
+                std::function<void()> then) {
+  auto& st = self->state;
+  if (st.inline_store) {
+    work(*st.inline_store);
+    then();
+    return;
+  }
+  auto job = std::make_shared<store_job<match_store>>();
+  job->work = std::move(work);
+  self->request(st.store_worker, caf::infinite, std::move(job))
+    .then([then](match_job_ptr&) { then(); },
+          [self](caf::error& err) {
+            relay_log()->error("match store worker failed: {}",
+                               self->system().render(err));
+            self->quit(err);
+          });
+}
+
+/// Runs `work` on the sink (inline or on the worker), then `then`.
+void with_sink(relay_ptr self, std::function<void(queue_store&)> work,
+               std::function<void()> then) {
+  auto& st = self->state;
+  if (st.inline_sink) {
+    work(*st.inline_sink);
+    then();
+    return;
+  }
+  auto job = std::make_shared<store_job<queue_store>>();
+  job->work = std::move(work);
+  self->request(st.sink_worker, caf::infinite, std::move(job))
+    .then([then](sink_job_ptr&) { then(); },
+          [self](caf::error& err) {
+            relay_log()->error("sink worker failed: {}",
+                               self->system().render(err));
+            self->quit(err);
+          });
+}
+
+/// A step worked: end the failure streak.
+void recovered(relay_ptr self) {
+  auto& st = self->state;
+  if (st.backoff_ms != 0)
+    relay_log()->info("outbox relay recovered");
+  st.backoff_ms = 0;
+}
+
+/// A step failed: run `resume` after the next backoff delay. Only the first
+/// failure of a streak is logged as an error.
+void retry_later(relay_ptr self, const char* what, const failure& f,
+                 std::function<void()> resume) {
+  auto& st = self->state;
+  if (st.backoff_ms == 0) {
+    relay_log()->error("outbox relay: {} failed ({}: {}); retrying with "
+                       "backoff",
+                       what, to_string(f.code), f.detail);
+    st.backoff_ms = st.cfg.backoff_min_ms;
+  } else {
+    relay_log()->debug("outbox relay: {} failed again ({}: {})", what,
+                       to_string(f.code), f.detail);
+    st.backoff_ms = std::min(st.backoff_ms * 2, st.cfg.backoff_max_ms);
+  }
+  st.retry = std::move(resume);
+  self->delayed_send(self, std::chrono::milliseconds(st.backoff_ms),
+                     tick_atom_v, ++st.retry_tag);
+}
+
+/// Reads the payload {event_id, type, session_id, queue, users: [{user,
+/// ticket}, {user, ticket}]}. The row's own columns win for the ids.
+bool parse_event(const outbox_event& ev, match_event& out, std::string& why) {
+  out.event_id = ev.event_id;
+  out.session_id = ev.aggregate_id;
+  out.payload = ev.payload;
+  try {
+    auto j = nlohmann::json::parse(ev.payload);
+    out.queue = j.at("queue").get<std::string>();
+    const auto& users = j.at("users");
+    if (!users.is_array() || users.size() != 2) {
+      why = "users is not a pair";
+      return false;
+    }
+    out.user_a = users[0].at("user").get<std::string>();
+    out.ticket_a = users[0].at("ticket").get<std::string>();
+    out.user_b = users[1].at("user").get<std::string>();
+    out.ticket_b = users[1].at("ticket").get<std::string>();
+    return true;
+  } catch (const std::exception& e) {
+    why = e.what();
+    return false;
+  }
+}
+
+store_command xadd(const std::string& stream, const outbox_event& ev,
+                   const match_event& m) {
+  return {"XADD",     stream,     "*",          "event_id", ev.event_id,
+          "type",     ev.type,    "session_id", m.session_id,
+          "queue",    m.queue,    "user_a",     m.user_a,
+          "ticket_a", m.ticket_a, "user_b",     m.user_b,
+          "ticket_b", m.ticket_b, "payload",    ev.payload};
+}
+
+void fetch(relay_ptr self);
+void sink(relay_ptr self, batch_ptr b);
+
+void start_cycle(relay_ptr self) {
+  auto& st = self->state;
+  st.busy = true;
+  st.dirty = false;
+  ++st.cycle;
+  fetch(self);
+}
+
+/// A wake-up: start a cycle, or make the running one go round once more
+/// (it may have fetched before the event that woke us was committed).
+void wake(relay_ptr self) {
+  auto& st = self->state;
+  if (st.busy)
+    st.dirty = true;
+  else
+    start_cycle(self);
+}
+
+void finish_cycle(relay_ptr self) {
+  auto& st = self->state;
+  auto done = st.cycle;
+  auto i = std::stable_partition(
+    st.flushes.begin(), st.flushes.end(),
+    [done](const flush_waiter& w) { return w.first_cycle > done; });
+  std::vector<flush_waiter> answer(std::make_move_iterator(i),
+                                   std::make_move_iterator(st.flushes.end()));
+  st.flushes.erase(i, st.flushes.end());
+  for (auto& w : answer)
+    w.rp.deliver(w.delivered);
+  if (st.dirty) {
+    start_cycle(self);
+    return;
+  }
+  st.busy = false;
+}
+
+void fetch(relay_ptr self) {
+  auto res = std::make_shared<outcome<std::vector<outbox_event>>>(
+    errc::none);
+  auto cfg = self->state.cfg;
+  with_store(
+    self,
+    [res, cfg](match_store& s) {
+      *res = s.fetch_undelivered(cfg.batch, cfg.lease_ms);
+    },
+    [self, res] {
+      if (!*res) {
+        retry_later(self, "fetch", res->error(), [self] { fetch(self); });
+        return;
+      }
+      recovered(self);
+      auto& evs = **res;
+      if (evs.empty()) {
+        finish_cycle(self);
+        return;
+      }
+      auto b = std::make_shared<batch>();
+      b->events = std::move(evs);
+      b->parsed.resize(b->events.size());
+      b->readable.resize(b->events.size());
+      for (size_t i = 0; i < b->events.size(); ++i) {
+        std::string why;
+        b->readable[i] = parse_event(b->events[i], b->parsed[i], why);
+        if (!b->readable[i])
+          relay_log()->error("outbox event {} has an unreadable payload "
+                             "({}): it goes to the stream only",
+                             b->events[i].event_id, why);
+        b->unsent.push_back(i);
+      }
+      sink(self, std::move(b));
+    });
+}
+
+void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent);
+
+/// Hands the XADDed events to the directory, waits for its answers, marks.
+void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
+  auto& st = self->state;
+  auto open = std::make_shared<size_t>(0);
+  if (st.directory)
+    for (auto i : sent)
+      if (b->readable[i])
+        ++*open;
+  if (*open == 0) {
+    mark(self, std::move(b), std::move(sent));
+    return;
+  }
+  auto next = [self, b, sent, open] {
+    if (--*open == 0)
+      mark(self, b, sent);
+  };
+  for (auto i : sent) {
+    if (!b->readable[i])
+      continue;
+    self->request(st.directory, directory_timeout, deliver_atom_v, b->parsed[i])
+      .then([next](uint32_t) { next(); },
+            [self, next, id = b->events[i].event_id](caf::error& err) {
+              // The stream has it and the lease would only hand it out to
+              // the same directory again: log and go on.
+              relay_log()->warn("directory did not take event {}: {}", id,
+                                self->system().render(err));
+              next();
+            });
+  }
+}
+
+void sink(relay_ptr self, batch_ptr b) {
+  auto cmds = std::make_shared<std::vector<store_command>>();
+  for (auto i : b->unsent)
+    cmds->push_back(xadd(self->state.cfg.stream, b->events[i], b->parsed[i]));
+  auto replies = std::make_shared<std::vector<store_reply>>();
+  with_sink(
+    self, [cmds, replies](queue_store& s) { *replies = s.execute(*cmds); },
+    [self, b, replies] {
+      std::vector<size_t> sent;
+      std::vector<size_t> failed;
+      for (size_t k = 0; k < b->unsent.size(); ++k) {
+        const store_reply* r = k < replies->size() ? &(*replies)[k] : nullptr;
+        if (r != nullptr && r->code == errc::none
+            && r->value.type != store_value::kind::error) {
+          sent.push_back(b->unsent[k]);
+          continue;
+        }
+        if (failed.empty()) {
+          if (r == nullptr)
+            b->last = failure{errc::protocol_error, "missing XADD reply"};
+          else if (r->code != errc::none)
+            b->last = failure{r->code, r->detail};
+          else
+            b->last = failure{errc::protocol_error, r->value.str};
+        }
+        failed.push_back(b->unsent[k]);
+      }
+      b->unsent = std::move(failed);
+      if (!sent.empty()) {
+        // The accepted ones go on now; the rest waits for the backoff.
+        deliver(self, b, std::move(sent));
+        return;
+      }
+      retry_later(self, "XADD", b->last, [self, b] { sink(self, b); });
+    });
+}
+
+/// After `sent` is marked: retry the rest of the batch, or take the next one.
+void settle(relay_ptr self, batch_ptr b, size_t sent) {
+  auto& st = self->state;
+  st.delivered += sent;
+  for (auto& w : st.flushes)
+    w.delivered += static_cast<uint32_t>(sent);
+  if (!b->unsent.empty()) {
+    retry_later(self, "XADD", b->last, [self, b] { sink(self, b); });
+    return;
+  }
+  // Through the mailbox: lets exits and flushes in between and keeps the
+  // inline (non-blocking) path from recursing batch after batch.
+  self->send(self, tick_atom_v, next_tag);
+}
+
+void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
+  auto ids = std::make_shared<std::vector<std::string>>();
+  for (auto i : sent)
+    ids->push_back(b->events[i].event_id);
+  auto res = std::make_shared<outcome<size_t>>(errc::none);
+  with_store(
+    self, [ids, res](match_store& s) { *res = s.mark_delivered(*ids); },
+    [self, b, sent, res] {
+      if (!*res) {
+        retry_later(self, "mark delivered", res->error(),
+                    [self, b, sent] { mark(self, b, sent); });
+        return;
+      }
+      if (b->unsent.empty()) // else the XADD failure streak goes on
+        recovered(self);
+      settle(self, b, sent.size());
+    });
+}
+
+relay_impl_actor::behavior_type
+relay_impl(relay_ptr self, std::shared_ptr<match_store> store,
+           std::shared_ptr<match_store_factory> factory,
+           std::shared_ptr<queue_store> sink_conn, directory_actor directory,
+           relay_config cfg) {
+  auto& st = self->state;
+  st.cfg = cfg;
+  st.directory = std::move(directory);
+  if (store->blocking()) {
+    st.store_worker = self->spawn<caf::detached + caf::linked>(
+      store_worker<match_store>, store);
+    if (cfg.listen)
+      self->spawn<caf::detached + caf::linked>(
+        listen_worker, factory,
+        caf::actor_cast<outbox_relay_actor>(self),
+        cfg.poll_ms > 0 ? cfg.poll_ms : 1000u);
+  } else {
+    // Inline: only this actor ever uses the connection.
+    st.inline_store = std::move(store);
+  }
+  if (sink_conn->blocking())
+    st.sink_worker = self->spawn<caf::detached + caf::linked>(
+      store_worker<queue_store>, sink_conn);
+  else
+    st.inline_sink = std::move(sink_conn);
+  // Whatever was committed before we started.
+  self->send(self, tick_atom_v);
+  if (cfg.poll_ms > 0)
+    self->delayed_send(self, std::chrono::milliseconds(cfg.poll_ms),
+                       tick_atom_v, poll_tag);
+  return {
+    [self](tick_atom) { wake(self); },
+    [self](tick_atom, uint64_t tag) {
+      auto& st = self->state;
+      if (tag == poll_tag) {
+        wake(self);
+        self->delayed_send(self, std::chrono::milliseconds(st.cfg.poll_ms),
+                           tick_atom_v, poll_tag);
+      } else if (tag == next_tag) {
+        fetch(self);
+      } else if (tag == st.retry_tag && st.retry) {
+        auto resume = std::move(st.retry);
+        st.retry = nullptr;
+        resume();
+      }
+    },
+    [self](flush_atom) {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<uint32_t>();
+      // Answered by the end of the next cycle to start (now, or after the
+      // running one): only that one is sure to see what came before.
+      st.flushes.push_back(flush_waiter{rp, st.cycle + 1});
+      wake(self);
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+outbox_relay_actor spawn_outbox_relay(caf::actor_system& sys,
+                                      std::shared_ptr<match_store_factory> store,
+                                      std::shared_ptr<queue_store_factory> sink,
+                                      directory_actor directory,
+                                      relay_config cfg) {
+  cfg.batch = std::clamp<uint32_t>(cfg.batch, 1, 10000);
+  cfg.lease_ms = std::max<uint32_t>(cfg.lease_ms, 1);
+  cfg.backoff_min_ms = std::max<uint32_t>(cfg.backoff_min_ms, 1);
+  cfg.backoff_max_ms = std::max(cfg.backoff_max_ms, cfg.backoff_min_ms);
+  // The first connections are opened here (PostgreSQL connects eagerly:
+  // never inside a cooperative actor) and tell inline from worker use.
+  std::shared_ptr<match_store> store_conn = store->connect();
+  std::shared_ptr<queue_store> sink_conn = sink->connect();
+  auto hdl = sys.spawn(relay_impl, std::move(store_conn), std::move(store),
+                       std::move(sink_conn), std::move(directory),
+                       std::move(cfg));
+  return caf::actor_cast<outbox_relay_actor>(hdl);
+}
+
+} // namespace mm

@@ -1,0 +1,74 @@
+#pragma once
+
+// The outbox relay: committed match.created events -> the external sink (a
+// Redis Stream) and both users' sessions (through the directory), then
+// marked delivered. At-least-once (invariant I5); consumers dedupe by
+// event_id.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "messages/type_ids.hpp"
+
+namespace mm {
+
+class match_store_factory;
+class queue_store_factory;
+
+/// Settings of the outbox relay. Out-of-range values are clamped (batch to
+/// 1..10000, lease_ms and backoff_min_ms to at least 1, backoff_max_ms to at
+/// least backoff_min_ms).
+struct relay_config {
+  uint32_t batch = 100;     ///< events leased per fetch
+  uint32_t lease_ms = 30000; ///< how long a fetched event is ours alone
+  /// Fallback polling period, and the longest wait of one LISTEN round.
+  /// 0 turns the polling timer off (deterministic tests); the LISTEN worker
+  /// then waits 1000 ms per round.
+  uint32_t poll_ms = 500;
+  std::string stream = "mm:events"; ///< the Redis Stream key (XADD)
+  uint32_t backoff_min_ms = 50, backoff_max_ms = 5000; ///< failure retries
+  /// Wake up on the store's commit notifications (PostgreSQL LISTEN). Only
+  /// for blocking stores; the in-memory store relies on ticks and flushes.
+  bool listen = true;
+};
+
+/// Spawns an outbox relay (interface in messages/type_ids.hpp).
+///
+/// One cycle: lease up to `batch` undelivered events (`fetch_undelivered`),
+/// XADD each to `cfg.stream` (fields event_id, type, session_id, queue,
+/// user_a, ticket_a, user_b, ticket_b, payload; one pipelined round trip),
+/// hand the ones the sink accepted to `directory` (`deliver_atom`; an
+/// invalid handle skips this step) and wait for its answers, then
+/// `mark_delivered` them; repeat until a fetch finds nothing. An event is
+/// marked only after its XADD succeeded. A failed fetch, XADD (transport
+/// failure or error reply) or mark is retried after an exponential backoff
+/// (backoff_min_ms doubling up to backoff_max_ms, reset by a success);
+/// nothing is dropped, and a lease that expires meanwhile hands the event to
+/// another relay (a duplicate, never a loss). An event whose payload cannot
+/// be read still goes to the stream (with the fields it has) and is marked,
+/// but reaches no session; this is logged as an error.
+///
+/// Wake-ups: `tick_atom` (from anyone), a LISTEN worker that blocks in
+/// `wait_for_events` (blocking stores with `cfg.listen`), and a polling timer
+/// every `cfg.poll_ms` as the fallback. `flush_atom` answers, once a cycle
+/// that started after it found nothing more to lease, how many events this
+/// relay delivered meanwhile.
+///
+/// Blocking stores (PostgreSQL, Redis) are used from detached workers linked
+/// to the relay, each with its own connection; non-blocking ones (in-memory,
+/// embedded) inline, which keeps the relay deterministic under the CAF test
+/// coordinator. Several relays may run against one store: the leases share
+/// the work out. The first connection to each store is opened by this call
+/// (PostgreSQL connects eagerly, up to its connect timeout): call it at
+/// start-up, not from inside an actor. A worker that dies takes the relay
+/// down with it (linked); restart it from the host. Stop it with an exit
+/// message; its workers follow within `poll_ms` (the LISTEN wait). Not
+/// idempotent: every call spawns a new relay.
+outbox_relay_actor spawn_outbox_relay(caf::actor_system& sys,
+                                      std::shared_ptr<match_store_factory> store,
+                                      std::shared_ptr<queue_store_factory> sink,
+                                      directory_actor directory,
+                                      relay_config cfg = {});
+
+} // namespace mm

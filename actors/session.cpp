@@ -1,0 +1,466 @@
+#include "actors/session.hpp"
+
+#include <deque>
+#include <functional>
+#include <set>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace mm {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> ses_log() {
+  static auto log = [] {
+    auto existing = spdlog::get("session");
+    return existing ? existing : spdlog::default_logger()->clone("session");
+  }();
+  return log;
+}
+
+using state_promise = caf::typed_response_promise<session_state>;
+
+struct session_data {
+  session_config cfg;
+  session_links links;
+  session_state st;
+  std::string attrs;
+  std::string base_ticket;          // the join's ticket (idempotency key)
+  std::set<std::string> tickets;    // every ticket of this join (self-heals)
+  uint64_t gen = 0;                 // timers of an older state are ignored
+  uint32_t heals = 0;
+  bool cancel_requested = false;
+  std::vector<state_promise> join_waiters;
+  std::vector<state_promise> cancel_waiters;
+  std::set<std::string> seen;       // event ids (at-least-once delivery)
+  std::deque<std::string> seen_order;
+  static inline const char* name = "session";
+};
+
+using ses_ptr = session_actor::stateful_pointer<session_data>;
+
+using join_fn = std::function<void(join_request&, state_promise)>;
+using cancel_fn = std::function<void(state_promise)>;
+using timer_fn = std::function<void(uint64_t)>;
+
+session_actor::behavior_type idle_b(ses_ptr self);
+session_actor::behavior_type claiming_b(ses_ptr self);
+session_actor::behavior_type queued_b(ses_ptr self);
+session_actor::behavior_type finalizing_b(ses_ptr self);
+session_actor::behavior_type done_b(ses_ptr self);
+void start_claim(ses_ptr self, bool rescan);
+void cancel_at_queue(ses_ptr self, int attempts_left);
+void on_claimed(ses_ptr self, uint64_t gen, claim_result& r);
+
+bool terminal(session_phase p) {
+  return p == session_phase::matched || p == session_phase::cancelled
+         || p == session_phase::failed;
+}
+
+void publish(ses_ptr self) {
+  auto& d = self->state;
+  if (d.links.subscriber)
+    self->send(d.links.subscriber, d.st);
+}
+
+/// Enters `phase` (and its behavior), invalidating older timers.
+void enter(ses_ptr self, session_phase phase) {
+  auto& d = self->state;
+  d.st.phase = phase;
+  ++d.gen;
+  switch (phase) {
+    case session_phase::claiming:
+      self->become(claiming_b(self));
+      break;
+    case session_phase::queued:
+      self->become(queued_b(self));
+      self->delayed_send(self, std::chrono::milliseconds(d.cfg.heartbeat_ms),
+                         tick_atom_v, d.gen);
+      break;
+    case session_phase::finalizing:
+      self->become(finalizing_b(self));
+      break;
+    default:
+      self->become(done_b(self));
+  }
+  publish(self);
+  if (phase != session_phase::claiming) {
+    for (auto& rp : d.join_waiters)
+      rp.deliver(d.st);
+    d.join_waiters.clear();
+  }
+  if (terminal(phase)) {
+    for (auto& rp : d.cancel_waiters)
+      rp.deliver(d.st);
+    d.cancel_waiters.clear();
+  }
+}
+
+void finish(ses_ptr self, session_phase phase, std::string session_id,
+            std::string detail) {
+  self->state.st.session_id = std::move(session_id);
+  self->state.st.detail = std::move(detail);
+  enter(self, phase);
+}
+
+void fail(ses_ptr self, const caf::error& err) {
+  auto what = self->system().render(err);
+  ses_log()->warn("{}: join of {} failed: {}", self->state.st.user,
+                  self->state.st.ticket, what);
+  finish(self, session_phase::failed, {}, what);
+}
+
+// -- handlers shared by every state --------------------------------------------
+
+session_actor::behavior_type make(ses_ptr self, join_fn on_join,
+                                  cancel_fn on_cancel, timer_fn on_tick,
+                                  timer_fn on_grace) {
+  return {
+    [self, on_join](join_atom, join_request& r) {
+      auto rp = self->make_response_promise<session_state>();
+      on_join(r, rp);
+      return rp;
+    },
+    [self, on_cancel](cancel_atom) {
+      auto rp = self->make_response_promise<session_state>();
+      on_cancel(rp);
+      return rp;
+    },
+    [self](state_atom) { return self->state.st; },
+    [self](deliver_atom, match_event& ev) {
+      auto& d = self->state;
+      if (!d.seen.insert(ev.event_id).second)
+        return; // a redelivery: already handled
+      d.seen_order.push_back(ev.event_id);
+      if (d.seen_order.size() > 1024) {
+        d.seen.erase(d.seen_order.front());
+        d.seen_order.pop_front();
+      }
+      if (d.links.subscriber)
+        self->send(d.links.subscriber, ev);
+      auto mine = (ev.user_a == d.st.user && d.tickets.count(ev.ticket_a))
+                  || (ev.user_b == d.st.user && d.tickets.count(ev.ticket_b));
+      if (!mine || terminal(d.st.phase))
+        return;
+      if (d.st.phase == session_phase::queued && !d.st.token.empty()
+          && d.tickets.count(d.st.ticket)
+          && ev.ticket_a != d.st.ticket && ev.ticket_b != d.st.ticket) {
+        // Matched under an earlier ticket of this join while a self-heal
+        // re-enqueued us: take the newer ticket down.
+        self->request(d.links.broker, caf::infinite, cancel_atom_v,
+                      ticket_ref{d.st.queue, d.st.user, d.st.token})
+          .then([](cancel_result&) {}, [](caf::error&) {});
+      }
+      finish(self, session_phase::matched, ev.session_id, {});
+    },
+    [on_tick](tick_atom, uint64_t gen) { on_tick(gen); },
+    [on_grace](grace_atom, uint64_t gen) { on_grace(gen); },
+  };
+}
+
+void ignore_timer(uint64_t) {
+  // timers of a state that is gone
+}
+
+/// A join while another one is going on: the same one again is answered
+/// with the current state (idempotent), another one is refused.
+join_fn join_while_busy(ses_ptr self) {
+  return [self](join_request& r, state_promise rp) {
+    auto& d = self->state;
+    if (r.queue == d.st.queue && r.ticket == d.base_ticket) {
+      if (d.st.phase == session_phase::claiming)
+        d.join_waiters.push_back(rp);
+      else
+        rp.deliver(d.st);
+      return;
+    }
+    rp.deliver(caf::make_error(errc::duplicate_ticket,
+                               "the user is already in a join (ticket "
+                                 + d.base_ticket + ")"));
+  };
+}
+
+join_fn start_join(ses_ptr self) {
+  return [self](join_request& r, state_promise rp) {
+    auto& d = self->state;
+    d.st.queue = r.queue;
+    d.st.ticket = r.ticket;
+    d.st.token.clear();
+    d.st.session_id.clear();
+    d.st.detail.clear();
+    d.base_ticket = r.ticket;
+    d.attrs = r.attrs;
+    d.tickets = {r.ticket};
+    d.heals = 0;
+    d.cancel_requested = false;
+    d.join_waiters.push_back(rp);
+    start_claim(self, false);
+  };
+}
+
+// -- states -----------------------------------------------------------------------
+
+session_actor::behavior_type idle_b(ses_ptr self) {
+  return make(
+    self, start_join(self),
+    [self](state_promise rp) {
+      rp.deliver(caf::make_error(errc::not_found, "no join to cancel"));
+    },
+    ignore_timer, ignore_timer);
+}
+
+session_actor::behavior_type done_b(ses_ptr self) {
+  // Terminal: cancel is idempotent (answers the final state); a new join
+  // starts over.
+  return make(
+    self, start_join(self),
+    [self](state_promise rp) { rp.deliver(self->state.st); }, ignore_timer,
+    ignore_timer);
+}
+
+session_actor::behavior_type claiming_b(ses_ptr self) {
+  return make(
+    self, join_while_busy(self),
+    [self](state_promise rp) {
+      // Decided once the claim answers.
+      self->state.cancel_requested = true;
+      self->state.cancel_waiters.push_back(rp);
+    },
+    ignore_timer, ignore_timer);
+}
+
+void ask_finalizer_to_cancel(ses_ptr self, int attempts_left) {
+  auto& d = self->state;
+  auto gen = d.gen;
+  self
+    ->request(d.links.finalizer, caf::infinite, cancel_atom_v,
+              inflight_cancel{d.st.queue, d.st.user, d.st.ticket})
+    .then(
+      [self, gen, attempts_left](cancel_verdict& v) {
+        auto& d = self->state;
+        if (terminal(d.st.phase) || gen != d.gen)
+          return; // decided meanwhile (e.g. by the finalize answer)
+        if (v.honoured)
+          finish(self, session_phase::cancelled, {}, {});
+        else if (!v.session_id.empty())
+          finish(self, session_phase::matched, v.session_id, "cancel too late");
+        else if (d.st.phase == session_phase::queued)
+          cancel_at_queue(self, attempts_left - 1); // we were requeued
+      },
+      [self](caf::error& err) { fail(self, err); });
+}
+
+/// Cancels the waiting ticket; a claimed one is decided by the finalizer.
+void cancel_at_queue(ses_ptr self, int attempts_left) {
+  auto& d = self->state;
+  if (attempts_left <= 0) {
+    ask_finalizer_to_cancel(self, 0);
+    return;
+  }
+  auto gen = d.gen;
+  self
+    ->request(d.links.broker, caf::infinite, cancel_atom_v,
+              ticket_ref{d.st.queue, d.st.user, d.st.token})
+    .then(
+      [self, gen, attempts_left](cancel_result& r) {
+        auto& d = self->state;
+        if (terminal(d.st.phase) || gen != d.gen)
+          return;
+        if (r.outcome == cancel_outcome::cancelled)
+          finish(self, session_phase::cancelled, {}, {});
+        else
+          ask_finalizer_to_cancel(self, attempts_left);
+      },
+      [self, gen, attempts_left](caf::error& err) {
+        auto& d = self->state;
+        if (terminal(d.st.phase) || gen != d.gen)
+          return;
+        if (err.category() == caf::atom("mm")
+            && (err.code() == static_cast<uint8_t>(errc::not_found)
+                || err.code() == static_cast<uint8_t>(errc::stale_token))) {
+          // Our ticket is gone: claimed and settled, or lapsed. Only the
+          // finalizer can tell which.
+          ask_finalizer_to_cancel(self, attempts_left);
+          return;
+        }
+        fail(self, err);
+      });
+}
+
+session_actor::behavior_type queued_b(ses_ptr self) {
+  return make(
+    self, join_while_busy(self),
+    [self](state_promise rp) {
+      auto& d = self->state;
+      d.cancel_waiters.push_back(rp);
+      if (!d.cancel_requested) {
+        d.cancel_requested = true;
+        cancel_at_queue(self, 3);
+      }
+    },
+    [self](uint64_t gen) {
+      // The heartbeat is a re-scan: it refreshes our presence deadline like a
+      // heartbeat and, if a live waiter stands beside us (e.g. we were put
+      // back after a claimer cancelled), pairs us with it (problem 4).
+      auto& d = self->state;
+      if (gen != d.gen)
+        return;
+      auto again = [self, gen] {
+        auto& d = self->state;
+        self->delayed_send(self, std::chrono::milliseconds(d.cfg.heartbeat_ms),
+                           tick_atom_v, gen);
+      };
+      self
+        ->request(d.links.broker, caf::infinite, rescan_atom_v,
+                  ticket_spec{d.st.queue, d.st.user, d.st.ticket, d.cfg.node,
+                              d.attrs, d.cfg.ttl_ms})
+        .then(
+          [self, gen, again](claim_result& r) {
+            auto& d = self->state;
+            if (gen != d.gen)
+              return;
+            if (r.outcome == claim_outcome::matched) {
+              on_claimed(self, gen, r);
+            } else if (r.outcome == claim_outcome::queued
+                       || !r.partner.user.empty()) {
+              again(); // waiting, or claimed and being finalized
+            } else {
+              // Our ticket vanished without a match (yet): a claimer may be
+              // committing us right now, so wait a grace time for its event.
+              self->delayed_send(self,
+                                 std::chrono::milliseconds(d.cfg.grace_ms),
+                                 grace_atom_v, gen);
+            }
+          },
+          [self, gen, again](caf::error&) {
+            // Store trouble: keep beating; the deadline is the bound.
+            if (gen == self->state.gen)
+              again();
+          });
+    },
+    [self](uint64_t gen) {
+      auto& d = self->state;
+      if (gen != d.gen || d.cancel_requested)
+        return;
+      if (++d.heals > d.cfg.max_self_heals) {
+        finish(self, session_phase::failed, {}, "too many self-heals");
+        return;
+      }
+      // Self-heal (I2): nobody matched us; join again with a new ticket.
+      d.st.ticket = d.base_ticket + ".h" + std::to_string(d.heals);
+      d.tickets.insert(d.st.ticket);
+      ses_log()->info("{}: ticket gone without a match, re-enqueued as {}",
+                      d.st.user, d.st.ticket);
+      start_claim(self, false);
+    });
+}
+
+session_actor::behavior_type finalizing_b(ses_ptr self) {
+  return make(
+    self, join_while_busy(self),
+    [self](state_promise rp) {
+      auto& d = self->state;
+      d.cancel_waiters.push_back(rp);
+      if (!d.cancel_requested) {
+        d.cancel_requested = true;
+        ask_finalizer_to_cancel(self, 0);
+      }
+    },
+    ignore_timer, ignore_timer);
+}
+
+// -- the claim and the finalization ---------------------------------------------------
+
+void on_finalized(ses_ptr self, uint64_t gen, finalize_result& r) {
+  auto& d = self->state;
+  if (gen != d.gen || terminal(d.st.phase))
+    return;
+  switch (r.outcome) {
+    case finalize_outcome::committed:
+      finish(self, session_phase::matched, r.session_id, {});
+      break;
+    case finalize_outcome::cancelled:
+      finish(self, session_phase::cancelled, {}, {});
+      break;
+    case finalize_outcome::refused:
+      finish(self, session_phase::failed, {}, r.detail);
+      break;
+    default:
+      // Our record was released: if we wanted out, we are out; else claim
+      // again as if we had just arrived.
+      if (d.cancel_requested)
+        finish(self, session_phase::cancelled, {}, {});
+      else
+        start_claim(self, false);
+  }
+}
+
+void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
+  auto& d = self->state;
+  if (gen != d.gen)
+    return;
+  d.st.token = r.token;
+  switch (r.outcome) {
+    case claim_outcome::queued:
+    case claim_outcome::claimed_by_other:
+      enter(self, session_phase::queued);
+      if (d.cancel_requested)
+        cancel_at_queue(self, 3);
+      break;
+    case claim_outcome::matched: {
+      enter(self, session_phase::finalizing);
+      auto g = d.gen;
+      claim_pair pair{d.st.queue, d.st.user, d.st.ticket, d.attrs, r.partner};
+      self->request(d.links.finalizer, caf::infinite, finalize_atom_v,
+                    std::move(pair))
+        .then([self, g](finalize_result& fr) { on_finalized(self, g, fr); },
+              [self](caf::error& err) { fail(self, err); });
+      if (d.cancel_requested)
+        ask_finalizer_to_cancel(self, 0);
+      break;
+    }
+  }
+}
+
+void start_claim(ses_ptr self, bool rescan) {
+  auto& d = self->state;
+  enter(self, session_phase::claiming);
+  auto gen = d.gen;
+  ticket_spec spec{d.st.queue, d.st.user, d.st.ticket, d.cfg.node, d.attrs,
+                   d.cfg.ttl_ms};
+  auto handle = [self, gen](claim_result& r) { on_claimed(self, gen, r); };
+  auto on_err = [self, gen](caf::error& err) {
+    if (gen == self->state.gen)
+      fail(self, err);
+  };
+  if (rescan)
+    self->request(d.links.broker, caf::infinite, rescan_atom_v, std::move(spec))
+      .then(handle, on_err);
+  else
+    self->request(d.links.broker, caf::infinite, claim_atom_v, std::move(spec))
+      .then(handle, on_err);
+}
+
+session_actor::behavior_type session_impl(ses_ptr self, std::string user,
+                                          session_links links,
+                                          session_config cfg) {
+  auto& d = self->state;
+  d.st.user = std::move(user);
+  d.links = std::move(links);
+  d.cfg = cfg;
+  // The directory monitors us and forgets us when we are gone.
+  if (d.links.directory)
+    self->send(d.links.directory, register_atom_v, d.st.user,
+               caf::actor_cast<session_actor>(self));
+  return idle_b(self);
+}
+
+} // namespace
+
+session_actor spawn_session(caf::actor_system& sys, std::string user,
+                            session_links links, session_config cfg) {
+  return sys.spawn(session_impl, std::move(user), std::move(links), cfg);
+}
+
+} // namespace mm

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "messages/type_ids.hpp"
+
+namespace mm {
+
+/// Settings of a session actor.
+struct session_config {
+  std::string node = "node-1"; ///< recorded in the user's tickets
+  uint32_t ttl_ms = 30000;     ///< presence window of a ticket
+  uint32_t heartbeat_ms = 10000; ///< ticket refresh period (< ttl_ms)
+  uint32_t grace_ms = 5000;    ///< wait for a match after "gone"
+  uint32_t max_self_heals = 20; ///< re-enqueues of one join
+};
+
+/// The engine actors a session talks to.
+struct session_links {
+  queue_broker_actor broker;
+  finalizer_actor finalizer;
+  directory_actor directory; ///< may be invalid: then no registration
+  subscriber_actor subscriber; ///< may be invalid: then nobody is told
+};
+
+/// Spawns the session actor of `user`. It registers with the directory,
+/// reports every state change (and every match event) to the subscriber,
+/// and drives one join at a time:
+///
+///   idle ──join──► claiming ──queued──► queued ──match event──► matched
+///                     │  ▲                 │ heartbeat "gone" + grace
+///                     │  └──retry──┐       └──► claiming (new ticket)
+///                     └──matched──► finalizing ──committed──► matched
+///   cancel from any state ──► cancelled once certain (or matched: too late)
+///
+/// Timers are CAF delayed messages (tests drive them with the test
+/// coordinator). Not idempotent: every call spawns a new actor.
+session_actor spawn_session(caf::actor_system& sys, std::string user,
+                            session_links links, session_config cfg = {});
+
+} // namespace mm

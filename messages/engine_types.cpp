@@ -1,0 +1,37 @@
+#include "messages/engine_types.hpp"
+
+namespace mm {
+
+const char* to_string(session_phase x) noexcept {
+  switch (x) {
+    case session_phase::idle:
+      return "idle";
+    case session_phase::claiming:
+      return "claiming";
+    case session_phase::queued:
+      return "queued";
+    case session_phase::finalizing:
+      return "finalizing";
+    case session_phase::matched:
+      return "matched";
+    case session_phase::cancelled:
+      return "cancelled";
+    default:
+      return "failed";
+  }
+}
+
+const char* to_string(finalize_outcome x) noexcept {
+  switch (x) {
+    case finalize_outcome::committed:
+      return "committed";
+    case finalize_outcome::retry:
+      return "retry";
+    case finalize_outcome::cancelled:
+      return "cancelled";
+    default:
+      return "refused";
+  }
+}
+
+} // namespace mm
