@@ -1,6 +1,8 @@
 #include "actors/queue_broker.hpp"
 
+#include <algorithm>
 #include <deque>
+#include <optional>
 #include <functional>
 #include <set>
 
@@ -132,10 +134,22 @@ void run_parsed(broker_ptr self, outcome<script_call> call,
   });
 }
 
+/// Refuses queues outside `cfg.queues` (when that list is not empty).
+std::optional<failure> unknown_queue(broker_ptr self, const std::string& q) {
+  auto& qs = self->state.cfg.queues;
+  if (qs.empty() || std::find(qs.begin(), qs.end(), q) != qs.end())
+    return std::nullopt;
+  return failure{errc::not_found, "unknown queue '" + q + "'"};
+}
+
 /// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3).
 void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
            uint32_t stale, sink<claim_result> out) {
   auto& cfg = self->state.cfg;
+  if (auto f = unknown_queue(self, spec.queue)) {
+    out(std::move(*f));
+    return;
+  }
   self->state.queues.insert(spec.queue);
   auto call = codec::claim_call(spec, cfg.scan, cfg.hold_ms, rescan);
   if (!call) {
@@ -214,6 +228,10 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
   return {
     [self](enqueue_atom, ticket_spec& spec) {
       auto rp = self->make_response_promise<enqueue_result>();
+      if (auto f = unknown_queue(self, spec.queue)) {
+        rp.deliver(to_error(*f));
+        return rp;
+      }
       self->state.queues.insert(spec.queue);
       run_parsed<enqueue_result>(self, codec::enqueue_call(spec),
                                  codec::parse_enqueue, deliver_to(rp));

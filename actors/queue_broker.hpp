@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "messages/type_ids.hpp"
 
@@ -18,6 +20,9 @@ struct broker_config {
   uint32_t max_batch = 64;      ///< calls pipelined per round trip
   uint32_t sweep_interval_ms = 1000; ///< periodic sweep of seen queues; 0: off
   uint32_t sweep_batch = 100;   ///< tickets removed per sweep call
+  /// The queues users may join; empty: any well-formed name. A join of
+  /// another queue is refused with `not_found`.
+  std::vector<std::string> queues;
 };
 
 /// Spawns the queue broker: the only actor that talks to the queue store.

@@ -25,6 +25,7 @@ struct session_data {
   session_config cfg;
   session_links links;
   session_state st;
+  std::string base_user;
   std::string attrs;
   std::string base_ticket;          // the join's ticket (idempotency key)
   std::set<std::string> tickets;    // every ticket of this join (self-heals)
@@ -431,8 +432,28 @@ void start_claim(ses_ptr self, bool rescan) {
                    d.cfg.ttl_ms};
   auto handle = [self, gen](claim_result& r) { on_claimed(self, gen, r); };
   auto on_err = [self, gen](caf::error& err) {
-    if (gen == self->state.gen)
-      fail(self, err);
+    auto& d = self->state;
+    if (gen != d.gen)
+      return;
+    auto refused = [&](errc x) {
+      return err.category() == caf::atom("mm")
+             && err.code() == static_cast<uint8_t>(x);
+    };
+    if (!d.join_waiters.empty()
+        && (refused(errc::invalid_argument) || refused(errc::not_found)
+            || refused(errc::duplicate_ticket))) {
+      // Bad input on the first step: refuse the join, change nothing.
+      for (auto& rp : d.join_waiters)
+        rp.deliver(err);
+      d.join_waiters.clear();
+      d.st = session_state{};
+      d.st.user = self->state.base_user;
+      ++d.gen;
+      self->become(idle_b(self));
+      publish(self);
+      return;
+    }
+    fail(self, err);
   };
   if (rescan)
     self->request(d.links.broker, caf::infinite, rescan_atom_v, std::move(spec))
@@ -446,7 +467,8 @@ session_actor::behavior_type session_impl(ses_ptr self, std::string user,
                                           session_links links,
                                           session_config cfg) {
   auto& d = self->state;
-  d.st.user = std::move(user);
+  d.st.user = user;
+  d.base_user = std::move(user);
   d.links = std::move(links);
   d.cfg = cfg;
   // The directory monitors us and forgets us when we are gone.

@@ -54,6 +54,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
     CAF_REQUIRE(db->apply_migrations());
     broker_config bcfg;
     bcfg.sweep_interval_ms = 0;
+    bcfg.queues = {"q"};
     broker = spawn_queue_broker(sys, qstore, bcfg);
     finalizer_config fcfg;
     fcfg.batch_delay_ms = 0;
@@ -278,6 +279,36 @@ CAF_TEST(a match inside the grace time stops the re enqueue) {
     sched.run();
   CAF_CHECK(state_of(b).phase == session_phase::matched);
   CAF_CHECK(raw->waiting("q").empty());
+}
+
+CAF_TEST(bad input gets a named error and changes nothing) {
+  auto a = session("alice");
+  auto refused = [&](join_request r, errc code) {
+    auto rh = self->request(a, caf::infinite, join_atom_v, std::move(r));
+    sched.run();
+    rh.receive([&](session_state&) { CAF_FAIL("join accepted"); },
+               [&](caf::error& e) {
+                 CAF_CHECK_EQUAL(e.category(), caf::atom("mm"));
+                 CAF_CHECK_EQUAL(e.code(), static_cast<uint8_t>(code));
+               });
+    CAF_CHECK(state_of(a).phase == session_phase::idle);
+  };
+  refused(join_request{"nope", "t1", ""}, errc::not_found); // unknown queue
+  refused(join_request{"q", "", ""}, errc::invalid_argument);
+  refused(join_request{"q", "t1", std::string(5000, 'x')},
+          errc::invalid_argument); // oversized payload
+  // Cancel of a user that has no join.
+  auto rh = self->request(a, caf::infinite, cancel_atom_v);
+  sched.run();
+  rh.receive([&](session_state&) { CAF_FAIL("cancel accepted"); },
+             [&](caf::error& e) {
+               CAF_CHECK_EQUAL(e.code(), static_cast<uint8_t>(errc::not_found));
+             });
+  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK_EQUAL(raw->records("q"), 0);
+  CAF_CHECK_EQUAL(raw->records("nope"), 0);
+  // The session still works afterwards.
+  CAF_CHECK(join(a, "t1").phase == session_phase::queued);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

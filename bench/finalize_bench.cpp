@@ -1,0 +1,890 @@
+// finalize_bench: matches committed per second through the finalizer actor,
+// group commit against one transaction per match, on PostgreSQL.
+//
+// Every variant gets a fresh database (CREATE DATABASE, migrations), a fresh
+// queue broker and a fresh finalizer; one driver actor keeps N finalizations
+// (`finalize_atom, claim_pair`) in flight, each pair with two users of its
+// own (no conflicts), and counts what comes back during the measured window:
+// matches/s and the finalize latency (request to answer, which includes the
+// group commit wait, the transaction and the two ticket releases through the
+// broker). Afterwards the database is checked against the answers: one
+// session per committed answer and the same ids, one match.created outbox
+// row each, two members each, nobody in two active sessions.
+//
+// Where the time goes (perf is not available here): a counting wrapper
+// around the match store gives transactions, matches per transaction and
+// the share of time the commit workers spend inside the store; CPU of this
+// process (getrusage), of the PostgreSQL server (/proc: the postmaster and
+// its children) and of Redis (INFO cpu), per match and as a share of one
+// core.
+//
+// bench/run finalize drives it against a private PostgreSQL and Redis.
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+#include <sys/resource.h>
+
+#include "actors/finalizer.hpp"
+#include "actors/queue_broker.hpp"
+#include "persistence/match_store.hpp"
+#include "persistence/queue_store.hpp"
+
+namespace mm::fin_bench {
+
+namespace {
+
+uint64_t steady_ns() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(
+    duration_cast<nanoseconds>(steady_clock::now().time_since_epoch())
+      .count());
+}
+
+double now_s() {
+  return static_cast<double>(steady_ns()) / 1e9;
+}
+
+// -- options ------------------------------------------------------------------
+
+/// One finalizer configuration to measure: "label:batch_max:batch_delay_ms".
+struct variant {
+  std::string label;
+  uint32_t batch_max = 100;
+  uint32_t batch_delay_ms = 2;
+};
+
+struct options {
+  std::string conninfo; ///< admin connection; a database per variant
+  std::string pg_dir;   ///< directory of postgres_server.sh (DIR/port)
+  std::string store = "redis";
+  std::string redis_host = "127.0.0.1";
+  uint16_t redis_port = 0;
+  std::string redis_dir;
+  std::vector<std::string> variants{"group:100:2", "group500:500:2",
+                                    "single:1:0"};
+  std::vector<std::string> ratio{"group", "single"};
+  size_t in_flight = 256;
+  double duration_s = 5.0;
+  double warmup_s = 0.5;
+  uint32_t workers = 2;
+  size_t scheduler_threads = 1;
+  bool keep_databases = false;
+};
+
+variant parse_variant(const std::string& s) {
+  variant v;
+  auto a = s.find(':');
+  auto b = a == std::string::npos ? a : s.find(':', a + 1);
+  if (a == 0 || b == std::string::npos)
+    throw std::invalid_argument("variant '" + s
+                                + "': expected label:batch_max:delay_ms");
+  v.label = s.substr(0, a);
+  for (char c : v.label)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      throw std::invalid_argument("variant label '" + v.label
+                                  + "': letters, digits and _ only");
+  v.batch_max = static_cast<uint32_t>(std::stoul(s.substr(a + 1, b - a - 1)));
+  v.batch_delay_ms = static_cast<uint32_t>(std::stoul(s.substr(b + 1)));
+  return v;
+}
+
+// -- libpq for administration and verification ----------------------------------
+
+struct pg_conn {
+  PGconn* c = nullptr;
+
+  explicit pg_conn(const std::string& conninfo) {
+    c = PQconnectdb(conninfo.c_str());
+    if (PQstatus(c) != CONNECTION_OK) {
+      std::string msg = PQerrorMessage(c);
+      PQfinish(c);
+      c = nullptr;
+      throw std::runtime_error("connect (" + conninfo + "): " + msg);
+    }
+  }
+
+  pg_conn(const pg_conn&) = delete;
+  pg_conn& operator=(const pg_conn&) = delete;
+
+  ~pg_conn() {
+    if (c != nullptr)
+      PQfinish(c);
+  }
+
+  /// Runs `sql`; returns all rows of the result as text (NULL as "").
+  std::vector<std::vector<std::string>> query(const std::string& sql) {
+    PGresult* r = PQexec(c, sql.c_str());
+    auto st = PQresultStatus(r);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+      std::string msg = PQresultErrorMessage(r);
+      PQclear(r);
+      throw std::runtime_error(sql + ": " + msg);
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (int i = 0; i < PQntuples(r); ++i) {
+      std::vector<std::string> row;
+      for (int j = 0; j < PQnfields(r); ++j)
+        row.emplace_back(PQgetvalue(r, i, j));
+      rows.push_back(std::move(row));
+    }
+    PQclear(r);
+    return rows;
+  }
+
+  std::string scalar(const std::string& sql) {
+    auto rows = query(sql);
+    if (rows.empty() || rows[0].empty())
+      throw std::runtime_error(sql + ": no value");
+    return rows[0][0];
+  }
+
+  uint64_t count(const std::string& sql) {
+    return std::stoull(scalar(sql));
+  }
+};
+
+// -- CPU accounting -------------------------------------------------------------
+
+uint64_t process_cpu_ns() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  auto ns = [](const timeval& tv) {
+    return static_cast<uint64_t>(tv.tv_sec) * 1000000000ull
+           + static_cast<uint64_t>(tv.tv_usec) * 1000ull;
+  };
+  return ns(ru.ru_utime) + ns(ru.ru_stime);
+}
+
+/// ppid and utime+stime (ns) of a process, from /proc/PID/stat.
+bool proc_stat(int pid, int& ppid, uint64_t& cpu_ns) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line))
+    return false;
+  auto close = line.rfind(')');
+  if (close == std::string::npos)
+    return false;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  ppid = 0;
+  // Field 3 is the state, 4 the ppid; utime and stime are fields 14 and 15.
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 4)
+      ppid = std::atoi(field.c_str());
+    else if (i == 14)
+      utime = std::stoull(field);
+    else if (i == 15)
+      stime = std::stoull(field);
+  }
+  static const uint64_t tick_ns = 1000000000ull / sysconf(_SC_CLK_TCK);
+  cpu_ns = (utime + stime) * tick_ns;
+  return true;
+}
+
+/// CPU of a PostgreSQL server: the postmaster and all its children (the
+/// backends of our connections, the WAL writer, the checkpointer, ...).
+uint64_t server_cpu_ns(int postmaster) {
+  if (postmaster <= 0)
+    return 0;
+  uint64_t sum = 0;
+  if (DIR* d = opendir("/proc")) {
+    while (auto* e = readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9')
+        continue;
+      int pid = std::atoi(e->d_name);
+      int ppid = 0;
+      uint64_t ns = 0;
+      if (proc_stat(pid, ppid, ns) && (pid == postmaster || ppid == postmaster))
+        sum += ns;
+    }
+    closedir(d);
+  }
+  return sum;
+}
+
+uint64_t redis_cpu_ns(queue_store* conn) {
+  if (conn == nullptr)
+    return 0;
+  auto r = conn->execute({{"INFO", "cpu"}});
+  if (r.empty() || r[0].code != errc::none)
+    return 0;
+  std::istringstream in(r[0].value.str);
+  std::string line;
+  double user = 0, sys = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("used_cpu_user:", 0) == 0)
+      user = std::stod(line.substr(14));
+    else if (line.rfind("used_cpu_sys:", 0) == 0)
+      sys = std::stod(line.substr(13));
+  }
+  return static_cast<uint64_t>((user + sys) * 1e9);
+}
+
+// -- a counting wrapper around the match store --------------------------------
+
+struct commit_counters {
+  std::atomic<uint64_t> transactions{0}; ///< commit_matches calls
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> busy_ns{0};
+  std::atomic<uint64_t> max_batch{0};
+};
+
+class counting_match_store final : public match_store {
+public:
+  counting_match_store(std::unique_ptr<match_store> inner,
+                       std::shared_ptr<commit_counters> c)
+    : inner_(std::move(inner)), c_(std::move(c)) {
+  }
+
+  outcome<std::vector<std::string>> apply_migrations() override {
+    return inner_->apply_migrations();
+  }
+
+  outcome<size_t>
+  mark_delivered(const std::vector<std::string>& event_ids) override {
+    return inner_->mark_delivered(event_ids);
+  }
+
+  outcome<bool> wait_for_events(uint32_t timeout_ms) override {
+    return inner_->wait_for_events(timeout_ms);
+  }
+
+  bool blocking() const noexcept override {
+    return inner_->blocking();
+  }
+
+protected:
+  std::vector<outcome<match_record>>
+  do_commit_matches(const std::vector<match_request>& requests,
+                    const commit_check& check) override {
+    auto t0 = steady_ns();
+    auto out = inner_->commit_matches(requests, check);
+    c_->busy_ns.fetch_add(steady_ns() - t0, std::memory_order_relaxed);
+    c_->transactions.fetch_add(1, std::memory_order_relaxed);
+    uint64_t n = requests.size();
+    c_->requests.fetch_add(n, std::memory_order_relaxed);
+    auto prev = c_->max_batch.load(std::memory_order_relaxed);
+    while (n > prev
+           && !c_->max_batch.compare_exchange_weak(prev, n,
+                                                   std::memory_order_relaxed))
+      ;
+    return out;
+  }
+
+  outcome<bool> do_close_session(const std::string& session_id,
+                                 const std::string& reason) override {
+    return inner_->close_session(session_id, reason);
+  }
+
+  outcome<std::optional<match_record>>
+  do_active_session_of(const std::string& user) override {
+    return inner_->active_session_of(user);
+  }
+
+  outcome<std::optional<match_record>>
+  do_find_session(const std::string& session_id) override {
+    return inner_->find_session(session_id);
+  }
+
+  outcome<std::vector<outbox_event>>
+  do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) override {
+    return inner_->fetch_undelivered(limit, lease_ms);
+  }
+
+private:
+  std::unique_ptr<match_store> inner_;
+  std::shared_ptr<commit_counters> c_;
+};
+
+class counting_match_factory final : public match_store_factory {
+public:
+  counting_match_factory(std::shared_ptr<match_store_factory> inner,
+                         std::shared_ptr<commit_counters> c)
+    : inner_(std::move(inner)), c_(std::move(c)) {
+  }
+
+  std::unique_ptr<match_store> connect() override {
+    return std::make_unique<counting_match_store>(inner_->connect(), c_);
+  }
+
+  std::string describe() const override {
+    return inner_->describe() + " (counted)";
+  }
+
+private:
+  std::shared_ptr<match_store_factory> inner_;
+  std::shared_ptr<commit_counters> c_;
+};
+
+// -- the driver -------------------------------------------------------------------
+
+/// Shared between the main thread and the driver. `phase` is set by the main
+/// thread; the rest is written by the driver only, and read by the main
+/// thread after the driver said it is done (a message: happens-before).
+struct run_shared {
+  std::atomic<int> phase{0}; ///< 0 warm-up, 1 measuring, 2 stop
+  std::atomic<uint64_t> window_committed{0};
+  std::atomic<uint64_t> answered{0};
+  std::vector<uint64_t> latencies_ns; ///< answers inside the window
+  std::vector<std::string> session_ids; ///< every committed answer
+  uint64_t sent = 0, committed = 0, retry = 0, cancelled = 0, refused = 0,
+           errors = 0, empty_ids = 0;
+  std::string first_problem;
+};
+
+struct driver_state {
+  finalizer_actor fin;
+  std::shared_ptr<run_shared> sh;
+  caf::actor done_to;
+  std::string queue;
+  std::string prefix;
+  uint64_t next = 0;
+  size_t outstanding = 0;
+  std::vector<uint64_t> lat;
+  std::vector<std::string> sids;
+  uint64_t committed = 0, retry = 0, cancelled = 0, refused = 0, errors = 0,
+           empty_ids = 0;
+  std::string first_problem;
+  static inline const char* name = "finalize_driver";
+};
+
+using driver_ptr = caf::stateful_actor<driver_state>*;
+
+/// A claimed pair with two users nobody else uses.
+claim_pair next_pair(driver_state& st) {
+  auto n = std::to_string(st.next);
+  claim_pair p;
+  p.queue = st.queue;
+  p.claimer_user = st.prefix + n + "-a";
+  p.claimer_ticket = "t" + st.prefix + n + "-a";
+  p.claimed.user = st.prefix + n + "-b";
+  p.claimed.ticket = "t" + st.prefix + n + "-b";
+  p.claimed.node = "n1";
+  p.claimed.score = static_cast<int64_t>(st.next);
+  p.claimed.token = "k" + n;
+  ++st.next;
+  return p;
+}
+
+void finish(driver_ptr self) {
+  auto& st = self->state;
+  auto& sh = *st.sh;
+  sh.latencies_ns = std::move(st.lat);
+  sh.session_ids = std::move(st.sids);
+  sh.sent = st.next;
+  sh.committed = st.committed;
+  sh.retry = st.retry;
+  sh.cancelled = st.cancelled;
+  sh.refused = st.refused;
+  sh.errors = st.errors;
+  sh.empty_ids = st.empty_ids;
+  sh.first_problem = st.first_problem;
+  self->send(st.done_to, uint32_t{1});
+  self->quit();
+}
+
+void send_next(driver_ptr self);
+
+void answered(driver_ptr self) {
+  auto& st = self->state;
+  --st.outstanding;
+  st.sh->answered.fetch_add(1, std::memory_order_relaxed);
+  if (st.sh->phase.load(std::memory_order_relaxed) < 2)
+    send_next(self);
+  else if (st.outstanding == 0)
+    finish(self);
+}
+
+void send_next(driver_ptr self) {
+  auto& st = self->state;
+  ++st.outstanding;
+  auto t0 = steady_ns();
+  self->request(st.fin, caf::infinite, finalize_atom_v, next_pair(st))
+    .then(
+      [self, t0](finalize_result& r) {
+        auto& st = self->state;
+        auto t1 = steady_ns();
+        switch (r.outcome) {
+          case finalize_outcome::committed:
+            ++st.committed;
+            if (r.session_id.empty())
+              ++st.empty_ids;
+            st.sids.emplace_back(std::move(r.session_id));
+            if (st.sh->phase.load(std::memory_order_relaxed) == 1) {
+              st.sh->window_committed.fetch_add(1, std::memory_order_relaxed);
+              st.lat.push_back(t1 - t0);
+            }
+            break;
+          case finalize_outcome::retry:
+            ++st.retry;
+            break;
+          case finalize_outcome::cancelled:
+            ++st.cancelled;
+            break;
+          case finalize_outcome::refused:
+            ++st.refused;
+            break;
+        }
+        if (r.outcome != finalize_outcome::committed
+            && st.first_problem.empty())
+          st.first_problem = std::string{to_string(r.outcome)} + ": "
+                             + r.detail;
+        answered(self);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        ++st.errors;
+        if (st.first_problem.empty())
+          st.first_problem = "error: " + self->system().render(err);
+        answered(self);
+      });
+}
+
+caf::behavior driver(driver_ptr self, finalizer_actor fin,
+                     std::shared_ptr<run_shared> sh, caf::actor done_to,
+                     std::string queue, std::string prefix, size_t in_flight) {
+  auto& st = self->state;
+  st.fin = std::move(fin);
+  st.sh = std::move(sh);
+  st.done_to = std::move(done_to);
+  st.queue = std::move(queue);
+  st.prefix = std::move(prefix);
+  st.lat.reserve(1 << 18);
+  for (size_t i = 0; i < in_flight; ++i)
+    send_next(self);
+  return {
+    [](uint32_t) {
+      // nop: the driver lives on its answers
+    },
+  };
+}
+
+// -- one variant --------------------------------------------------------------------
+
+struct variant_result {
+  variant v;
+  double matches_per_s = 0;
+  double p50_ms = 0, p99_ms = 0;
+  double matches_per_tx = 0;
+  uint64_t violations = 0;
+};
+
+double percentile_ms(std::vector<uint64_t>& xs, double q) {
+  if (xs.empty())
+    return 0;
+  auto k = static_cast<size_t>(q * static_cast<double>(xs.size() - 1));
+  std::nth_element(xs.begin(), xs.begin() + static_cast<ptrdiff_t>(k),
+                   xs.end());
+  return static_cast<double>(xs[k]) / 1e6;
+}
+
+struct env {
+  const options& o;
+  caf::actor_system& sys;
+  pg_conn& admin;
+  std::shared_ptr<queue_store_factory> queue_factory;
+  queue_store* redis_admin = nullptr; ///< INFO cpu; null: embedded store
+  int postmaster = 0;
+};
+
+std::string with_dbname(const std::string& conninfo, const std::string& db) {
+  // libpq: a later keyword overrides an earlier one.
+  return conninfo + " dbname=" + db;
+}
+
+variant_result run_variant(env& e, const variant& v) {
+  const auto& o = e.o;
+  variant_result res;
+  res.v = v;
+  auto tag = v.label;
+  auto db = "mm_fin_" + std::to_string(getpid()) + "_" + v.label;
+  e.admin.query("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+  e.admin.query("CREATE DATABASE " + db);
+  auto conninfo = with_dbname(o.conninfo, db);
+  auto pg = make_pg_match_store(pg_options{conninfo});
+  {
+    auto m = pg->connect();
+    auto applied = m->apply_migrations();
+    if (!applied)
+      throw std::runtime_error("migrations: " + applied.error().detail);
+  }
+  auto counters = std::make_shared<commit_counters>();
+  auto factory = std::make_shared<counting_match_factory>(pg, counters);
+
+  broker_config bc;
+  bc.sweep_interval_ms = 0; // no background sweeps inside the measurement
+  auto broker = spawn_queue_broker(e.sys, e.queue_factory, bc);
+  finalizer_config fc;
+  fc.batch_max = v.batch_max;
+  fc.batch_delay_ms = v.batch_delay_ms;
+  fc.workers = o.workers;
+  auto fin = spawn_finalizer(e.sys, factory, broker, fc);
+
+  auto sh = std::make_shared<run_shared>();
+  caf::scoped_actor waiter{e.sys};
+  auto queue = "fin-" + std::to_string(getpid()) + "-" + v.label;
+  auto drv = e.sys.spawn(driver, fin, sh,
+                         caf::actor_cast<caf::actor>(waiter), queue,
+                         v.label + "-u", o.in_flight);
+
+  std::this_thread::sleep_for(
+    std::chrono::milliseconds(static_cast<int64_t>(o.warmup_s * 1000)));
+  // Window start: the counters first, then the phase flag.
+  auto c0 = counters->transactions.load();
+  auto r0 = counters->requests.load();
+  auto b0 = counters->busy_ns.load();
+  auto cpu0 = process_cpu_ns();
+  auto pgcpu0 = server_cpu_ns(e.postmaster);
+  auto rcpu0 = redis_cpu_ns(e.redis_admin);
+  auto t0 = now_s();
+  sh->phase = 1;
+  std::this_thread::sleep_for(
+    std::chrono::milliseconds(static_cast<int64_t>(o.duration_s * 1000)));
+  sh->phase = 2;
+  auto t1 = now_s();
+  auto c1 = counters->transactions.load();
+  auto r1 = counters->requests.load();
+  auto b1 = counters->busy_ns.load();
+  auto cpu1 = process_cpu_ns();
+  auto pgcpu1 = server_cpu_ns(e.postmaster);
+  auto rcpu1 = redis_cpu_ns(e.redis_admin);
+  auto window = sh->window_committed.load();
+
+  bool drained = false;
+  waiter->receive([&](uint32_t) { drained = true; },
+                  caf::after(std::chrono::seconds(30)) >> [] {});
+  if (!drained) {
+    caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+    std::printf("[%s] driver did not drain within 30 s\n", tag.c_str());
+  }
+  caf::anon_send_exit(fin, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(broker, caf::exit_reason::user_shutdown);
+  waiter->wait_for(fin, broker);
+
+  auto dt = t1 - t0;
+  auto matches = static_cast<double>(window);
+  res.matches_per_s = matches / dt;
+  res.p50_ms = percentile_ms(sh->latencies_ns, 0.50);
+  res.p99_ms = percentile_ms(sh->latencies_ns, 0.99);
+  auto tx = static_cast<double>(c1 - c0);
+  res.matches_per_tx = tx > 0 ? static_cast<double>(r1 - r0) / tx : 0;
+  auto per_match_us = [&](uint64_t a, uint64_t b) {
+    return matches > 0 ? static_cast<double>(b - a) / matches / 1e3 : 0.0;
+  };
+  auto busy_pct = [&](uint64_t a, uint64_t b) {
+    return 100.0 * static_cast<double>(b - a) / (dt * 1e9);
+  };
+  std::printf("[%s] batch_max=%u batch_delay_ms=%u workers=%u, %zu in "
+              "flight: %.0f matches/s (%.0f in %.2f s), finalize latency "
+              "p50 %.2f ms p99 %.2f ms (%zu answers)\n",
+              tag.c_str(), v.batch_max, v.batch_delay_ms, o.workers,
+              o.in_flight, res.matches_per_s, matches, dt, res.p50_ms,
+              res.p99_ms, sh->latencies_ns.size());
+  std::printf("[%s]   %.0f transactions/s, %.1f matches per transaction "
+              "(max %" PRIu64 "), %.2f ms per transaction, commit workers "
+              "inside the store %.0f%% of the time\n",
+              tag.c_str(), tx / dt, res.matches_per_tx,
+              counters->max_batch.load(),
+              tx > 0 ? static_cast<double>(b1 - b0) / tx / 1e6 : 0.0,
+              100.0 * static_cast<double>(b1 - b0)
+                / (dt * 1e9 * std::max<uint32_t>(1, o.workers)));
+  std::printf("[%s]   cpu per match: bench %.1f us, postgres %.1f us, "
+              "redis %.1f us | busy (%% of one core): bench %.0f%%, postgres "
+              "%.0f%%, redis %.0f%%, sum %.0f%% of %u cores\n",
+              tag.c_str(), per_match_us(cpu0, cpu1),
+              per_match_us(pgcpu0, pgcpu1), per_match_us(rcpu0, rcpu1),
+              busy_pct(cpu0, cpu1), busy_pct(pgcpu0, pgcpu1),
+              busy_pct(rcpu0, rcpu1),
+              busy_pct(cpu0, cpu1) + busy_pct(pgcpu0, pgcpu1)
+                + busy_pct(rcpu0, rcpu1),
+              std::thread::hardware_concurrency());
+
+  // -- verification against the database ---------------------------------------
+  std::vector<std::string> problems;
+  auto expect = [&](const std::string& what, uint64_t got, uint64_t want) {
+    if (got != want)
+      problems.push_back(what + ": " + std::to_string(got) + ", expected "
+                         + std::to_string(want));
+  };
+  {
+    pg_conn check{conninfo};
+    auto sessions = check.count("SELECT count(*) FROM match_sessions");
+    auto active = check.count(
+      "SELECT count(*) FROM match_sessions WHERE status = 'active'");
+    auto outbox = check.count("SELECT count(*) FROM outbox");
+    auto members = check.count("SELECT count(*) FROM session_members");
+    auto not_one_event = check.count(
+      "SELECT count(*) FROM match_sessions s WHERE (SELECT count(*) FROM "
+      "outbox o WHERE o.aggregate_id = s.id AND o.type = 'match.created') "
+      "<> 1");
+    auto orphan_events = check.count(
+      "SELECT count(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM "
+      "match_sessions s WHERE s.id = o.aggregate_id)");
+    auto not_two_members = check.count(
+      "SELECT count(*) FROM match_sessions s WHERE (SELECT count(*) FROM "
+      "session_members m WHERE m.session_id = s.id AND m.active AND "
+      "m.user_id IN (s.user_a, s.user_b)) <> 2");
+    auto double_booked = check.count(
+      "SELECT count(*) FROM (SELECT user_id FROM session_members WHERE "
+      "active GROUP BY user_id HAVING count(*) > 1) x");
+    auto wrong_pair = check.count(
+      "SELECT count(*) FROM match_sessions WHERE left(user_a, -2) <> "
+      "left(user_b, -2)");
+    auto rows = check.query("SELECT id FROM match_sessions");
+    std::vector<std::string> in_db;
+    in_db.reserve(rows.size());
+    for (auto& r : rows)
+      in_db.emplace_back(std::move(r[0]));
+    auto answered_ids = sh->session_ids;
+    std::sort(in_db.begin(), in_db.end());
+    std::sort(answered_ids.begin(), answered_ids.end());
+    auto dup = static_cast<uint64_t>(
+      answered_ids.end() - std::unique(answered_ids.begin(), answered_ids.end()));
+    answered_ids.erase(std::unique(answered_ids.begin(), answered_ids.end()),
+                       answered_ids.end());
+    std::vector<std::string> missing, extra;
+    std::set_difference(answered_ids.begin(), answered_ids.end(),
+                        in_db.begin(), in_db.end(),
+                        std::back_inserter(missing));
+    std::set_difference(in_db.begin(), in_db.end(), answered_ids.begin(),
+                        answered_ids.end(), std::back_inserter(extra));
+    expect("sessions vs committed answers", sessions, sh->committed);
+    expect("active sessions", active, sessions);
+    expect("outbox rows vs sessions", outbox, sessions);
+    expect("member rows vs 2 x sessions", members, 2 * sessions);
+    expect("sessions without exactly one match.created row", not_one_event,
+           0);
+    expect("outbox rows without a session", orphan_events, 0);
+    expect("sessions without both users active", not_two_members, 0);
+    expect("users in two active sessions", double_booked, 0);
+    expect("sessions pairing users of different pairs", wrong_pair, 0);
+    expect("answered session ids not in the database", missing.size(), 0);
+    expect("sessions in the database nobody was told of", extra.size(), 0);
+    expect("session id answered twice", dup, 0);
+    expect("committed answers without a session id", sh->empty_ids, 0);
+    expect("answers other than committed (retry/cancelled/refused)",
+           sh->retry + sh->cancelled + sh->refused, 0);
+    expect("errors", sh->errors, 0);
+    expect("requests without an answer", sh->sent - sh->answered.load(), 0);
+    std::printf("[%s]   verify (%s): %" PRIu64 " sent, %" PRIu64
+                " committed answers (whole run), %" PRIu64 " sessions, %"
+                PRIu64 " outbox rows, %" PRIu64 " member rows, %" PRIu64
+                " double-booked users -> %zu violations\n",
+                tag.c_str(), db.c_str(), sh->sent, sh->committed, sessions,
+                outbox, members, double_booked, problems.size());
+  }
+  for (auto& p : problems)
+    std::printf("[%s]   VIOLATION %s\n", tag.c_str(), p.c_str());
+  if (!problems.empty() && !sh->first_problem.empty())
+    std::printf("[%s]   first non-committed answer: %s\n", tag.c_str(),
+                sh->first_problem.c_str());
+  res.violations = problems.size();
+  std::fflush(stdout);
+  if (!o.keep_databases) {
+    factory.reset();
+    pg.reset();
+    e.admin.query("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+  }
+  return res;
+}
+
+} // namespace
+
+int run(const options& o) {
+  std::vector<variant> variants;
+  for (auto& s : o.variants)
+    variants.push_back(parse_variant(s));
+  pg_conn admin{o.conninfo};
+  // The postmaster: the parent of our backend (only when it runs here).
+  int postmaster = 0;
+  {
+    int backend = std::atoi(admin.scalar("SELECT pg_backend_pid()").c_str());
+    uint64_t ignored = 0;
+    if (!proc_stat(backend, postmaster, ignored))
+      postmaster = 0;
+  }
+  auto setting = [&](const char* name) {
+    return admin.scalar(std::string{"SHOW "} + name);
+  };
+
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  if (o.scheduler_threads > 0)
+    cfg.set("scheduler.max-threads", o.scheduler_threads);
+  caf::actor_system sys{cfg};
+
+  std::unique_ptr<queue_store> redis_admin;
+  std::shared_ptr<queue_store_factory> qf;
+  std::string release_path;
+  if (o.store == "redis") {
+    redis_options ro;
+    ro.host = o.redis_host;
+    ro.port = o.redis_port;
+    qf = make_redis_store(ro);
+    redis_admin = qf->connect();
+    release_path = "queue broker on Redis " + o.redis_host + ":"
+                   + std::to_string(o.redis_port)
+                   + " (real EVALSHA release calls; the bench's tickets "
+                     "were never enqueued, so each answers 'gone')";
+  } else {
+    qf = make_embedded_store({});
+    release_path = "queue broker on the embedded store (in-process Lua; "
+                   "releases answer 'gone')";
+  }
+  std::printf("# finalize_bench: %u cores, PostgreSQL %s (fsync=%s, "
+              "synchronous_commit=%s, wal_sync_method=%s)%s\n",
+              std::thread::hardware_concurrency(),
+              setting("server_version").c_str(), setting("fsync").c_str(),
+              setting("synchronous_commit").c_str(),
+              setting("wal_sync_method").c_str(),
+              postmaster > 0 ? "" : ", server CPU not visible from here");
+  std::printf("# release path: %s\n", release_path.c_str());
+  std::printf("# %zu finalizations in flight from one driver actor, unique "
+              "users per pair, %.1f s measured per variant after %.1f s "
+              "warm-up, a fresh database per variant, finalizer "
+              "workers=%u, CAF scheduler threads=%zu\n",
+              o.in_flight, o.duration_s, o.warmup_s, o.workers,
+              o.scheduler_threads);
+  std::fflush(stdout);
+
+  env e{o, sys, admin, qf, redis_admin.get(), postmaster};
+  std::vector<variant_result> results;
+  for (auto& v : variants)
+    results.push_back(run_variant(e, v));
+
+  uint64_t violations = 0;
+  std::printf("summary:");
+  for (auto& r : results) {
+    violations += r.violations;
+    std::printf(" %s=%.0f/s(p50 %.2f ms, p99 %.2f ms, %.1f per tx)",
+                r.v.label.c_str(), r.matches_per_s, r.p50_ms, r.p99_ms,
+                r.matches_per_tx);
+  }
+  std::printf(" violations=%" PRIu64 "\n", violations);
+  auto find = [&](const std::string& label) -> const variant_result* {
+    for (auto& r : results)
+      if (r.v.label == label)
+        return &r;
+    return nullptr;
+  };
+  auto* a = o.ratio.size() == 2 ? find(o.ratio[0]) : nullptr;
+  auto* b = o.ratio.size() == 2 ? find(o.ratio[1]) : nullptr;
+  if (a == nullptr || b == nullptr || b->matches_per_s <= 0) {
+    std::fprintf(stderr, "no ratio: --ratio must name two variants run\n");
+    return 1;
+  }
+  std::printf("# ratio: %s %.0f matches/s / %s %.0f matches/s\n",
+              a->v.label.c_str(), a->matches_per_s, b->v.label.c_str(),
+              b->matches_per_s);
+  std::printf("finalize_ratio_group_vs_single=%.2f\n",
+              a->matches_per_s / b->matches_per_s);
+  std::fflush(stdout);
+  return violations == 0 ? 0 : 1;
+}
+
+} // namespace mm::fin_bench
+
+int main(int argc, char** argv) {
+  using namespace mm::fin_bench;
+  CLI::App app{"finalize_bench: matches committed per second through the "
+               "finalizer, group commit vs one transaction per match (see "
+               "bench/run finalize)"};
+  options o;
+  app.add_option("--conninfo", o.conninfo,
+                 "libpq conninfo of an admin connection (a database per "
+                 "variant is created and dropped there)");
+  app.add_option("--pg-dir", o.pg_dir,
+                 "directory of tests/support/postgres_server.sh (reads "
+                 "DIR/port; user postgres on 127.0.0.1)");
+  app.add_option("--store", o.store,
+                 "queue store behind the broker that releases the tickets")
+    ->check(CLI::IsMember({"redis", "embedded"}))
+    ->capture_default_str();
+  app.add_option("--redis-host", o.redis_host, "Redis host")
+    ->capture_default_str();
+  app.add_option("--redis-port", o.redis_port, "Redis port");
+  app.add_option("--redis-dir", o.redis_dir,
+                 "directory of a private redis-server (reads DIR/port)");
+  app.add_option("--variants", o.variants,
+                 "finalizer configurations, label:batch_max:batch_delay_ms")
+    ->delimiter(',')
+    ->capture_default_str();
+  app.add_option("--ratio", o.ratio,
+                 "two labels A,B: the last line is A's rate / B's rate")
+    ->delimiter(',')
+    ->expected(2)
+    ->capture_default_str();
+  app.add_option("--in-flight", o.in_flight,
+                 "finalizations outstanding from the driver")
+    ->capture_default_str();
+  app.add_option("--duration", o.duration_s, "seconds measured per variant")
+    ->capture_default_str();
+  app.add_option("--warmup", o.warmup_s, "seconds before measuring")
+    ->capture_default_str();
+  app.add_option("--workers", o.workers,
+                 "finalizer_config::workers (database connections)")
+    ->capture_default_str();
+  app.add_option("--scheduler-threads", o.scheduler_threads,
+                 "CAF scheduler threads (0: CAF default)")
+    ->capture_default_str();
+  app.add_flag("--keep-databases", o.keep_databases,
+               "keep each variant's database for inspection");
+  CLI11_PARSE(app, argc, argv);
+
+  auto read_port = [](const std::string& dir, uint16_t& port) {
+    std::ifstream in(dir + "/port");
+    int p = 0;
+    if (!(in >> p) || p <= 0 || p > 65535) {
+      std::fprintf(stderr, "no port file in %s\n", dir.c_str());
+      return false;
+    }
+    port = static_cast<uint16_t>(p);
+    return true;
+  };
+  if (o.conninfo.empty()) {
+    if (o.pg_dir.empty()) {
+      std::fprintf(stderr, "PostgreSQL is needed: --conninfo or --pg-dir\n");
+      return 2;
+    }
+    uint16_t port = 0;
+    if (!read_port(o.pg_dir, port))
+      return 2;
+    o.conninfo = "host=127.0.0.1 port=" + std::to_string(port)
+                 + " user=postgres dbname=postgres";
+  }
+  if (o.store == "redis" && o.redis_port == 0) {
+    if (o.redis_dir.empty()) {
+      std::fprintf(stderr, "a Redis port is needed: --redis-port P or "
+                           "--redis-dir DIR (or --store embedded)\n");
+      return 2;
+    }
+    if (!read_port(o.redis_dir, o.redis_port))
+      return 2;
+  }
+  try {
+    return run(o);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "finalize_bench: %s\n", ex.what());
+    return 1;
+  }
+}
