@@ -34,7 +34,10 @@
 #include <dirent.h>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -42,6 +45,9 @@
 #include <unistd.h>
 #include <vector>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+
+#include <spdlog/spdlog.h>
 
 #include "actors/finalizer.hpp"
 #include "actors/queue_broker.hpp"
@@ -65,11 +71,13 @@ double now_s() {
 
 // -- options ------------------------------------------------------------------
 
-/// One finalizer configuration to measure: "label:batch_max:batch_delay_ms".
+/// One finalizer configuration to measure:
+/// "label:batch_max:batch_delay_ms[:workers]" (workers: --workers if absent).
 struct variant {
   std::string label;
   uint32_t batch_max = 100;
   uint32_t batch_delay_ms = 2;
+  uint32_t workers = 0;
 };
 
 struct options {
@@ -95,15 +103,19 @@ variant parse_variant(const std::string& s) {
   auto a = s.find(':');
   auto b = a == std::string::npos ? a : s.find(':', a + 1);
   if (a == 0 || b == std::string::npos)
-    throw std::invalid_argument("variant '" + s
-                                + "': expected label:batch_max:delay_ms");
+    throw std::invalid_argument(
+      "variant '" + s + "': expected label:batch_max:delay_ms[:workers]");
   v.label = s.substr(0, a);
   for (char c : v.label)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
       throw std::invalid_argument("variant label '" + v.label
                                   + "': letters, digits and _ only");
   v.batch_max = static_cast<uint32_t>(std::stoul(s.substr(a + 1, b - a - 1)));
-  v.batch_delay_ms = static_cast<uint32_t>(std::stoul(s.substr(b + 1)));
+  auto c = s.find(':', b + 1);
+  v.batch_delay_ms
+    = static_cast<uint32_t>(std::stoul(s.substr(b + 1, c - b - 1)));
+  if (c != std::string::npos)
+    v.workers = static_cast<uint32_t>(std::stoul(s.substr(c + 1)));
   return v;
 }
 
@@ -120,6 +132,8 @@ struct pg_conn {
       c = nullptr;
       throw std::runtime_error("connect (" + conninfo + "): " + msg);
     }
+    // "database ... does not exist, skipping" and the like are expected.
+    PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
   }
 
   pg_conn(const pg_conn&) = delete;
@@ -174,9 +188,9 @@ uint64_t process_cpu_ns() {
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
 
-/// ppid and utime+stime (ns) of a process, from /proc/PID/stat.
-bool proc_stat(int pid, int& ppid, uint64_t& cpu_ns) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+/// ppid and utime+stime (ns) of a process or thread, from a stat file.
+bool proc_stat_path(const std::string& path, int& ppid, uint64_t& cpu_ns) {
+  std::ifstream in(path);
   std::string line;
   if (!std::getline(in, line))
     return false;
@@ -201,6 +215,12 @@ bool proc_stat(int pid, int& ppid, uint64_t& cpu_ns) {
   return true;
 }
 
+/// ppid and utime+stime (ns) of a process, from /proc/PID/stat.
+bool proc_stat(int pid, int& ppid, uint64_t& cpu_ns) {
+  return proc_stat_path("/proc/" + std::to_string(pid) + "/stat", ppid,
+                        cpu_ns);
+}
+
 /// CPU of a PostgreSQL server: the postmaster and all its children (the
 /// backends of our connections, the WAL writer, the checkpointer, ...).
 uint64_t server_cpu_ns(int postmaster) {
@@ -221,6 +241,51 @@ uint64_t server_cpu_ns(int postmaster) {
   }
   return sum;
 }
+
+int current_tid() {
+  thread_local int tid = static_cast<int>(syscall(SYS_gettid));
+  return tid;
+}
+
+/// CPU time (ns) per thread of this process, from /proc/self/task.
+std::map<int, uint64_t> thread_cpu_ns() {
+  std::map<int, uint64_t> out;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (auto* e = readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9')
+        continue;
+      int tid = std::atoi(e->d_name);
+      int ignored = 0;
+      uint64_t ns = 0;
+      if (proc_stat_path(std::string{"/proc/self/task/"} + e->d_name
+                           + "/stat",
+                         ignored, ns))
+        out[tid] = ns;
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+/// Threads seen doing some kind of work (a store call).
+struct thread_set {
+  std::mutex mtx;
+  std::set<int> tids;
+
+  void note() {
+    thread_local const thread_set* last = nullptr;
+    if (last == this)
+      return;
+    last = this;
+    std::lock_guard<std::mutex> guard{mtx};
+    tids.insert(current_tid());
+  }
+
+  std::set<int> get() {
+    std::lock_guard<std::mutex> guard{mtx};
+    return tids;
+  }
+};
 
 uint64_t redis_cpu_ns(queue_store* conn) {
   if (conn == nullptr)
@@ -247,6 +312,7 @@ struct commit_counters {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> busy_ns{0};
   std::atomic<uint64_t> max_batch{0};
+  thread_set threads; ///< the commit workers
 };
 
 class counting_match_store final : public match_store {
@@ -277,6 +343,7 @@ protected:
   std::vector<outcome<match_record>>
   do_commit_matches(const std::vector<match_request>& requests,
                     const commit_check& check) override {
+    c_->threads.note();
     auto t0 = steady_ns();
     auto out = inner_->commit_matches(requests, check);
     c_->busy_ns.fetch_add(steady_ns() - t0, std::memory_order_relaxed);
@@ -334,6 +401,65 @@ public:
 private:
   std::shared_ptr<match_store_factory> inner_;
   std::shared_ptr<commit_counters> c_;
+};
+
+// -- a counting wrapper around the queue store (the broker's releases) -------
+
+struct release_counters {
+  std::atomic<uint64_t> trips{0}; ///< round trips (run / execute calls)
+  std::atomic<uint64_t> calls{0};
+  thread_set threads; ///< the broker's workers (blocking stores)
+};
+
+class counting_queue_store final : public queue_store {
+public:
+  counting_queue_store(std::unique_ptr<queue_store> inner,
+                       std::shared_ptr<release_counters> c)
+    : inner_(std::move(inner)), c_(std::move(c)) {
+  }
+
+  std::vector<store_reply> run(const std::vector<script_call>& calls) override {
+    c_->threads.note();
+    c_->trips.fetch_add(1, std::memory_order_relaxed);
+    c_->calls.fetch_add(calls.size(), std::memory_order_relaxed);
+    return inner_->run(calls);
+  }
+
+  std::vector<store_reply>
+  execute(const std::vector<store_command>& commands) override {
+    c_->threads.note();
+    c_->trips.fetch_add(1, std::memory_order_relaxed);
+    c_->calls.fetch_add(commands.size(), std::memory_order_relaxed);
+    return inner_->execute(commands);
+  }
+
+  bool blocking() const noexcept override {
+    return inner_->blocking();
+  }
+
+private:
+  std::unique_ptr<queue_store> inner_;
+  std::shared_ptr<release_counters> c_;
+};
+
+class counting_queue_factory final : public queue_store_factory {
+public:
+  counting_queue_factory(std::shared_ptr<queue_store_factory> inner,
+                         std::shared_ptr<release_counters> c)
+    : inner_(std::move(inner)), c_(std::move(c)) {
+  }
+
+  std::unique_ptr<queue_store> connect() override {
+    return std::make_unique<counting_queue_store>(inner_->connect(), c_);
+  }
+
+  std::string describe() const override {
+    return inner_->describe() + " (counted)";
+  }
+
+private:
+  std::shared_ptr<queue_store_factory> inner_;
+  std::shared_ptr<release_counters> c_;
 };
 
 // -- the driver -------------------------------------------------------------------
@@ -530,14 +656,17 @@ variant_result run_variant(env& e, const variant& v) {
   }
   auto counters = std::make_shared<commit_counters>();
   auto factory = std::make_shared<counting_match_factory>(pg, counters);
+  auto rel = std::make_shared<release_counters>();
+  auto qf = std::make_shared<counting_queue_factory>(e.queue_factory, rel);
+  auto workers = v.workers > 0 ? v.workers : o.workers;
 
   broker_config bc;
   bc.sweep_interval_ms = 0; // no background sweeps inside the measurement
-  auto broker = spawn_queue_broker(e.sys, e.queue_factory, bc);
+  auto broker = spawn_queue_broker(e.sys, qf, bc);
   finalizer_config fc;
   fc.batch_max = v.batch_max;
   fc.batch_delay_ms = v.batch_delay_ms;
-  fc.workers = o.workers;
+  fc.workers = workers;
   auto fin = spawn_finalizer(e.sys, factory, broker, fc);
 
   auto sh = std::make_shared<run_shared>();
@@ -553,6 +682,9 @@ variant_result run_variant(env& e, const variant& v) {
   auto c0 = counters->transactions.load();
   auto r0 = counters->requests.load();
   auto b0 = counters->busy_ns.load();
+  auto trips0 = rel->trips.load();
+  auto calls0 = rel->calls.load();
+  auto th0 = thread_cpu_ns();
   auto cpu0 = process_cpu_ns();
   auto pgcpu0 = server_cpu_ns(e.postmaster);
   auto rcpu0 = redis_cpu_ns(e.redis_admin);
@@ -565,7 +697,10 @@ variant_result run_variant(env& e, const variant& v) {
   auto c1 = counters->transactions.load();
   auto r1 = counters->requests.load();
   auto b1 = counters->busy_ns.load();
+  auto trips1 = rel->trips.load();
+  auto calls1 = rel->calls.load();
   auto cpu1 = process_cpu_ns();
+  auto th1 = thread_cpu_ns();
   auto pgcpu1 = server_cpu_ns(e.postmaster);
   auto rcpu1 = redis_cpu_ns(e.redis_admin);
   auto window = sh->window_committed.load();
@@ -594,27 +729,51 @@ variant_result run_variant(env& e, const variant& v) {
   auto busy_pct = [&](uint64_t a, uint64_t b) {
     return 100.0 * static_cast<double>(b - a) / (dt * 1e9);
   };
+  // This process's CPU by thread class: commit workers (JSON + libpq), the
+  // broker's store workers (hiredis; only with a blocking store), the rest
+  // (the CAF scheduler running driver, finalizer and broker; main thread).
+  uint64_t commit_ns = 0, broker_ns = 0, rest_ns = 0;
+  {
+    auto commit_tids = counters->threads.get();
+    auto broker_tids = e.redis_admin != nullptr ? rel->threads.get()
+                                                : std::set<int>{};
+    for (auto& [tid, ns] : th1) {
+      auto i = th0.find(tid);
+      auto d = ns - (i != th0.end() ? std::min(i->second, ns) : 0);
+      if (commit_tids.count(tid) > 0)
+        commit_ns += d;
+      else if (broker_tids.count(tid) > 0)
+        broker_ns += d;
+      else
+        rest_ns += d;
+    }
+  }
+  auto trips = static_cast<double>(trips1 - trips0);
   std::printf("[%s] batch_max=%u batch_delay_ms=%u workers=%u, %zu in "
               "flight: %.0f matches/s (%.0f in %.2f s), finalize latency "
               "p50 %.2f ms p99 %.2f ms (%zu answers)\n",
-              tag.c_str(), v.batch_max, v.batch_delay_ms, o.workers,
+              tag.c_str(), v.batch_max, v.batch_delay_ms, workers,
               o.in_flight, res.matches_per_s, matches, dt, res.p50_ms,
               res.p99_ms, sh->latencies_ns.size());
-  std::printf("[%s]   %.0f transactions/s, %.1f matches per transaction "
-              "(max %" PRIu64 "), %.2f ms per transaction, commit workers "
-              "inside the store %.0f%% of the time\n",
+  std::printf("[%s]   postgres: %.0f transactions/s, %.1f matches per "
+              "transaction (max %" PRIu64 "), %.2f ms per transaction, "
+              "commit workers inside the store %.0f%% of the time | "
+              "releases: %.1f calls per broker round trip\n",
               tag.c_str(), tx / dt, res.matches_per_tx,
               counters->max_batch.load(),
               tx > 0 ? static_cast<double>(b1 - b0) / tx / 1e6 : 0.0,
               100.0 * static_cast<double>(b1 - b0)
-                / (dt * 1e9 * std::max<uint32_t>(1, o.workers)));
-  std::printf("[%s]   cpu per match: bench %.1f us, postgres %.1f us, "
-              "redis %.1f us | busy (%% of one core): bench %.0f%%, postgres "
-              "%.0f%%, redis %.0f%%, sum %.0f%% of %u cores\n",
+                / (dt * 1e9 * std::max<uint32_t>(1, workers)),
+              trips > 0 ? static_cast<double>(calls1 - calls0) / trips : 0.0);
+  std::printf("[%s]   cpu per match: bench %.1f us (commit workers %.1f, "
+              "broker workers %.1f, CAF scheduler + rest %.1f), postgres "
+              "%.1f us, redis %.1f us | busy (%% of one core): bench %.0f%%, "
+              "postgres %.0f%%, redis %.0f%%, sum %.0f%% of %u cores\n",
               tag.c_str(), per_match_us(cpu0, cpu1),
-              per_match_us(pgcpu0, pgcpu1), per_match_us(rcpu0, rcpu1),
-              busy_pct(cpu0, cpu1), busy_pct(pgcpu0, pgcpu1),
-              busy_pct(rcpu0, rcpu1),
+              per_match_us(0, commit_ns), per_match_us(0, broker_ns),
+              per_match_us(0, rest_ns), per_match_us(pgcpu0, pgcpu1),
+              per_match_us(rcpu0, rcpu1), busy_pct(cpu0, cpu1),
+              busy_pct(pgcpu0, pgcpu1), busy_pct(rcpu0, rcpu1),
               busy_pct(cpu0, cpu1) + busy_pct(pgcpu0, pgcpu1)
                 + busy_pct(rcpu0, rcpu1),
               std::thread::hardware_concurrency());
@@ -711,6 +870,8 @@ variant_result run_variant(env& e, const variant& v) {
 } // namespace
 
 int run(const options& o) {
+  // The store's "applied migration" lines would interleave with the figures.
+  spdlog::set_level(spdlog::level::warn);
   std::vector<variant> variants;
   for (auto& s : o.variants)
     variants.push_back(parse_variant(s));
