@@ -281,6 +281,30 @@ CAF_TEST(a match inside the grace time stops the re enqueue) {
   CAF_CHECK(raw->waiting("q").empty());
 }
 
+CAF_TEST(a database refusal requeues the innocent side) {
+  // Bob is already in an active session (committed elsewhere, e.g. by a
+  // node that died before it could release his ticket).
+  auto prior = db->commit_matches(
+    {match_request{"q", "bob", "old-b", "", "zed", "old-z", ""}});
+  CAF_REQUIRE(prior.at(0));
+  auto a = session("alice");
+  auto c = session("carol");
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "bob", "tb")));
+  CAF_REQUIRE(join(c, "tc").phase == session_phase::finalizing);
+  // Carol claimed bob; the database refused (bob is active): carol is
+  // innocent and goes back to claim-or-enqueue, bob's ticket is dropped.
+  auto sc = state_of(c);
+  CAF_CHECK(sc.phase == session_phase::queued);
+  CAF_CHECK_EQUAL(raw->waiting("q"), std::vector<std::string>{"tc"});
+  CAF_CHECK_EQUAL(raw->user_ticket("q", "bob"), "");
+  // The next arrival pairs with carol.
+  CAF_CHECK(join(a, "ta").phase == session_phase::finalizing);
+  CAF_CHECK(state_of(a).phase == session_phase::matched);
+  auto s = db->active_session_of("carol");
+  CAF_REQUIRE(s && s->has_value());
+  CAF_CHECK_EQUAL((*s)->user_a, "alice");
+}
+
 CAF_TEST(bad input gets a named error and changes nothing) {
   auto a = session("alice");
   auto refused = [&](join_request r, errc code) {
