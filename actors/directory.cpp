@@ -8,15 +8,14 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "persistence/logger.hpp"
+
 namespace mm {
 
 namespace {
 
 std::shared_ptr<spdlog::logger> relay_log() {
-  static auto log = [] {
-    auto existing = spdlog::get("relay");
-    return existing ? existing : spdlog::default_logger()->clone("relay");
-  }();
+  static auto log = logger("directory");
   return log;
 }
 

@@ -8,6 +8,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "persistence/logger.hpp"
+
 #include "persistence/match_store.hpp"
 
 namespace mm {
@@ -61,10 +63,7 @@ bool cancel_registry::contains(const std::string& queue,
 namespace {
 
 std::shared_ptr<spdlog::logger> fin_log() {
-  static auto log = [] {
-    auto existing = spdlog::get("finalizer");
-    return existing ? existing : spdlog::default_logger()->clone("finalizer");
-  }();
+  static auto log = logger("finalizer");
   return log;
 }
 

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "persistence/logger.hpp"
+
 #include "persistence/match_store.hpp"
 #include "persistence/queue_store.hpp"
 
@@ -39,10 +41,7 @@ namespace mm {
 namespace {
 
 std::shared_ptr<spdlog::logger> relay_log() {
-  static auto log = [] {
-    auto existing = spdlog::get("relay");
-    return existing ? existing : spdlog::default_logger()->clone("relay");
-  }();
+  static auto log = logger("relay");
   return log;
 }
 

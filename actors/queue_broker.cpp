@@ -9,6 +9,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "persistence/logger.hpp"
+
 #include "persistence/queue_codec.hpp"
 #include "persistence/queue_store.hpp"
 
@@ -39,10 +41,7 @@ namespace mm {
 namespace {
 
 std::shared_ptr<spdlog::logger> broker_log() {
-  static auto log = [] {
-    auto existing = spdlog::get("broker");
-    return existing ? existing : spdlog::default_logger()->clone("broker");
-  }();
+  static auto log = logger("broker");
   return log;
 }
 

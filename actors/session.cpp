@@ -7,15 +7,14 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "persistence/logger.hpp"
+
 namespace mm {
 
 namespace {
 
 std::shared_ptr<spdlog::logger> ses_log() {
-  static auto log = [] {
-    auto existing = spdlog::get("session");
-    return existing ? existing : spdlog::default_logger()->clone("session");
-  }();
+  static auto log = logger("session");
   return log;
 }
 
@@ -289,17 +288,23 @@ void cancel_at_queue(ses_ptr self, int attempts_left) {
       });
 }
 
+/// A cancel handler: every caller waits for the final state; `start` runs
+/// for the first cancel of the join only.
+cancel_fn cancel_once(ses_ptr self, std::function<void()> start) {
+  return [self, start](state_promise rp) {
+    auto& d = self->state;
+    d.cancel_waiters.push_back(rp);
+    if (!d.cancel_requested) {
+      d.cancel_requested = true;
+      start();
+    }
+  };
+}
+
 session_actor::behavior_type queued_b(ses_ptr self) {
   return make(
     self, join_while_busy(self),
-    [self](state_promise rp) {
-      auto& d = self->state;
-      d.cancel_waiters.push_back(rp);
-      if (!d.cancel_requested) {
-        d.cancel_requested = true;
-        cancel_at_queue(self, 3);
-      }
-    },
+    cancel_once(self, [self] { cancel_at_queue(self, 3); }),
     [self](uint64_t gen) {
       // The heartbeat is a re-scan: it refreshes our presence deadline like a
       // heartbeat and, if a live waiter stands beside us (e.g. we were put
@@ -360,14 +365,7 @@ session_actor::behavior_type queued_b(ses_ptr self) {
 session_actor::behavior_type finalizing_b(ses_ptr self) {
   return make(
     self, join_while_busy(self),
-    [self](state_promise rp) {
-      auto& d = self->state;
-      d.cancel_waiters.push_back(rp);
-      if (!d.cancel_requested) {
-        d.cancel_requested = true;
-        ask_finalizer_to_cancel(self, 0);
-      }
-    },
+    cancel_once(self, [self] { ask_finalizer_to_cancel(self, 0); }),
     ignore_timer, ignore_timer);
 }
 

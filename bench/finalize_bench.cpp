@@ -242,6 +242,22 @@ uint64_t server_cpu_ns(int postmaster) {
   return sum;
 }
 
+/// Busy CPU time of the whole machine (all cores, everything but idle and
+/// iowait), from /proc/stat, in ns.
+uint64_t machine_busy_ns() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  uint64_t v[8] = {0};
+  in >> cpu;
+  for (auto& x : v)
+    in >> x;
+  uint64_t total = 0;
+  for (auto x : v)
+    total += x;
+  static const uint64_t tick_ns = 1000000000ull / sysconf(_SC_CLK_TCK);
+  return (total - v[3] - v[4]) * tick_ns;
+}
+
 int current_tid() {
   thread_local int tid = static_cast<int>(syscall(SYS_gettid));
   return tid;
@@ -688,12 +704,29 @@ variant_result run_variant(env& e, const variant& v) {
   auto cpu0 = process_cpu_ns();
   auto pgcpu0 = server_cpu_ns(e.postmaster);
   auto rcpu0 = redis_cpu_ns(e.redis_admin);
+  auto mcpu0 = machine_busy_ns();
   auto t0 = now_s();
   sh->phase = 1;
-  std::this_thread::sleep_for(
-    std::chrono::milliseconds(static_cast<int64_t>(o.duration_s * 1000)));
+  // Meanwhile: what the variant's backends are doing, every 20 ms.
+  std::map<std::string, uint64_t> waits;
+  uint64_t wait_samples = 0;
+  auto wait_sql = "SELECT CASE WHEN state = 'active' THEN coalesce("
+                  "wait_event_type || ':' || wait_event, 'on cpu') ELSE "
+                  "state END FROM pg_stat_activity WHERE datname = '"
+                  + db + "' AND backend_type = 'client backend'";
+  for (auto deadline = t0 + o.duration_s; now_s() < deadline;) {
+    for (auto& row : e.admin.query(wait_sql)) {
+      ++waits[row[0]];
+      ++wait_samples;
+    }
+    auto left = deadline - now_s();
+    if (left > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(
+        static_cast<int64_t>(std::min(left, 0.02) * 1e6)));
+  }
   sh->phase = 2;
   auto t1 = now_s();
+  auto mcpu1 = machine_busy_ns();
   auto c1 = counters->transactions.load();
   auto r1 = counters->requests.load();
   auto b1 = counters->busy_ns.load();
@@ -777,6 +810,38 @@ variant_result run_variant(env& e, const variant& v) {
               busy_pct(cpu0, cpu1) + busy_pct(pgcpu0, pgcpu1)
                 + busy_pct(rcpu0, rcpu1),
               std::thread::hardware_concurrency());
+  {
+    // Everything else on the machine in the same window (other work on a
+    // shared VM shows here), and the ceiling the measured CPU cost implies.
+    auto ours = (cpu1 - cpu0) + (pgcpu1 - pgcpu0) + (rcpu1 - rcpu0);
+    auto all = mcpu1 - mcpu0;
+    auto cores = std::max(1u, std::thread::hardware_concurrency());
+    auto per_match = matches > 0 ? static_cast<double>(ours) / matches : 0.0;
+    std::printf("[%s]   machine busy %.0f%% of %u cores, other processes "
+                "%.0f%% of one core | CPU ceiling at this cost: %u cores / "
+                "%.1f us = %.0f matches/s (measured: %.0f%% of it)\n",
+                tag.c_str(), busy_pct(0, all) / cores, cores,
+                all > ours ? busy_pct(ours, all) : 0.0, cores,
+                per_match / 1e3,
+                per_match > 0 ? cores * 1e9 / per_match : 0.0,
+                per_match > 0 ? 100.0 * res.matches_per_s * per_match
+                                  / (cores * 1e9)
+                              : 0.0);
+    std::string w;
+    std::vector<std::pair<uint64_t, std::string>> by_count;
+    for (auto& [k, n] : waits)
+      by_count.emplace_back(n, k);
+    std::sort(by_count.rbegin(), by_count.rend());
+    for (auto& [n, k] : by_count) {
+      char buf[128];
+      std::snprintf(buf, sizeof(buf), "%s%s %.0f%%", w.empty() ? "" : ", ",
+                    k.c_str(), 100.0 * n / std::max<uint64_t>(1, wait_samples));
+      w += buf;
+    }
+    std::printf("[%s]   postgres backends of the %u connections "
+                "(pg_stat_activity every 20 ms, %" PRIu64 " samples): %s\n",
+                tag.c_str(), workers, wait_samples, w.c_str());
+  }
 
   // -- verification against the database ---------------------------------------
   std::vector<std::string> problems;

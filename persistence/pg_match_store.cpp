@@ -23,6 +23,7 @@
 // users in between, as it could after a rollback and re-insert). Rows that
 // were inserted and deleted by one transaction are never visible to anyone.
 
+#include "persistence/logger.hpp"
 #include "persistence/match_store.hpp"
 
 #include <algorithm>
@@ -81,16 +82,7 @@ using notify_ptr = std::unique_ptr<PGnotify, notify_deleter>;
 /// The shared logger "match_store"; created on first use when the
 /// application has not registered one.
 std::shared_ptr<spdlog::logger> store_logger() {
-  if (auto lg = spdlog::get("match_store"))
-    return lg;
-  try {
-    return spdlog::stderr_color_mt("match_store");
-  } catch (const spdlog::spdlog_ex&) {
-    // Another thread registered it between get and create.
-    if (auto lg = spdlog::get("match_store"))
-      return lg;
-    return spdlog::default_logger();
-  }
+  return logger("match_store");
 }
 
 /// Thrown inside a call when the connection is gone; `run` reconnects once.

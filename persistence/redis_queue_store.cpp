@@ -4,6 +4,7 @@
 // NOSCRIPT reply reloads them, a dropped connection reconnects and re-sends
 // the calls whose replies were not received yet.
 
+#include "persistence/logger.hpp"
 #include "persistence/queue_store.hpp"
 
 #include <algorithm>
@@ -70,16 +71,7 @@ timeval to_timeval(uint32_t ms, uint32_t fallback_ms) {
 /// The shared logger "queue_store"; created on first use when the
 /// application has not registered one.
 std::shared_ptr<spdlog::logger> store_logger() {
-  if (auto lg = spdlog::get("queue_store"))
-    return lg;
-  try {
-    return spdlog::stderr_color_mt("queue_store");
-  } catch (const spdlog::spdlog_ex&) {
-    // Another thread registered it between get and create.
-    if (auto lg = spdlog::get("queue_store"))
-      return lg;
-    return spdlog::default_logger();
-  }
+  return logger("queue_store");
 }
 
 /// hiredis writes with write(2): a peer that closed the socket raises SIGPIPE,

@@ -11,17 +11,14 @@
 #include <set>
 
 #include "actors/queue_broker.hpp"
+#include "tests/support/caf_config.hpp"
 #include "tests/support/store_harness.hpp"
 
 using namespace mm;
 
 namespace {
 
-struct mm_config : caf::actor_system_config {
-  mm_config() {
-    register_types(*this);
-  }
-};
+using mm_config = test::caf_config;
 
 class broker_redis : public ::testing::Test {
 protected:

@@ -30,6 +30,7 @@
 #include "actors/outbox_relay.hpp"
 #include "persistence/match_store.hpp"
 #include "persistence/queue_store.hpp"
+#include "tests/support/caf_config.hpp"
 #include "tests/support/test_env.hpp"
 
 using namespace mm;
@@ -37,11 +38,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct mm_config : caf::actor_system_config {
-  mm_config() {
-    register_types(*this);
-  }
-};
+using mm_config = test::caf_config;
 
 /// A plain libpq connection for creating, inspecting and dropping the
 /// test's database.

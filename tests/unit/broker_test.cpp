@@ -8,17 +8,14 @@
 #include <caf/all.hpp>
 
 #include "actors/queue_broker.hpp"
+#include "tests/support/caf_config.hpp"
 #include "tests/support/store_harness.hpp"
 
 using namespace mm;
 
 namespace {
 
-struct mm_config : caf::actor_system_config {
-  mm_config() {
-    register_types(*this);
-  }
-};
+using mm_config = test::caf_config;
 
 struct fixture : test_coordinator_fixture<mm_config> {
   std::shared_ptr<std::atomic<int64_t>> clock_ms

@@ -18,16 +18,13 @@
 #include "actors/outbox_relay.hpp"
 #include "persistence/match_store.hpp"
 #include "persistence/queue_store.hpp"
+#include "tests/support/caf_config.hpp"
 
 using namespace mm;
 
 namespace {
 
-struct mm_config : caf::actor_system_config {
-  mm_config() {
-    register_types(*this);
-  }
-};
+using mm_config = test::caf_config;
 
 using inbox_ptr = std::shared_ptr<std::vector<match_event>>;
 
