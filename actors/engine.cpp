@@ -38,6 +38,9 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   e->finalizer_ = spawn_finalizer(sys, e->match_store_, e->broker_,
                                   cfg.finalizer);
   e->directory_ = spawn_directory(sys);
+  e->lock_ = spawn_pair_lock(sys, e->queue_store_, cfg.lock);
+  e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
+                          cfg.swipe);
   if (cfg.run_relay)
     e->relay_ = spawn_outbox_relay(sys, e->match_store_, e->queue_store_,
                                    e->directory_, cfg.relay);
@@ -71,10 +74,14 @@ void engine::stop() {
       caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   };
   bye(relay_);
+  bye(swipe_);
+  bye(lock_);
   bye(finalizer_);
   bye(directory_);
   bye(broker_);
   relay_ = nullptr;
+  swipe_ = nullptr;
+  lock_ = nullptr;
   finalizer_ = nullptr;
   directory_ = nullptr;
   broker_ = nullptr;

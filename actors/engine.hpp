@@ -10,8 +10,10 @@
 
 #include "actors/finalizer.hpp"
 #include "actors/outbox_relay.hpp"
+#include "actors/pair_lock.hpp"
 #include "actors/queue_broker.hpp"
 #include "actors/session.hpp"
+#include "actors/swipe.hpp"
 #include "messages/outcome.hpp"
 #include "persistence/match_store.hpp"
 #include "persistence/queue_store.hpp"
@@ -34,6 +36,8 @@ struct engine_config {
   finalizer_config finalizer;
   session_config session; ///< `node` is overwritten with `node` above
   relay_config relay;
+  pair_lock_config lock; ///< mutual likes: wait and lease bounds
+  swipe_config swipe;
   /// Run the outbox relay (off only for tests that drive it themselves).
   bool run_relay = true;
 };
@@ -77,6 +81,15 @@ public:
     return relay_;
   }
 
+  /// Mutual likes: send `swipe_atom, swipe_request`. Thread-safe.
+  swipe_actor swipes() const {
+    return swipe_;
+  }
+
+  pair_lock_actor pair_lock() const {
+    return lock_;
+  }
+
   std::shared_ptr<queue_store_factory> queue_store() const {
     return queue_store_;
   }
@@ -100,6 +113,8 @@ private:
   finalizer_actor finalizer_;
   directory_actor directory_;
   outbox_relay_actor relay_;
+  pair_lock_actor lock_;
+  swipe_actor swipe_;
   std::mutex mtx_;
   std::unordered_map<std::string, session_actor> sessions_;
 };

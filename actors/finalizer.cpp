@@ -74,6 +74,7 @@ struct pair_outcome {
   enum kind_t { committed, cancelled, conflict, unavailable, invalid };
   kind_t kind = unavailable;
   std::string session_id;
+  bool created = false; // false: an earlier commit made it (a retry)
   std::string detail;
   bool claimer_active = false; // conflict: already in an active session
   bool claimed_active = false;
@@ -82,6 +83,7 @@ struct pair_outcome {
 /// A batch on its way through a worker and back; the promises stay home.
 struct commit_job {
   std::vector<claim_pair> pairs;
+  std::vector<bool> mutual; // a mutual like: no queue tickets, no cancels
   std::vector<pair_outcome> out;
 };
 
@@ -106,9 +108,11 @@ void run_job(match_store& store, const cancel_registry& cancels,
              const hook_fn& hook, commit_job& job) {
   auto& pairs = job.pairs;
   job.out.assign(pairs.size(), pair_outcome{});
-  auto cancelled = [&](const claim_pair& p) {
-    return cancels.contains(p.queue, p.claimer_ticket)
-           || cancels.contains(p.queue, p.claimed.ticket);
+  auto cancelled = [&](size_t i) {
+    auto& p = pairs[i];
+    return !job.mutual[i]
+           && (cancels.contains(p.queue, p.claimer_ticket)
+               || cancels.contains(p.queue, p.claimed.ticket));
   };
   std::vector<size_t> live;
   std::vector<match_request> reqs;
@@ -116,7 +120,7 @@ void run_job(match_store& store, const cancel_registry& cancels,
     auto& p = pairs[i];
     if (hook)
       hook(checkpoint::before_create, p);
-    if (cancelled(p)) {
+    if (cancelled(i)) {
       job.out[i].kind = pair_outcome::cancelled;
       job.out[i].detail = "cancelled before create";
       continue;
@@ -124,7 +128,8 @@ void run_job(match_store& store, const cancel_registry& cancels,
     live.push_back(i);
     reqs.push_back(match_request{p.queue, p.claimer_user, p.claimer_ticket,
                                  p.claimer_attrs, p.claimed.user,
-                                 p.claimed.ticket, p.claimed.attrs});
+                                 p.claimed.ticket, p.claimed.attrs,
+                                 job.mutual[i]});
   }
   if (reqs.empty())
     return;
@@ -134,7 +139,7 @@ void run_job(match_store& store, const cancel_registry& cancels,
       hook(stage == commit_stage::after_create ? checkpoint::after_create
                                                : checkpoint::before_answer,
            p);
-    return !cancelled(p);
+    return !cancelled(live[k]);
   };
   auto res = store.commit_matches(reqs, check);
   for (size_t k = 0; k < live.size(); ++k) {
@@ -143,6 +148,7 @@ void run_job(match_store& store, const cancel_registry& cancels,
     if (r) {
       o.kind = pair_outcome::committed;
       o.session_id = r->session_id;
+      o.created = r->created;
       continue;
     }
     o.detail = r.error().detail;
@@ -188,6 +194,7 @@ struct pending_pair {
   claim_pair pair;
   caf::typed_response_promise<finalize_result> rp;
   uint32_t attempts = 0;
+  bool mutual = false;
 };
 
 struct finalizer_state {
@@ -212,7 +219,10 @@ using fin_ptr = finalizer_actor::stateful_pointer<finalizer_state>;
 
 void flush(fin_ptr self);
 
-void mark_in_flight(finalizer_state& st, const claim_pair& p, int delta) {
+void mark_in_flight(finalizer_state& st, const pending_pair& pp, int delta) {
+  if (pp.mutual)
+    return; // no queue tickets to cancel
+  auto& p = pp.pair;
   for (auto* t : {&p.claimer_ticket, &p.claimed.ticket}) {
     auto k = key_of(p.queue, *t);
     if ((st.in_flight[k] += delta) <= 0)
@@ -293,6 +303,41 @@ void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
           [rp, for_claimer]() mutable { rp.deliver(for_claimer); });
 }
 
+/// Re-queues a pair whose commit could not reach the database; false when
+/// it has had its attempts.
+bool retry_later(fin_ptr self, pending_pair& pp) {
+  auto& st = self->state;
+  if (++pp.attempts >= st.cfg.attempts)
+    return false;
+  mark_in_flight(st, pp, +1);
+  st.pending.push_back(std::move(pp));
+  if (!st.tick_armed) {
+    st.tick_armed = true;
+    self->delayed_send(self, std::chrono::milliseconds(st.cfg.retry_delay_ms),
+                       tick_atom_v);
+  }
+  return true;
+}
+
+/// A mutual like has no queue tickets: nothing to release or requeue.
+void settle_mutual(fin_ptr self, pending_pair& pp, pair_outcome& o) {
+  switch (o.kind) {
+    case pair_outcome::committed:
+      pp.rp.deliver(finalize_result{finalize_outcome::committed, o.session_id,
+                                    o.created ? "created" : "existing"});
+      break;
+    case pair_outcome::unavailable:
+      if (retry_later(self, pp))
+        break;
+      [[fallthrough]];
+    default:
+      pp.rp.deliver(caf::make_error(o.kind == pair_outcome::unavailable
+                                      ? errc::store_unavailable
+                                      : errc::conflict,
+                                    o.detail));
+  }
+}
+
 void settle(fin_ptr self, std::vector<pending_pair>& batch,
             std::vector<pair_outcome>& outs) {
   auto& st = self->state;
@@ -300,7 +345,11 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
     auto& pp = batch[i];
     auto& p = pp.pair;
     auto& o = outs[i];
-    mark_in_flight(st, p, -1);
+    mark_in_flight(st, pp, -1);
+    if (pp.mutual) {
+      settle_mutual(self, pp, o);
+      continue;
+    }
     switch (o.kind) {
       case pair_outcome::committed: {
         decide(self, p.queue, p.claimer_ticket, {false, o.session_id});
@@ -322,17 +371,8 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
              finalize_result{finalize_outcome::retry, {}, o.detail});
         break;
       case pair_outcome::unavailable:
-        if (++pp.attempts < st.cfg.attempts) {
-          mark_in_flight(st, p, +1);
-          st.pending.push_back(std::move(pp));
-          if (!st.tick_armed) {
-            st.tick_armed = true;
-            self->delayed_send(self,
-                               std::chrono::milliseconds(st.cfg.retry_delay_ms),
-                               tick_atom_v);
-          }
+        if (retry_later(self, pp))
           break;
-        }
         fin_log()->error("giving up pair {}/{}: {}", p.claimer_ticket,
                          p.claimed.ticket, o.detail);
         undo(self, pp, false, false,
@@ -356,8 +396,10 @@ void flush(fin_ptr self) {
       std::make_move_iterator(st.pending.begin() + n));
     st.pending.erase(st.pending.begin(), st.pending.begin() + n);
     auto job = std::make_shared<commit_job>();
-    for (auto& pp : *batch)
+    for (auto& pp : *batch) {
       job->pairs.push_back(pp.pair);
+      job->mutual.push_back(pp.mutual);
+    }
     if (st.inline_store) {
       run_job(*st.inline_store, *st.cfg.cancels, st.cfg.at_checkpoint, *job);
       settle(self, *batch, job->out);
@@ -380,6 +422,21 @@ void flush(fin_ptr self) {
   }
 }
 
+/// Adds a pair to the next group commit.
+void enqueue(fin_ptr self, pending_pair pp) {
+  auto& st = self->state;
+  mark_in_flight(st, pp, +1);
+  st.pending.push_back(std::move(pp));
+  if (st.cfg.batch_delay_ms == 0 || st.pending.size() >= st.cfg.batch_max) {
+    flush(self);
+  } else if (!st.tick_armed) {
+    // Group commit: give concurrent finalizations a moment to join.
+    st.tick_armed = true;
+    self->delayed_send(self, std::chrono::milliseconds(st.cfg.batch_delay_ms),
+                       tick_atom_v);
+  }
+}
+
 finalizer_actor::behavior_type
 finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
                queue_broker_actor broker, finalizer_config cfg) {
@@ -399,19 +456,19 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
   }
   return {
     [self](finalize_atom, claim_pair& pair) {
-      auto& st = self->state;
       auto rp = self->make_response_promise<finalize_result>();
-      mark_in_flight(st, pair, +1);
-      st.pending.push_back(pending_pair{std::move(pair), rp, 0});
-      if (st.cfg.batch_delay_ms == 0 || st.pending.size() >= st.cfg.batch_max) {
-        flush(self);
-      } else if (!st.tick_armed) {
-        // Group commit: give concurrent finalizations a moment to join.
-        st.tick_armed = true;
-        self->delayed_send(self,
-                           std::chrono::milliseconds(st.cfg.batch_delay_ms),
-                           tick_atom_v);
-      }
+      enqueue(self, pending_pair{std::move(pair), rp, 0, false});
+      return rp;
+    },
+    [self](finalize_atom, mutual_pair& m) {
+      auto rp = self->make_response_promise<finalize_result>();
+      claim_pair pair;
+      pair.queue = mutual_queue;
+      pair.claimer_user = m.user_a;
+      pair.claimer_ticket = mutual_ticket;
+      pair.claimed.user = m.user_b;
+      pair.claimed.ticket = mutual_ticket;
+      enqueue(self, pending_pair{std::move(pair), rp, 0, true});
       return rp;
     },
     [self](cancel_atom, inflight_cancel& c) {

@@ -37,6 +37,10 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
+/// The session `queue` and tickets recorded for a mutual like's match.
+constexpr const char* mutual_queue = "likes";
+constexpr const char* mutual_ticket = "like";
+
 /// Settings of the finalizer.
 struct finalizer_config {
   uint32_t batch_max = 100;  ///< pairs per group commit transaction
@@ -57,7 +61,11 @@ struct finalizer_config {
 /// what a claim took when a pair is not committed: a claimed waiter goes back
 /// at its original place, a claimer is told to claim again. Blocking stores
 /// run on `cfg.workers` detached workers; the in-memory store runs inline
-/// (deterministic under the CAF test coordinator). Not idempotent: every call
+/// (deterministic under the CAF test coordinator). Mutual likes
+/// (`finalize_atom, mutual_pair`) join the same group commits: the pair's one
+/// match, or its existing match when it had one (`created` is then told by
+/// the store); a failure is `conflict` or `store_unavailable`.
+/// Not idempotent: every call
 /// spawns a new finalizer.
 finalizer_actor spawn_finalizer(caf::actor_system& sys,
                                 std::shared_ptr<match_store_factory> store,

@@ -134,4 +134,40 @@ typename Inspector::result_type inspect(Inspector& f, cancel_verdict& x) {
   return f(caf::meta::type_name("cancel_verdict"), x.honoured, x.session_id);
 }
 
+/// A swipe: `from` likes (or dislikes) `to`.
+struct swipe_request {
+  std::string from;
+  std::string to;
+  bool like = true; ///< false: DISLIKE (withdraws an earlier LIKE)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, swipe_request& x) {
+  return f(caf::meta::type_name("swipe_request"), x.from, x.to, x.like);
+}
+
+/// The answer to a swipe.
+struct swipe_result {
+  bool mutual = false;    ///< both like each other (now or before)
+  std::string session_id; ///< mutual: the pair's one match session
+  bool created = false;   ///< this swipe created that match
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, swipe_result& x) {
+  return f(caf::meta::type_name("swipe_result"), x.mutual, x.session_id,
+           x.created);
+}
+
+/// A mutual like to commit as a match (swipe -> finalizer).
+struct mutual_pair {
+  std::string user_a;
+  std::string user_b;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, mutual_pair& x) {
+  return f(caf::meta::type_name("mutual_pair"), x.user_a, x.user_b);
+}
+
 } // namespace mm

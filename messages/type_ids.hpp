@@ -39,6 +39,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (mm::finalize_result))
   CAF_ADD_TYPE_ID(matchmaker, (mm::inflight_cancel))
   CAF_ADD_TYPE_ID(matchmaker, (mm::cancel_verdict))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::swipe_request))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::swipe_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::mutual_pair))
 
   CAF_ADD_ATOM(matchmaker, mm, enqueue_atom, "enqueue")
   CAF_ADD_ATOM(matchmaker, mm, claim_atom, "claim")
@@ -57,6 +60,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, register_atom, "register")
   CAF_ADD_ATOM(matchmaker, mm, unregister_atom, "unregister")
   CAF_ADD_ATOM(matchmaker, mm, flush_atom, "flush")
+  CAF_ADD_ATOM(matchmaker, mm, swipe_atom, "swipe")
+  CAF_ADD_ATOM(matchmaker, mm, acquire_atom, "acquire")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -121,6 +126,10 @@ using session_actor = caf::typed_actor<
 using finalizer_actor = caf::typed_actor<
   // Claimer -> finalizer. Idempotent per (claimer ticket, claimed ticket).
   caf::replies_to<finalize_atom, claim_pair>::with<finalize_result>,
+  // A mutual like -> its one match (session, members, mutual_matches row,
+  // match.created), in the same group commits. Idempotent per unordered
+  // pair: a pair matched before answers that session (detail "existing").
+  caf::replies_to<finalize_atom, mutual_pair>::with<finalize_result>,
   // A cancel of a claimed ticket; answered once the pair is decided.
   // Idempotent.
   caf::replies_to<cancel_atom, inflight_cancel>::with<cancel_verdict>,
@@ -147,6 +156,26 @@ using outbox_relay_actor = caf::typed_actor<
   caf::reacts_to<tick_atom>,
   // Delivers everything pending now; answers how many events it delivered.
   caf::replies_to<flush_atom>::with<uint32_t>>;
+
+/// Serializes work per unordered pair of users (actors/pair_lock.hpp).
+using pair_lock_actor = caf::typed_actor<
+  // (a, b): waits, bounded, for the lock of {a, b}; answers the lock token.
+  // The requester holds it: if it dies, the lock is released. Fails with
+  // `conflict` when the wait bound passes. Not idempotent.
+  caf::replies_to<acquire_atom, std::string, std::string>::with<std::string>,
+  // (a, b, token): releases; a stale token releases nothing. Idempotent.
+  caf::reacts_to<release_atom, std::string, std::string, std::string>,
+  // Timers: wait bounds and lease bounds.
+  caf::reacts_to<tick_atom, std::string, uint64_t>>;
+
+/// Mutual-like matching (actors/swipe.hpp).
+using swipe_actor = caf::typed_actor<
+  // Records the swipe and, when it completes a mutual like, creates the
+  // pair's one match, all under the pair's lock. Fails with
+  // `invalid_argument` (self-swipe, malformed id) or `conflict` (the lock
+  // could not be had within the wait bound: retry), writing nothing.
+  // Idempotent: the same swipe again changes nothing.
+  caf::replies_to<swipe_atom, swipe_request>::with<swipe_result>>;
 
 /// Registers every type of the block and the error category with `cfg`.
 /// Call it on EVERY node before the actor system starts. Idempotent.

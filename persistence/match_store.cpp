@@ -90,6 +90,43 @@ match_store::fetch_undelivered(uint32_t limit, uint32_t lease_ms) {
   return do_fetch_undelivered(limit, lease_ms);
 }
 
+outcome<swipe_record> match_store::record_swipe(const std::string& from,
+                                                const std::string& to,
+                                                bool like) {
+  if (auto f = check_id("from", from); f.code != errc::none)
+    return f;
+  if (auto f = check_id("to", to); f.code != errc::none)
+    return f;
+  if (from == to)
+    return outcome<swipe_record>{errc::invalid_argument,
+                                 "a user cannot swipe on itself"};
+  return do_record_swipe(from, to, like);
+}
+
+outcome<std::optional<match_record>>
+match_store::mutual_match_of(const std::string& a, const std::string& b) {
+  if (auto f = check_id("user a", a); f.code != errc::none)
+    return f;
+  if (auto f = check_id("user b", b); f.code != errc::none)
+    return f;
+  if (a == b)
+    return outcome<std::optional<match_record>>{
+      errc::invalid_argument, "a user cannot be matched with itself"};
+  return do_mutual_match_of(a, b);
+}
+
+outcome<swipe_record> match_store::do_record_swipe(const std::string&,
+                                                   const std::string&, bool) {
+  return outcome<swipe_record>{errc::protocol_error,
+                               "record_swipe is not supported by this store"};
+}
+
+outcome<std::optional<match_record>>
+match_store::do_mutual_match_of(const std::string&, const std::string&) {
+  return outcome<std::optional<match_record>>{
+    errc::protocol_error, "mutual_match_of is not supported by this store"};
+}
+
 match_store_factory::~match_store_factory() = default;
 
 namespace {
@@ -216,6 +253,12 @@ std::string match_key(const match_request& req) {
   if (b < a)
     std::swap(a, b);
   return req.queue + '\n' + a + '\n' + b;
+}
+
+std::pair<std::string, std::string> pair_bounds(const std::string& a,
+                                                const std::string& b) {
+  // std::string compares as unsigned char: byte order, like COLLATE "C".
+  return b < a ? std::make_pair(b, a) : std::make_pair(a, b);
 }
 
 std::string match_created_event_id(const std::string& session_id) {

@@ -2,8 +2,10 @@
 
 // The match persistence layer: committed match sessions, their members (one
 // active session per user, guarded by the database itself — invariant I1),
-// and a transactional outbox (one `match.created` event per committed match,
-// written in the same transaction — invariant I5). Two implementations pass
+// a transactional outbox (one `match.created` event per committed match,
+// written in the same transaction — invariant I5), and mutual likes: swipes
+// per direction and exactly one match per unordered pair (invariant I4,
+// guarded by the primary key of `mutual_matches`). Two implementations pass
 // tests/conformance/match_store_conformance_test.cpp: PostgreSQL (libpq) and
 // an in-memory one for embedding and simulations.
 
@@ -13,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "messages/errc.hpp"
@@ -103,9 +106,46 @@ public:
   /// connection (which asks again about what it writes again). A check that
   /// throws fails the call like a failed transaction, with `protocol_error`
   /// ("commit matches: ..."), and writes nothing.
+  ///
+  /// Mutual requests (`match_request::mutual`, problem 6) commit the same
+  /// rows plus one `mutual_matches` row for the unordered pair (pair_min /
+  /// pair_max in byte order, see `pair_bounds`), all in the same transaction.
+  /// Their members are written inactive: a mutual match never takes, and is
+  /// never refused by, the one-active-session guard (its users may have many
+  /// mutual matches and still be matched in a 1:1 queue; `active_session_of`
+  /// does not report it). The pair is the key: a mutual request for a pair
+  /// that already has a mutual match — committed before, earlier in the same
+  /// batch, or concurrently by another connection (which this one waits
+  /// for) — answers that session with `created == false` and writes nothing,
+  /// whatever its tickets, queue or order of users; also when that session
+  /// was closed since (a pair is matched once). Checkpoints, withdrawals and
+  /// duplicates work as above, with "same pair" for "same key".
   std::vector<outcome<match_record>>
   commit_matches(const std::vector<match_request>& requests,
                  const commit_check& check = {});
+
+  /// Records that `from` swiped on `to`: upserts the (from, to) row of
+  /// `likes` with kind LIKE (`like`) or DISLIKE. A later swipe in the same
+  /// direction overwrites the earlier one: a DISLIKE withdraws a LIKE, and a
+  /// LIKE after that is a fresh like (`updated_at` is the time the current
+  /// kind was set; repeating the current kind changes nothing). In the same
+  /// transaction, after the write, it reads whether `to` currently likes
+  /// `from` (`opposite_like`) and whether the pair already has its mutual
+  /// match (`matched`, `session_id`). The PostgreSQL store serializes the
+  /// swipes of one unordered pair (a transaction-scoped advisory lock), so
+  /// of two crossing LIKEs exactly one sees the other: a mutual like is never
+  /// missed by both sides. It creates no match: a caller that sees
+  /// `opposite_like && !matched` commits a mutual request. Refuses malformed
+  /// ids (`check_id`) and `from == to` ("a user cannot swipe on itself") with
+  /// `invalid_argument`, writing nothing. Idempotent.
+  outcome<swipe_record> record_swipe(const std::string& from,
+                                     const std::string& to, bool like);
+
+  /// Returns the mutual match of the unordered pair {a, b} (active or
+  /// closed, `created == false`), if it has one; `invalid_argument` for
+  /// malformed ids or `a == b`. Idempotent.
+  outcome<std::optional<match_record>>
+  mutual_match_of(const std::string& a, const std::string& b);
 
   /// Closes an active session: status closed, members inactive (so both
   /// users can be matched again), `reason` recorded (at most 256 bytes).
@@ -176,6 +216,19 @@ protected:
 
   virtual outcome<std::vector<outbox_event>>
   do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) = 0;
+
+  // Not pure, so that decorators written before mutual likes still compile;
+  // the defaults answer `protocol_error` ("... not supported by this
+  // store"). Both stores override them; a decorator should forward them.
+
+  /// `from` != `to`, both valid ids.
+  virtual outcome<swipe_record> do_record_swipe(const std::string& from,
+                                                const std::string& to,
+                                                bool like);
+
+  /// `a` != `b`, both valid ids.
+  virtual outcome<std::optional<match_record>>
+  do_mutual_match_of(const std::string& a, const std::string& b);
 };
 
 /// Makes connections to one match store. Thread-safe.
@@ -233,6 +286,12 @@ failure check_fetch_args(uint32_t limit, uint32_t lease_ms);
 /// The idempotency key of a request: queue and both user:ticket pairs, in a
 /// canonical order (A–B and B–A give the same key). Idempotent.
 std::string match_key(const match_request& req);
+
+/// The unordered pair {a, b} as (min, max) in byte order — the order of
+/// `COLLATE "C"` and of the engine's pair key `min(a,b):max(a,b)`.
+/// Idempotent.
+std::pair<std::string, std::string> pair_bounds(const std::string& a,
+                                                const std::string& b);
 
 /// The event id of a session's `match.created` event. Idempotent.
 std::string match_created_event_id(const std::string& session_id);

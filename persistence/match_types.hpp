@@ -21,6 +21,23 @@ struct match_request {
   std::string user_b;
   std::string ticket_b;
   std::string attrs_b;
+  /// A mutual like: also records the pair in `mutual_matches` (unique per
+  /// unordered pair) and does not take the users' one active membership
+  /// (a user may have many mutual matches, but one live call). The pair,
+  /// not the tickets, is then the idempotency key: a pair that has a mutual
+  /// match answers that session (`created == false`), whatever its tickets.
+  bool mutual = false;
+};
+
+/// What `match_store::record_swipe` saw right after it wrote the swipe, in
+/// the same transaction.
+struct swipe_record {
+  /// The other side's current swipe on this user is a LIKE (not withdrawn).
+  bool opposite_like = false;
+  /// The pair already has its mutual match (`session_id`).
+  bool matched = false;
+  /// The pair's mutual match session; empty unless `matched`.
+  std::string session_id;
 };
 
 enum class session_status : uint8_t { active, closed };

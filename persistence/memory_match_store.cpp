@@ -1,8 +1,9 @@
 // The in-memory match store: every connection of one factory shares one data
 // set under one mutex; a call holds the mutex from start to end, so a call is
-// as atomic as a PostgreSQL transaction, and the rules (validation, keys,
-// conflict order, event ids, leases, cancel checkpoints) are the PostgreSQL
-// store's.
+// as atomic as a PostgreSQL transaction (and as serialized as the PostgreSQL
+// store's swipes of one pair), and the rules (validation, keys, conflict
+// order, event ids, leases, cancel checkpoints, mutual pairs) are the
+// PostgreSQL store's.
 
 #include "persistence/match_store.hpp"
 
@@ -36,12 +37,27 @@ struct shared_state {
   std::unordered_map<std::string, match_record> sessions; ///< by id
   std::unordered_map<std::string, std::string> by_key;    ///< match key → id
   std::unordered_map<std::string, std::string> active;    ///< user → id
+  /// mutual_matches: (pair_min, pair_max) → session id.
+  std::map<std::pair<std::string, std::string>, std::string> mutual;
+  /// likes: (from, to) → true for LIKE, false for DISLIKE.
+  std::map<std::pair<std::string, std::string>, bool> likes;
   std::map<int64_t, outbox_event> outbox;                 ///< by seq
   std::unordered_map<std::string, int64_t> event_seq;     ///< event id → seq
   int64_t next_seq = 1;
 };
 
-/// Writes a new active session for `req`: session, members, outbox event.
+/// The key under which requests of one batch share their fate (see
+/// `withdraw`): the pair for a mutual request, the match key otherwise.
+std::string fate_key(const match_request& req, const std::string& key) {
+  if (!req.mutual)
+    return "k\n" + key;
+  auto [lo, hi] = pair_bounds(req.user_a, req.user_b);
+  return "m\n" + lo + "\n" + hi;
+}
+
+/// Writes a new active session for `req`: session, members, outbox event,
+/// and for a mutual request its pair instead of the users' active
+/// memberships.
 match_record create_session(shared_state& st, const match_request& req,
                             const std::string& key, int64_t now) {
   match_record rec;
@@ -55,8 +71,12 @@ match_record create_session(shared_state& st, const match_request& req,
   rec.created_at = now;
   st.sessions.emplace(rec.session_id, rec);
   st.by_key.emplace(key, rec.session_id);
-  st.active.emplace(req.user_a, rec.session_id);
-  st.active.emplace(req.user_b, rec.session_id);
+  if (req.mutual) {
+    st.mutual.emplace(pair_bounds(req.user_a, req.user_b), rec.session_id);
+  } else {
+    st.active.emplace(req.user_a, rec.session_id);
+    st.active.emplace(req.user_b, rec.session_id);
+  }
   outbox_event ev;
   ev.seq = st.next_seq++; // a withdrawn event leaves a gap, like a sequence
   ev.event_id = match_created_event_id(rec.session_id);
@@ -83,6 +103,9 @@ void remove_session(shared_state& st, const std::string& id,
   }
   if (auto j = st.by_key.find(key); j != st.by_key.end() && j->second == id)
     st.by_key.erase(j);
+  if (auto j = st.mutual.find(pair_bounds(i->second.user_a, i->second.user_b));
+      j != st.mutual.end() && j->second == id)
+    st.mutual.erase(j);
   if (auto j = st.event_seq.find(match_created_event_id(id));
       j != st.event_seq.end()) {
     st.outbox.erase(j->second);
@@ -117,8 +140,10 @@ public:
     const size_t n = requests.size();
     std::vector<outcome<match_record>> out;
     out.reserve(n);
-    std::vector<std::string> keys;
+    std::vector<std::string> keys;  ///< match keys
+    std::vector<std::string> fates; ///< fate keys
     keys.reserve(n);
+    fates.reserve(n);
     std::vector<bool> fresh(n, false); ///< created by this call, still kept
     std::vector<std::optional<failure>> withdrawn(n);
     std::unordered_map<std::string, failure> withdrawn_keys;
@@ -133,12 +158,12 @@ public:
       remove_session(st, out[k]->session_id, keys[k]);
       fresh[k] = false;
       for (size_t j = 0; j < out.size(); ++j) {
-        if (j != k && keys[j] == keys[k] && out[j] && !out[j]->created) {
+        if (j != k && fates[j] == fates[k] && out[j] && !out[j]->created) {
           out[j] = f;
           withdrawn[j] = f;
         }
       }
-      withdrawn_keys.emplace(keys[k], f);
+      withdrawn_keys.emplace(fates[k], f);
       withdrawn[k] = f;
       out[k] = std::move(f);
     };
@@ -147,10 +172,22 @@ public:
         const auto& req = requests[k];
         keys.push_back(match_key(req));
         const auto& key = keys.back();
-        if (auto i = withdrawn_keys.find(key); i != withdrawn_keys.end()) {
+        fates.push_back(fate_key(req, key));
+        if (auto i = withdrawn_keys.find(fates.back());
+            i != withdrawn_keys.end()) {
           withdrawn[k] = i->second;
           out.emplace_back(i->second);
           continue;
+        }
+        if (req.mutual) {
+          // The pair has its match already (before or earlier in the batch).
+          auto i = st.mutual.find(pair_bounds(req.user_a, req.user_b));
+          if (i != st.mutual.end()) {
+            auto rec = st.sessions.at(i->second);
+            rec.created = false;
+            out.emplace_back(std::move(rec));
+            continue;
+          }
         }
         if (auto i = st.by_key.find(key); i != st.by_key.end()) {
           auto rec = st.sessions.at(i->second);
@@ -159,8 +196,10 @@ public:
           continue;
         }
         std::string detail;
+        // A mutual match neither takes nor needs an active membership.
         for (auto* user : {&req.user_a, &req.user_b}) {
-          if (auto i = st.active.find(*user); i != st.active.end()) {
+          auto i = req.mutual ? st.active.end() : st.active.find(*user);
+          if (i != st.active.end()) {
             if (!detail.empty())
               detail += "; ";
             detail += "user '" + *user + "' is already in active session "
@@ -247,6 +286,33 @@ public:
     if (i == state_->sessions.end())
       return std::optional<match_record>{};
     auto rec = i->second;
+    rec.created = false;
+    return std::optional<match_record>{std::move(rec)};
+  }
+
+  outcome<swipe_record> do_record_swipe(const std::string& from,
+                                        const std::string& to,
+                                        bool like) override {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    auto& st = *state_;
+    st.likes[{from, to}] = like;
+    swipe_record out;
+    if (auto i = st.likes.find({to, from}); i != st.likes.end())
+      out.opposite_like = i->second;
+    if (auto i = st.mutual.find(pair_bounds(from, to)); i != st.mutual.end()) {
+      out.matched = true;
+      out.session_id = i->second;
+    }
+    return out;
+  }
+
+  outcome<std::optional<match_record>>
+  do_mutual_match_of(const std::string& a, const std::string& b) override {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    auto i = state_->mutual.find(pair_bounds(a, b));
+    if (i == state_->mutual.end())
+      return std::optional<match_record>{};
+    auto rec = state_->sessions.at(i->second);
     rec.created = false;
     return std::optional<match_record>{std::move(rec)};
   }

@@ -22,6 +22,18 @@
 // survivors keep their rows and locks, so no competitor can take their
 // users in between, as it could after a rollback and re-insert). Rows that
 // were inserted and deleted by one transaction are never visible to anyone.
+//
+// Mutual likes (problem 6): the commit statement first inserts the pair rows
+// of the batch's mutual requests into `mutual_matches` (ON CONFLICT DO
+// NOTHING, in pair order) and writes a mutual request's session, members
+// (inactive: no one-active-session guard) and event only when its pair row
+// went in. A pair committed concurrently by another connection makes the
+// insert wait for that transaction; when it committed, the insert does
+// nothing and the next statement (READ COMMITTED: a new snapshot) reads its
+// session, so two connections never create two matches or two events for a
+// pair. Swipes of one pair are serialized by a transaction-scoped advisory
+// lock taken in the statement before the upsert-and-read, so the read's
+// snapshot sees every swipe committed before this one.
 
 #include "persistence/logger.hpp"
 #include "persistence/match_store.hpp"
@@ -97,6 +109,27 @@ struct db_refusal {
 
 /// Key of the advisory lock that serializes migrations ("mm-migra").
 constexpr int64_t migration_lock_key = 0x6d6d2d6d69677261;
+
+/// First key of the two-key advisory locks that serialize the swipes of one
+/// pair ("mmlk"); the second is a hash of the pair. (Two-int4 keys and the
+/// one-int8 key of the migrations never collide: separate key spaces.)
+constexpr int32_t swipe_lock_class = 0x6d6d6c6b;
+
+/// The second key of a pair's swipe lock: FNV-1a of "min\nmax". A collision
+/// only makes two pairs wait for each other now and then.
+int32_t swipe_lock_key(const std::pair<std::string, std::string>& pair) {
+  uint32_t h = 2166136261u;
+  auto mix = [&h](const std::string& x) {
+    for (auto ch : x) {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 16777619u;
+    }
+  };
+  mix(pair.first);
+  mix("\n");
+  mix(pair.second);
+  return static_cast<int32_t>(h);
+}
 
 /// The unique partial index that refuses a second active membership.
 constexpr const char* one_active_index = "session_members_one_active";
@@ -186,6 +219,9 @@ enum stmt : size_t {
   st_commit,
   st_withdraw,
   st_by_key,
+  st_by_pair,
+  st_swipe,
+  st_mutual_of,
   st_conflicts,
   st_close,
   st_active_of,
@@ -203,24 +239,39 @@ struct statement {
 const statement statements[st_count] = {
   // $1: JSON array of requests. One statement writes the whole batch. Members
   // are inserted in user-id order, so concurrent batches wait for each other
-  // on the unique index in one global order and cannot deadlock.
+  // on the unique index in one global order and cannot deadlock; pair rows
+  // of mutual requests likewise in pair order. A mutual request writes its
+  // session only when its pair row went in (the pair had no match yet; of
+  // two requests of one pair in a batch, the first); its members are
+  // inactive. The pair row names the session before the session exists in
+  // this statement: the foreign key is checked at the end of the statement.
   {"mm_commit",
    "WITH req AS ("
    "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
    "    idx int, id text, event_id text, match_key text, queue text,"
    "    user_a text, ticket_a text, attrs_a text,"
-   "    user_b text, ticket_b text, attrs_b text, payload text)"
+   "    user_b text, ticket_b text, attrs_b text, payload text,"
+   "    mutual boolean, pair_min text, pair_max text)"
+   "), mm AS ("
+   "  INSERT INTO mutual_matches (pair_min, pair_max, session_id)"
+   "  SELECT pair_min, pair_max, id FROM req"
+   "  WHERE mutual AND NOT EXISTS ("
+   "    SELECT 1 FROM match_sessions x WHERE x.match_key = req.match_key)"
+   "  ORDER BY pair_min COLLATE \"C\", pair_max COLLATE \"C\", idx"
+   "  ON CONFLICT (pair_min, pair_max) DO NOTHING"
+   "  RETURNING session_id"
    "), s AS ("
    "  INSERT INTO match_sessions (id, match_key, queue, user_a, ticket_a,"
    "                              attrs_a, user_b, ticket_b, attrs_b)"
    "  SELECT id, match_key, queue, user_a, ticket_a, attrs_a, user_b,"
    "         ticket_b, attrs_b"
-   "  FROM req ORDER BY idx"
+   "  FROM req WHERE NOT mutual OR id IN (SELECT session_id FROM mm)"
+   "  ORDER BY idx"
    "  ON CONFLICT (match_key) DO NOTHING"
    "  RETURNING id, created_at"
    "), m AS ("
-   "  INSERT INTO session_members (session_id, user_id)"
-   "  SELECT s.id, u.user_id"
+   "  INSERT INTO session_members (session_id, user_id, active)"
+   "  SELECT s.id, u.user_id, NOT req.mutual"
    "  FROM s JOIN req ON req.id = s.id"
    "  CROSS JOIN LATERAL (VALUES (req.user_a), (req.user_b)) AS u (user_id)"
    "  ORDER BY u.user_id COLLATE \"C\""
@@ -233,11 +284,13 @@ const statement statements[st_count] = {
    " SELECT req.idx, s.id, " MM_MS("s.created_at")
    " FROM s JOIN req ON req.id = s.id"},
   // $1: JSON array of session ids that this transaction inserted and the
-  // caller withdrew: removes their outbox rows, members and sessions before
-  // anybody saw them. Answers how many sessions it removed.
+  // caller withdrew: removes their outbox rows, members, pair rows and
+  // sessions before anybody saw them. Answers how many sessions it removed.
   {"mm_withdraw",
    "WITH ids AS ("
    "  SELECT jsonb_array_elements_text($1::jsonb) AS id"
+   "), p AS ("
+   "  DELETE FROM mutual_matches WHERE session_id IN (SELECT id FROM ids)"
    "), o AS ("
    "  DELETE FROM outbox WHERE aggregate_id IN (SELECT id FROM ids)"
    "), m AS ("
@@ -251,6 +304,35 @@ const statement statements[st_count] = {
   {"mm_by_key",
    "SELECT " MM_SESSION_COLS " FROM match_sessions s"
    " WHERE s.match_key IN (SELECT jsonb_array_elements_text($1::jsonb))"},
+  // $1: JSON array of [pair_min, pair_max] (mutual requests that inserted
+  // nothing: their pair has its match).
+  {"mm_by_pair",
+   "SELECT " MM_SESSION_COLS ", p.pair_min, p.pair_max"
+   " FROM mutual_matches p JOIN match_sessions s ON s.id = p.session_id"
+   " WHERE (p.pair_min, p.pair_max) IN ("
+   "   SELECT x->>0, x->>1 FROM jsonb_array_elements($1::jsonb) AS x)"},
+  // $1 from, $2 to, $3 'LIKE' | 'DISLIKE', $4/$5 the pair. Runs after the
+  // pair's advisory lock was taken, so its snapshot holds every swipe of the
+  // pair committed before. The main query reads the snapshot from the
+  // statement's start: it sees the other direction, not this write (which it
+  // does not need). Repeating the current kind changes nothing.
+  {"mm_swipe",
+   "WITH w AS ("
+   "  INSERT INTO likes AS l (from_user, to_user, kind) VALUES ($1, $2, $3)"
+   "  ON CONFLICT (from_user, to_user) DO UPDATE"
+   "  SET kind = excluded.kind, updated_at = now()"
+   "  WHERE l.kind <> excluded.kind"
+   "  RETURNING 1"
+   ")"
+   " SELECT EXISTS (SELECT 1 FROM likes"
+   "                WHERE from_user = $2 AND to_user = $1 AND kind = 'LIKE'),"
+   "        (SELECT session_id FROM mutual_matches"
+   "         WHERE pair_min = $4 AND pair_max = $5),"
+   "        (SELECT count(*) FROM w)"},
+  {"mm_mutual_of",
+   "SELECT " MM_SESSION_COLS
+   " FROM mutual_matches p JOIN match_sessions s ON s.id = p.session_id"
+   " WHERE p.pair_min = $1 AND p.pair_max = $2"},
   {"mm_conflicts",
    "SELECT user_id, session_id FROM session_members"
    " WHERE active AND user_id IN ($1, $2)"},
@@ -314,6 +396,11 @@ struct pending {
   size_t index = 0; ///< position in the caller's vector
   std::string id;
   std::string key;
+  /// Requests of a batch with the same fate key share a withdrawal: the
+  /// pair for mutual requests, the match key otherwise.
+  std::string fate;
+  bool mutual = false;
+  std::pair<std::string, std::string> pair; ///< (min, max) of the users
   nlohmann::json row; ///< the request as the commit statement reads it
 };
 
@@ -387,6 +474,10 @@ public:
       p.index = i;
       p.id = new_session_id();
       p.key = match_key(req);
+      p.mutual = req.mutual;
+      p.pair = pair_bounds(req.user_a, req.user_b);
+      p.fate = req.mutual ? "m\n" + p.pair.first + "\n" + p.pair.second
+                          : "k\n" + p.key;
       p.row = {
         {"idx", static_cast<int64_t>(i)},
         {"id", p.id},
@@ -400,6 +491,9 @@ public:
         {"ticket_b", req.ticket_b},
         {"attrs_b", req.attrs_b},
         {"payload", match_created_payload(p.id, req)},
+        {"mutual", req.mutual},
+        {"pair_min", p.pair.first},
+        {"pair_max", p.pair.second},
       };
       todo.push_back(std::move(p));
     }
@@ -447,6 +541,43 @@ public:
     return run<std::optional<match_record>>("find session", [&] {
       return one_session(exec_prepared(st_by_id, {&session_id}),
                          "find session");
+    });
+  }
+
+  outcome<swipe_record> do_record_swipe(const std::string& from,
+                                        const std::string& to,
+                                        bool like) override {
+    auto pair = pair_bounds(from, to);
+    const std::string kind = like ? "LIKE" : "DISLIKE";
+    // The lock is taken in its own statement, before the one that reads:
+    // a READ COMMITTED statement reads the snapshot of its start, so a
+    // statement that waited for the lock itself would miss the swipe that
+    // the lock holder committed meanwhile.
+    const auto lock = "BEGIN; SELECT pg_advisory_xact_lock("
+                      + std::to_string(swipe_lock_class) + ", "
+                      + std::to_string(swipe_lock_key(pair)) + ")";
+    return run<swipe_record>("record swipe", [&] {
+      must(exec(lock), "lock pair");
+      auto r = exec_prepared(st_swipe,
+                             {&from, &to, &kind, &pair.first, &pair.second});
+      must(r, "record swipe");
+      swipe_record out;
+      out.opposite_like = text(r.get(), 0, 0) == "t";
+      out.matched = PQgetisnull(r.get(), 0, 1) == 0;
+      if (out.matched)
+        out.session_id = text(r.get(), 0, 1);
+      commit();
+      return outcome<swipe_record>{std::move(out)};
+    });
+  }
+
+  outcome<std::optional<match_record>>
+  do_mutual_match_of(const std::string& a, const std::string& b) override {
+    auto pair = pair_bounds(a, b);
+    return run<std::optional<match_record>>("mutual match", [&] {
+      return one_session(
+        exec_prepared(st_mutual_of, {&pair.first, &pair.second}),
+        "mutual match");
     });
   }
 
@@ -838,7 +969,8 @@ private:
   }
 
   /// Marks request `k` withdrawn at `stage`, and with it every other request
-  /// of the batch with the same pair that has no answer yet or answers k's
+  /// of the batch with the same fate key (same claimed pair; for mutual
+  /// requests the same pair of users) that has no answer yet or answers k's
   /// session (duplicates). Its rows are still there unless the caller rolled
   /// them back: see `remove_withdrawn`.
   static void withdraw(const std::vector<pending>& todo, size_t k,
@@ -847,7 +979,7 @@ private:
     failure f{errc::cancelled,
               std::string{"withdrawn at "} + to_string(stage)};
     for (size_t j = 0; j < todo.size(); ++j) {
-      if (j == k || todo[j].key != todo[k].key || withdrawn[j])
+      if (j == k || todo[j].fate != todo[k].fate || withdrawn[j])
         continue;
       auto& x = b.res[j];
       if (!x || (*x && !(*x)->created)) {
@@ -922,13 +1054,19 @@ private:
   }
 
   /// Answers the requests that inserted nothing with the session that holds
-  /// their key: committed by an earlier call (a retry) or earlier in this
-  /// batch.
+  /// their key: committed by an earlier call (a retry), earlier in this
+  /// batch, or — for a mutual request, whose pair comes first — by a
+  /// concurrent transaction that this one waited for.
   void take_retried(const std::vector<pending>& todo, batch_state& b) {
     auto keys = nlohmann::json::array();
-    for (size_t k = 0; k < todo.size(); ++k)
-      if (!b.res[k])
-        keys.push_back(todo[k].key);
+    auto pairs = nlohmann::json::array();
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (b.res[k])
+        continue;
+      keys.push_back(todo[k].key);
+      if (todo[k].mutual)
+        pairs.push_back({todo[k].pair.first, todo[k].pair.second});
+    }
     if (keys.empty())
       return;
     auto arg = keys.dump();
@@ -937,17 +1075,33 @@ private:
     std::unordered_map<std::string, match_record> found;
     for (int i = 0; i < PQntuples(r.get()); ++i)
       found.emplace(text(r.get(), i, 10), read_session(r.get(), i));
+    std::unordered_map<std::string, match_record> by_pair; // by fate key
+    if (!pairs.empty()) {
+      auto parg = pairs.dump();
+      auto pr = exec_prepared(st_by_pair, {&parg});
+      must(pr, "read mutual matches");
+      for (int i = 0; i < PQntuples(pr.get()); ++i)
+        by_pair.emplace("m\n" + text(pr.get(), i, 11) + "\n"
+                          + text(pr.get(), i, 12),
+                        read_session(pr.get(), i));
+    }
     for (size_t k = 0; k < todo.size(); ++k) {
       if (b.res[k])
         continue;
-      auto i = found.find(todo[k].key);
-      if (i == found.end()) {
+      const match_record* hit = nullptr;
+      if (todo[k].mutual)
+        if (auto i = by_pair.find(todo[k].fate); i != by_pair.end())
+          hit = &i->second;
+      if (hit == nullptr)
+        if (auto i = found.find(todo[k].key); i != found.end())
+          hit = &i->second;
+      if (hit == nullptr) {
         b.res[k].emplace(errc::protocol_error,
                          "commit inserted nothing and found no session for "
                          "the request");
         continue;
       }
-      auto rec = i->second;
+      auto rec = *hit;
       // Our own id: an earlier attempt of this very call committed it (its
       // checkpoints were asked then; it is not fresh: never withdrawn now).
       rec.created = rec.session_id == todo[k].id;

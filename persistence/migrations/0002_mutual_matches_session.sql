@@ -1,0 +1,13 @@
+-- 0002_mutual_matches_session: find a mutual match by its session.
+--
+-- Mutual likes (problem 6, invariant I4) commit a session whose two members
+-- are written with `active = false`: a mutual match must not take the
+-- one-active-session guard of session_members (a user may have many mutual
+-- matches and still be matched in a 1:1 queue), so no new column is needed.
+-- The pair's row in mutual_matches is what marks the session as mutual.
+--
+-- Withdrawing a session (cancel checkpoints) deletes its mutual_matches row
+-- by session id, and every delete of a match_sessions row makes the foreign
+-- key look for referencing mutual_matches rows: without this index both are
+-- sequential scans. Unique: a session is the match of one pair at most.
+CREATE UNIQUE INDEX mutual_matches_session ON mutual_matches (session_id);
