@@ -396,6 +396,8 @@ pair_lock_impl(lock_ptr self, std::shared_ptr<queue_store_factory> factory,
         return rp;
       }
       auto& st = self->state;
+      if (st.cfg.global)
+        key = "global";
       waiter w{++st.next_gen, make_token(st.rng), std::move(requester), rp};
       self->delayed_send(self, std::chrono::milliseconds(st.cfg.wait_ms),
                          tick_atom_v, key, w.id);
@@ -406,6 +408,8 @@ pair_lock_impl(lock_ptr self, std::shared_ptr<queue_store_factory> factory,
     [self](release_atom, std::string& a, std::string& b, std::string& token) {
       auto key = pair_lock_key(a, b);
       auto& st = self->state;
+      if (st.cfg.global && !key.empty())
+        key = "global";
       auto i = key.empty() ? st.pairs.end() : st.pairs.find(key);
       if (i == st.pairs.end() || !i->second.held
           || i->second.held->token != token) {

@@ -17,6 +17,8 @@ struct pair_lock_config {
   uint32_t retry_ms = 20;   ///< pause between SET NX attempts while another
                             ///< node holds the pair
   std::string prefix = "mm:lock:"; ///< Redis key: prefix + "{min:max}"
+  /// Benchmark baseline only: every pair shares ONE lock ("global").
+  bool global = false;
 };
 
 /// Spawns the pair lock of this node: ONE lock per unordered pair {a, b},
