@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "persistence/match_store.hpp"
+#include "tests/support/pg_client.hpp"
 #include "tests/support/race.hpp"
 #include "tests/support/test_env.hpp"
 
@@ -40,49 +41,7 @@ namespace {
 
 using rows = std::vector<std::vector<std::string>>;
 
-/// A plain libpq connection for setting up and inspecting databases.
-class pg_admin {
-public:
-  explicit pg_admin(const std::string& conninfo)
-    : conn_(PQconnectdb(conninfo.c_str())) {
-    if (PQstatus(conn_) != CONNECTION_OK)
-      throw std::runtime_error(std::string{"admin connection failed: "}
-                               + PQerrorMessage(conn_));
-  }
-
-  ~pg_admin() {
-    PQfinish(conn_);
-  }
-
-  pg_admin(const pg_admin&) = delete;
-  pg_admin& operator=(const pg_admin&) = delete;
-
-  /// Runs `sql` and returns its rows as text; throws when refused.
-  rows query(const std::string& sql) {
-    PGresult* r = PQexec(conn_, sql.c_str());
-    auto st = PQresultStatus(r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-      std::string msg = PQresultErrorMessage(r);
-      PQclear(r);
-      throw std::runtime_error("admin query failed: " + sql + ": " + msg);
-    }
-    rows out;
-    for (int i = 0; i < PQntuples(r); ++i) {
-      out.emplace_back();
-      for (int j = 0; j < PQnfields(r); ++j)
-        out.back().emplace_back(PQgetvalue(r, i, j));
-    }
-    PQclear(r);
-    return out;
-  }
-
-  int64_t count(const std::string& sql) {
-    return std::stoll(query(sql).at(0).at(0));
-  }
-
-private:
-  PGconn* conn_;
-};
+using pg_admin = test::pg_client;
 
 std::string unique_name(const std::string& prefix) {
   static std::atomic<int> n{0};

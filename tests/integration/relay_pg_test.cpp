@@ -30,6 +30,7 @@
 #include "actors/outbox_relay.hpp"
 #include "persistence/match_store.hpp"
 #include "persistence/queue_store.hpp"
+#include "tests/support/pg_client.hpp"
 #include "tests/support/caf_config.hpp"
 #include "tests/support/test_env.hpp"
 
@@ -40,49 +41,7 @@ namespace {
 
 using mm_config = test::caf_config;
 
-/// A plain libpq connection for creating, inspecting and dropping the
-/// test's database.
-class pg_conn {
-public:
-  explicit pg_conn(const std::string& conninfo)
-    : conn_(PQconnectdb(conninfo.c_str())) {
-    if (PQstatus(conn_) != CONNECTION_OK)
-      throw std::runtime_error(std::string{"connection failed: "}
-                               + PQerrorMessage(conn_));
-  }
-
-  ~pg_conn() {
-    PQfinish(conn_);
-  }
-
-  pg_conn(const pg_conn&) = delete;
-  pg_conn& operator=(const pg_conn&) = delete;
-
-  std::vector<std::vector<std::string>> query(const std::string& sql) {
-    PGresult* r = PQexec(conn_, sql.c_str());
-    auto st = PQresultStatus(r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-      std::string msg = PQresultErrorMessage(r);
-      PQclear(r);
-      throw std::runtime_error(sql + ": " + msg);
-    }
-    std::vector<std::vector<std::string>> out;
-    for (int i = 0; i < PQntuples(r); ++i) {
-      out.emplace_back();
-      for (int j = 0; j < PQnfields(r); ++j)
-        out.back().emplace_back(PQgetvalue(r, i, j));
-    }
-    PQclear(r);
-    return out;
-  }
-
-  int64_t count(const std::string& sql) {
-    return std::stoll(query(sql).at(0).at(0));
-  }
-
-private:
-  PGconn* conn_;
-};
+using pg_conn = test::pg_client;
 
 /// What the stand-in sessions received: user -> event ids (thread-safe).
 struct received_log {

@@ -5,6 +5,7 @@
 
 #include <libpq-fe.h>
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,14 @@ public:
       rows.push_back(std::move(row));
     }
     return rows;
+  }
+
+  /// Runs a query that answers one number (e.g. SELECT count(*) ...).
+  int64_t count(const std::string& sql) {
+    auto rows = query(sql);
+    if (rows.size() != 1 || rows[0].size() != 1)
+      throw std::runtime_error("postgres: " + sql + ": not one value");
+    return std::stoll(rows[0][0]);
   }
 
 private:
