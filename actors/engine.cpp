@@ -35,15 +35,16 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
       return applied.error();
   }
   e->broker_ = spawn_queue_broker(sys, e->queue_store_, cfg.broker);
-  e->finalizer_ = spawn_finalizer(sys, e->match_store_, e->broker_,
-                                  cfg.finalizer);
   e->directory_ = spawn_directory(sys);
-  e->lock_ = spawn_pair_lock(sys, e->queue_store_, cfg.lock);
-  e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
-                          cfg.swipe);
   if (cfg.run_relay)
     e->relay_ = spawn_outbox_relay(sys, e->match_store_, e->queue_store_,
                                    e->directory_, cfg.relay);
+  auto fcfg = cfg.finalizer;
+  fcfg.relay = e->relay_; // committed matches wake the relay at once
+  e->finalizer_ = spawn_finalizer(sys, e->match_store_, e->broker_, fcfg);
+  e->lock_ = spawn_pair_lock(sys, e->queue_store_, cfg.lock);
+  e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
+                          cfg.swipe);
   return e;
 }
 

@@ -1,5 +1,6 @@
 #include "actors/finalizer.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -341,6 +342,11 @@ void settle_mutual(fin_ptr self, pending_pair& pp, pair_outcome& o) {
 void settle(fin_ptr self, std::vector<pending_pair>& batch,
             std::vector<pair_outcome>& outs) {
   auto& st = self->state;
+  if (st.cfg.relay
+      && std::any_of(outs.begin(), outs.end(), [](const pair_outcome& o) {
+           return o.kind == pair_outcome::committed && o.created;
+         }))
+    self->send(st.cfg.relay, tick_atom_v);
   for (size_t i = 0; i < batch.size(); ++i) {
     auto& pp = batch[i];
     auto& p = pp.pair;

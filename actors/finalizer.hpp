@@ -50,6 +50,10 @@ struct finalizer_config {
   uint32_t retry_delay_ms = 100;
   uint32_t cancel_wait_ms = 15000; ///< bound on an in-flight cancel verdict
   std::shared_ptr<cancel_registry> cancels; ///< made when empty
+  /// Woken after every batch that committed a match, so the waiting side
+  /// hears of it at once (the in-memory store has no LISTEN/NOTIFY; with
+  /// PostgreSQL it only saves the relay a round of waiting). May be empty.
+  outbox_relay_actor relay;
   /// Test hook, called at every checkpoint of every pair (from the thread
   /// that runs the commit). Simulations inject cancels here.
   std::function<void(checkpoint, const claim_pair&)> at_checkpoint;
