@@ -7,8 +7,6 @@
 // share of time the workers spend inside the store), CPU per claim of this
 // process and of Redis, CPU per thread class.
 
-#include <caf/all.hpp>
-
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -16,6 +14,7 @@
 #include <unistd.h>
 
 #include "actors/queue_broker.hpp"
+#include "bench/bench_caf.hpp"
 #include "bench/bench_common.hpp"
 #include "persistence/queue_codec.hpp"
 
@@ -37,7 +36,7 @@ struct level_stats {
   std::mutex mtx;
   std::vector<uint64_t> participants; ///< ticket ids of both sides of matches
   std::string first_error;
-  std::set<int> tids; ///< threads that ran driver code
+  thread_set threads; ///< threads that ran driver code
 
   uint64_t sum(std::atomic<uint64_t> driver_counters::*field) const {
     uint64_t s = 0;
@@ -71,7 +70,6 @@ struct driver_state {
   size_t outstanding = 0;
   std::vector<uint64_t> participants;
   std::string first_error;
-  int last_tid = -1;
   static inline const char* name = "claim_driver";
 };
 
@@ -89,12 +87,7 @@ ticket_spec next_spec(driver_state& st) {
 }
 
 void note_thread(driver_ptr self) {
-  auto tid = current_tid();
-  if (tid != self->state.last_tid) {
-    self->state.last_tid = tid;
-    std::lock_guard<std::mutex> guard{self->state.stats->mtx};
-    self->state.stats->tids.insert(tid);
-  }
+  self->state.stats->threads.note();
 }
 
 void record(driver_ptr self, const claim_result& r) {
@@ -273,13 +266,9 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
         return driver(self, messages);
       });
   }
-  auto pause = [](double s) {
-    std::this_thread::sleep_for(
-      std::chrono::microseconds(static_cast<int64_t>(s * 1e6)));
-  };
-  pause(o.warmup_s);
+  sleep_s(o.warmup_s);
   auto a = take(*stats, counters, admin);
-  pause(o.duration_s);
+  sleep_s(o.duration_s);
   auto b = take(*stats, counters, admin);
   *stop = true;
   size_t done = 0;
@@ -325,15 +314,8 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
   if (!first_error.empty())
     std::printf("[%s]   first error: %s\n", tag.c_str(), first_error.c_str());
   // Where the time goes.
-  std::set<int> store_tids, driver_tids;
-  {
-    std::lock_guard<std::mutex> guard{counters.tids_mtx};
-    store_tids = counters.tids;
-  }
-  {
-    std::lock_guard<std::mutex> guard{stats->mtx};
-    driver_tids = stats->tids;
-  }
+  auto store_tids = counters.threads.get();
+  auto driver_tids = stats->threads.get();
   std::vector<std::pair<double, std::string>> busy_threads;
   for (auto& [tid, ns1] : b.threads) {
     auto it = a.threads.find(tid);
@@ -388,9 +370,7 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
 
 int run_broker(const redis_target& redis, const broker_options& o) {
   caf::actor_system_config cfg;
-  register_types(cfg);
-  if (o.scheduler_threads > 0)
-    cfg.set("scheduler.max-threads", o.scheduler_threads);
+  configure(cfg, o.scheduler_threads);
   cfg.set("scheduler.policy", o.policy == "sharing" ? caf::atom("sharing")
                                                    : caf::atom("stealing"));
   caf::actor_system sys{cfg};

@@ -12,189 +12,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <thread>
 #include <unistd.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 
 #include "bench/bench_common.hpp"
 #include "persistence/queue_codec.hpp"
 
 namespace mm::bench {
 
-// -- counting store -------------------------------------------------------------
-
-namespace {
-
-uint64_t steady_ns() {
-  using namespace std::chrono;
-  return static_cast<uint64_t>(
-    duration_cast<nanoseconds>(steady_clock::now().time_since_epoch())
-      .count());
-}
-
-class counting_store final : public queue_store {
-public:
-  counting_store(std::unique_ptr<queue_store> inner,
-                 std::shared_ptr<store_counters> c)
-    : inner_(std::move(inner)), c_(std::move(c)) {
-  }
-
-  std::vector<store_reply> run(const std::vector<script_call>& calls) override {
-    note_thread();
-    auto t0 = steady_ns();
-    auto out = inner_->run(calls);
-    count(calls.size(), steady_ns() - t0);
-    return out;
-  }
-
-  std::vector<store_reply>
-  execute(const std::vector<store_command>& commands) override {
-    note_thread();
-    auto t0 = steady_ns();
-    auto out = inner_->execute(commands);
-    count(commands.size(), steady_ns() - t0);
-    return out;
-  }
-
-  bool blocking() const noexcept override {
-    return inner_->blocking();
-  }
-
-private:
-  void note_thread() {
-    auto tid = current_tid();
-    if (tid != last_tid_) {
-      last_tid_ = tid;
-      std::lock_guard<std::mutex> guard{c_->tids_mtx};
-      c_->tids.insert(tid);
-    }
-  }
-
-  void count(size_t n, uint64_t ns) {
-    c_->batches.fetch_add(1, std::memory_order_relaxed);
-    c_->calls.fetch_add(n, std::memory_order_relaxed);
-    c_->busy_ns.fetch_add(ns, std::memory_order_relaxed);
-    auto prev = c_->max_batch.load(std::memory_order_relaxed);
-    while (n > prev
-           && !c_->max_batch.compare_exchange_weak(prev, n,
-                                                   std::memory_order_relaxed))
-      ;
-  }
-
-  std::unique_ptr<queue_store> inner_;
-  std::shared_ptr<store_counters> c_;
-  int last_tid_ = -1;
-};
-
-class counting_store_factory final : public queue_store_factory {
-public:
-  counting_store_factory(std::shared_ptr<queue_store_factory> inner,
-                         std::shared_ptr<store_counters> c)
-    : inner_(std::move(inner)), c_(std::move(c)) {
-  }
-
-  std::unique_ptr<queue_store> connect() override {
-    return std::make_unique<counting_store>(inner_->connect(), c_);
-  }
-
-  std::string describe() const override {
-    return inner_->describe() + " (counted)";
-  }
-
-private:
-  std::shared_ptr<queue_store_factory> inner_;
-  std::shared_ptr<store_counters> c_;
-};
-
-} // namespace
-
-std::shared_ptr<queue_store_factory>
-counting_factory(std::shared_ptr<queue_store_factory> inner,
-                 std::shared_ptr<store_counters> counters) {
-  return std::make_shared<counting_store_factory>(std::move(inner),
-                                                  std::move(counters));
-}
-
-// -- CPU accounting ---------------------------------------------------------------
-
-namespace {
-
-/// utime + stime of a /proc stat line, in ns.
-uint64_t stat_cpu_ns(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  if (!std::getline(in, line))
-    return 0;
-  // The command name may hold spaces: fields start after the last ')'.
-  auto close = line.rfind(')');
-  if (close == std::string::npos)
-    return 0;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  // Field 3 is the state; utime and stime are fields 14 and 15.
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14)
-      utime = std::stoull(field);
-    else if (i == 15)
-      stime = std::stoull(field);
-  }
-  static const uint64_t tick_ns = 1000000000ull / sysconf(_SC_CLK_TCK);
-  return (utime + stime) * tick_ns;
-}
-
-} // namespace
-
-std::map<int, uint64_t> thread_cpu_ns() {
-  std::map<int, uint64_t> out;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (auto* e = readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9')
-        continue;
-      int tid = std::atoi(e->d_name);
-      out[tid] = stat_cpu_ns(std::string{"/proc/self/task/"} + e->d_name
-                             + "/stat");
-    }
-    closedir(d);
-  }
-  return out;
-}
-
-uint64_t process_cpu_ns() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  auto ns = [](const timeval& tv) {
-    return static_cast<uint64_t>(tv.tv_sec) * 1000000000ull
-           + static_cast<uint64_t>(tv.tv_usec) * 1000ull;
-  };
-  return ns(ru.ru_utime) + ns(ru.ru_stime);
-}
-
-int current_tid() {
-  thread_local int tid = static_cast<int>(syscall(SYS_gettid));
-  return tid;
-}
-
-uint64_t redis_cpu_ns(queue_store& conn) {
-  auto r = conn.execute({{"INFO", "cpu"}});
-  if (r.empty() || r[0].code != errc::none)
-    return 0;
-  std::istringstream in(r[0].value.str);
-  std::string line;
-  double user = 0, sys = 0;
-  while (std::getline(in, line)) {
-    if (line.rfind("used_cpu_user:", 0) == 0)
-      user = std::stod(line.substr(14));
-    else if (line.rfind("used_cpu_sys:", 0) == 0)
-      sys = std::stod(line.substr(13));
-  }
-  return static_cast<uint64_t>((user + sys) * 1e9);
-}
+// -- Redis queues ------------------------------------------------------------
 
 void drop_queue(queue_store& conn, const std::string& queue) {
   store_command cmd{"UNLINK"};
@@ -470,15 +297,8 @@ int main(int argc, char** argv) {
     std::fputs(claim_script_text(), stdout);
     return 0;
   }
-  if (!redis_dir.empty() && redis.port == 0) {
-    std::ifstream in(redis_dir + "/port");
-    int p = 0;
-    if (!(in >> p) || p <= 0) {
-      std::fprintf(stderr, "no port file in %s\n", redis_dir.c_str());
-      return 1;
-    }
-    redis.port = static_cast<uint16_t>(p);
-  }
+  if (!redis_dir.empty() && redis.port == 0 && !read_port(redis_dir, redis.port))
+    return 1;
   bool need_redis = load_script || naive->parsed()
                     || (broker->parsed() && bo.store == "redis");
   if (need_redis && redis.port == 0) {

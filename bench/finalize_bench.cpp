@@ -23,54 +23,35 @@
 // A label given more than once runs again and counts with its best run.
 // bench/run finalize drives it against a private PostgreSQL and Redis.
 
-#include <CLI/CLI.hpp>
-#include <caf/all.hpp>
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <dirent.h>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <unistd.h>
 #include <vector>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 
 #include <spdlog/spdlog.h>
 
 #include "actors/finalizer.hpp"
 #include "actors/queue_broker.hpp"
+#include "bench/bench_caf.hpp"
+#include "bench/bench_cli.hpp"
+#include "bench/bench_common.hpp"
+#include "bench/bench_pg.hpp"
 #include "persistence/match_store.hpp"
 #include "persistence/queue_store.hpp"
 
 namespace mm::fin_bench {
 
+using namespace mm::bench;
+
 namespace {
-
-uint64_t steady_ns() {
-  using namespace std::chrono;
-  return static_cast<uint64_t>(
-    duration_cast<nanoseconds>(steady_clock::now().time_since_epoch())
-      .count());
-}
-
-double now_s() {
-  return static_cast<double>(steady_ns()) / 1e9;
-}
 
 // -- options ------------------------------------------------------------------
 
@@ -83,22 +64,14 @@ struct variant {
   uint32_t workers = 0;
 };
 
-struct options {
-  std::string conninfo; ///< admin connection; a database per variant
-  std::string pg_dir;   ///< directory of postgres_server.sh (DIR/port)
+struct options : service_options {
   std::string store = "redis";
-  std::string redis_host = "127.0.0.1";
-  uint16_t redis_port = 0;
-  std::string redis_dir;
-  std::vector<std::string> variants{"group:100:2", "group500:500:2",
-                                    "single:1:0"};
-  std::vector<std::string> ratio{"group", "single"};
-  size_t in_flight = 256;
-  double duration_s = 5.0;
-  double warmup_s = 0.5;
   uint32_t workers = 2;
-  size_t scheduler_threads = 1;
-  bool keep_databases = false;
+
+  options() {
+    variants = {"group:100:2", "group500:500:2", "single:1:0"};
+    ratio = {"group", "single"};
+  }
 };
 
 variant parse_variant(const std::string& s) {
@@ -109,10 +82,7 @@ variant parse_variant(const std::string& s) {
     throw std::invalid_argument(
       "variant '" + s + "': expected label:batch_max:delay_ms[:workers]");
   v.label = s.substr(0, a);
-  for (char c : v.label)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
-      throw std::invalid_argument("variant label '" + v.label
-                                  + "': letters, digits and _ only");
+  check_label(v.label);
   v.batch_max = static_cast<uint32_t>(std::stoul(s.substr(a + 1, b - a - 1)));
   auto c = s.find(':', b + 1);
   v.batch_delay_ms
@@ -120,208 +90,6 @@ variant parse_variant(const std::string& s) {
   if (c != std::string::npos)
     v.workers = static_cast<uint32_t>(std::stoul(s.substr(c + 1)));
   return v;
-}
-
-// -- libpq for administration and verification --------------------------------
-
-struct pg_conn {
-  PGconn* c = nullptr;
-
-  explicit pg_conn(const std::string& conninfo) {
-    c = PQconnectdb(conninfo.c_str());
-    if (PQstatus(c) != CONNECTION_OK) {
-      std::string msg = PQerrorMessage(c);
-      PQfinish(c);
-      c = nullptr;
-      throw std::runtime_error("connect (" + conninfo + "): " + msg);
-    }
-    // "database ... does not exist, skipping" and the like are expected.
-    PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
-  }
-
-  pg_conn(const pg_conn&) = delete;
-  pg_conn& operator=(const pg_conn&) = delete;
-
-  ~pg_conn() {
-    if (c != nullptr)
-      PQfinish(c);
-  }
-
-  /// Runs `sql`; returns all rows of the result as text (NULL as "").
-  std::vector<std::vector<std::string>> query(const std::string& sql) {
-    PGresult* r = PQexec(c, sql.c_str());
-    auto st = PQresultStatus(r);
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-      std::string msg = PQresultErrorMessage(r);
-      PQclear(r);
-      throw std::runtime_error(sql + ": " + msg);
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (int i = 0; i < PQntuples(r); ++i) {
-      std::vector<std::string> row;
-      for (int j = 0; j < PQnfields(r); ++j)
-        row.emplace_back(PQgetvalue(r, i, j));
-      rows.push_back(std::move(row));
-    }
-    PQclear(r);
-    return rows;
-  }
-
-  std::string scalar(const std::string& sql) {
-    auto rows = query(sql);
-    if (rows.empty() || rows[0].empty())
-      throw std::runtime_error(sql + ": no value");
-    return rows[0][0];
-  }
-
-  uint64_t count(const std::string& sql) {
-    return std::stoull(scalar(sql));
-  }
-};
-
-// -- CPU accounting -----------------------------------------------------------
-
-uint64_t process_cpu_ns() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  auto ns = [](const timeval& tv) {
-    return static_cast<uint64_t>(tv.tv_sec) * 1000000000ull
-           + static_cast<uint64_t>(tv.tv_usec) * 1000ull;
-  };
-  return ns(ru.ru_utime) + ns(ru.ru_stime);
-}
-
-/// ppid and utime+stime (ns) of a process or thread, from a stat file.
-bool proc_stat_path(const std::string& path, int& ppid, uint64_t& cpu_ns) {
-  std::ifstream in(path);
-  std::string line;
-  if (!std::getline(in, line))
-    return false;
-  auto close = line.rfind(')');
-  if (close == std::string::npos)
-    return false;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  ppid = 0;
-  // Field 3 is the state, 4 the ppid; utime and stime are fields 14 and 15.
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 4)
-      ppid = std::atoi(field.c_str());
-    else if (i == 14)
-      utime = std::stoull(field);
-    else if (i == 15)
-      stime = std::stoull(field);
-  }
-  static const uint64_t tick_ns = 1000000000ull / sysconf(_SC_CLK_TCK);
-  cpu_ns = (utime + stime) * tick_ns;
-  return true;
-}
-
-/// ppid and utime+stime (ns) of a process, from /proc/PID/stat.
-bool proc_stat(int pid, int& ppid, uint64_t& cpu_ns) {
-  return proc_stat_path("/proc/" + std::to_string(pid) + "/stat", ppid,
-                        cpu_ns);
-}
-
-/// CPU of a PostgreSQL server: the postmaster and all its children (the
-/// backends of our connections, the WAL writer, the checkpointer, ...).
-uint64_t server_cpu_ns(int postmaster) {
-  if (postmaster <= 0)
-    return 0;
-  uint64_t sum = 0;
-  if (DIR* d = opendir("/proc")) {
-    while (auto* e = readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9')
-        continue;
-      int pid = std::atoi(e->d_name);
-      int ppid = 0;
-      uint64_t ns = 0;
-      if (proc_stat(pid, ppid, ns) && (pid == postmaster || ppid == postmaster))
-        sum += ns;
-    }
-    closedir(d);
-  }
-  return sum;
-}
-
-/// Busy CPU time of the whole machine (all cores, everything but idle and
-/// iowait), from /proc/stat, in ns.
-uint64_t machine_busy_ns() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  uint64_t v[8] = {0};
-  in >> cpu;
-  for (auto& x : v)
-    in >> x;
-  uint64_t total = 0;
-  for (auto x : v)
-    total += x;
-  static const uint64_t tick_ns = 1000000000ull / sysconf(_SC_CLK_TCK);
-  return (total - v[3] - v[4]) * tick_ns;
-}
-
-int current_tid() {
-  thread_local int tid = static_cast<int>(syscall(SYS_gettid));
-  return tid;
-}
-
-/// CPU time (ns) per thread of this process, from /proc/self/task.
-std::map<int, uint64_t> thread_cpu_ns() {
-  std::map<int, uint64_t> out;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (auto* e = readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9')
-        continue;
-      int tid = std::atoi(e->d_name);
-      int ignored = 0;
-      uint64_t ns = 0;
-      if (proc_stat_path(std::string{"/proc/self/task/"} + e->d_name
-                           + "/stat",
-                         ignored, ns))
-        out[tid] = ns;
-    }
-    closedir(d);
-  }
-  return out;
-}
-
-/// Threads seen doing some kind of work (a store call).
-struct thread_set {
-  std::mutex mtx;
-  std::set<int> tids;
-
-  void note() {
-    thread_local const thread_set* last = nullptr;
-    if (last == this)
-      return;
-    last = this;
-    std::lock_guard<std::mutex> guard{mtx};
-    tids.insert(current_tid());
-  }
-
-  std::set<int> get() {
-    std::lock_guard<std::mutex> guard{mtx};
-    return tids;
-  }
-};
-
-uint64_t redis_cpu_ns(queue_store* conn) {
-  if (conn == nullptr)
-    return 0;
-  auto r = conn->execute({{"INFO", "cpu"}});
-  if (r.empty() || r[0].code != errc::none)
-    return 0;
-  std::istringstream in(r[0].value.str);
-  std::string line;
-  double user = 0, sys = 0;
-  while (std::getline(in, line)) {
-    if (line.rfind("used_cpu_user:", 0) == 0)
-      user = std::stod(line.substr(14));
-    else if (line.rfind("used_cpu_sys:", 0) == 0)
-      sys = std::stod(line.substr(13));
-  }
-  return static_cast<uint64_t>((user + sys) * 1e9);
 }
 
 // -- a counting wrapper around the match store --------------------------------
@@ -369,11 +137,7 @@ protected:
     c_->transactions.fetch_add(1, std::memory_order_relaxed);
     uint64_t n = requests.size();
     c_->requests.fetch_add(n, std::memory_order_relaxed);
-    auto prev = c_->max_batch.load(std::memory_order_relaxed);
-    while (n > prev
-           && !c_->max_batch.compare_exchange_weak(prev, n,
-                                                   std::memory_order_relaxed))
-      ;
+    raise_max(c_->max_batch, n);
     return out;
   }
 
@@ -402,84 +166,9 @@ private:
   std::shared_ptr<commit_counters> c_;
 };
 
-class counting_match_factory final : public match_store_factory {
-public:
-  counting_match_factory(std::shared_ptr<match_store_factory> inner,
-                         std::shared_ptr<commit_counters> c)
-    : inner_(std::move(inner)), c_(std::move(c)) {
-  }
-
-  std::unique_ptr<match_store> connect() override {
-    return std::make_unique<counting_match_store>(inner_->connect(), c_);
-  }
-
-  std::string describe() const override {
-    return inner_->describe() + " (counted)";
-  }
-
-private:
-  std::shared_ptr<match_store_factory> inner_;
-  std::shared_ptr<commit_counters> c_;
-};
-
-// -- a counting wrapper around the queue store (the broker's releases) -------
-
-struct release_counters {
-  std::atomic<uint64_t> trips{0}; ///< round trips (run / execute calls)
-  std::atomic<uint64_t> calls{0};
-  thread_set threads; ///< the broker's workers (blocking stores)
-};
-
-class counting_queue_store final : public queue_store {
-public:
-  counting_queue_store(std::unique_ptr<queue_store> inner,
-                       std::shared_ptr<release_counters> c)
-    : inner_(std::move(inner)), c_(std::move(c)) {
-  }
-
-  std::vector<store_reply> run(const std::vector<script_call>& calls) override {
-    c_->threads.note();
-    c_->trips.fetch_add(1, std::memory_order_relaxed);
-    c_->calls.fetch_add(calls.size(), std::memory_order_relaxed);
-    return inner_->run(calls);
-  }
-
-  std::vector<store_reply>
-  execute(const std::vector<store_command>& commands) override {
-    c_->threads.note();
-    c_->trips.fetch_add(1, std::memory_order_relaxed);
-    c_->calls.fetch_add(commands.size(), std::memory_order_relaxed);
-    return inner_->execute(commands);
-  }
-
-  bool blocking() const noexcept override {
-    return inner_->blocking();
-  }
-
-private:
-  std::unique_ptr<queue_store> inner_;
-  std::shared_ptr<release_counters> c_;
-};
-
-class counting_queue_factory final : public queue_store_factory {
-public:
-  counting_queue_factory(std::shared_ptr<queue_store_factory> inner,
-                         std::shared_ptr<release_counters> c)
-    : inner_(std::move(inner)), c_(std::move(c)) {
-  }
-
-  std::unique_ptr<queue_store> connect() override {
-    return std::make_unique<counting_queue_store>(inner_->connect(), c_);
-  }
-
-  std::string describe() const override {
-    return inner_->describe() + " (counted)";
-  }
-
-private:
-  std::shared_ptr<queue_store_factory> inner_;
-  std::shared_ptr<release_counters> c_;
-};
+using counting_match_factory
+  = counting_factory_of<match_store_factory, counting_match_store,
+                        commit_counters>;
 
 // -- the driver ---------------------------------------------------------------
 
@@ -634,15 +323,6 @@ struct variant_result {
   uint64_t violations = 0;
 };
 
-double percentile_ms(std::vector<uint64_t>& xs, double q) {
-  if (xs.empty())
-    return 0;
-  auto k = static_cast<size_t>(q * static_cast<double>(xs.size() - 1));
-  std::nth_element(xs.begin(), xs.begin() + static_cast<ptrdiff_t>(k),
-                   xs.end());
-  return static_cast<double>(xs[k]) / 1e6;
-}
-
 struct env {
   const options& o;
   caf::actor_system& sys;
@@ -650,12 +330,11 @@ struct env {
   std::shared_ptr<queue_store_factory> queue_factory;
   queue_store* redis_admin = nullptr; ///< INFO cpu; null: embedded store
   int postmaster = 0;
-};
 
-std::string with_dbname(const std::string& conninfo, const std::string& db) {
-  // libpq: a later keyword overrides an earlier one.
-  return conninfo + " dbname=" + db;
-}
+  uint64_t redis_cpu() const {
+    return redis_admin != nullptr ? redis_cpu_ns(*redis_admin) : 0;
+  }
+};
 
 variant_result run_variant(env& e, const variant& v, size_t run_no) {
   const auto& o = e.o;
@@ -664,8 +343,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   auto tag = v.label;
   auto db = "mm_fin_" + std::to_string(getpid()) + "_"
             + std::to_string(run_no) + "_" + v.label;
-  e.admin.query("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
-  e.admin.query("CREATE DATABASE " + db);
+  create_database(e.admin, db);
   auto conninfo = with_dbname(o.conninfo, db);
   auto pg = make_pg_match_store(pg_options{conninfo});
   {
@@ -676,8 +354,8 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   }
   auto counters = std::make_shared<commit_counters>();
   auto factory = std::make_shared<counting_match_factory>(pg, counters);
-  auto rel = std::make_shared<release_counters>();
-  auto qf = std::make_shared<counting_queue_factory>(e.queue_factory, rel);
+  auto rel = std::make_shared<store_counters>();
+  auto qf = counting_factory(e.queue_factory, rel);
   auto workers = v.workers > 0 ? v.workers : o.workers;
 
   broker_config bc;
@@ -697,59 +375,45 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
                          caf::actor_cast<caf::actor>(waiter), queue,
                          v.label + "-u", o.in_flight);
 
-  std::this_thread::sleep_for(
-    std::chrono::milliseconds(static_cast<int64_t>(o.warmup_s * 1000)));
+  sleep_s(o.warmup_s);
   // Window start: the counters first, then the phase flag.
   auto c0 = counters->transactions.load();
   auto r0 = counters->requests.load();
   auto b0 = counters->busy_ns.load();
-  auto trips0 = rel->trips.load();
+  auto trips0 = rel->batches.load();
   auto calls0 = rel->calls.load();
   auto th0 = thread_cpu_ns();
   auto cpu0 = process_cpu_ns();
   auto pgcpu0 = server_cpu_ns(e.postmaster);
-  auto rcpu0 = redis_cpu_ns(e.redis_admin);
+  auto rcpu0 = e.redis_cpu();
   auto mcpu0 = machine_busy_ns();
   auto t0 = now_s();
   sh->phase = 1;
   // Meanwhile: what the variant's backends are doing, every 20 ms.
   std::map<std::string, uint64_t> waits;
   uint64_t wait_samples = 0;
-  auto wait_sql = "SELECT CASE WHEN state = 'active' THEN coalesce("
-                  "wait_event_type || ':' || wait_event, 'on cpu') ELSE "
-                  "state END FROM pg_stat_activity WHERE datname = '"
-                  + db + "' AND backend_type = 'client backend'";
-  for (auto deadline = t0 + o.duration_s; now_s() < deadline;) {
-    for (auto& row : e.admin.query(wait_sql)) {
-      ++waits[row[0]];
-      ++wait_samples;
-    }
-    auto left = deadline - now_s();
-    if (left > 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(
-        static_cast<int64_t>(std::min(left, 0.02) * 1e6)));
-  }
+  auto wait_sql = std::string{"SELECT "} + backend_state_sql
+                  + " FROM pg_stat_activity WHERE datname = '" + db
+                  + "' AND backend_type = 'client backend'";
+  sample_until(e.admin, wait_sql, t0 + o.duration_s, [&](auto& row) {
+    ++waits[row[0]];
+    ++wait_samples;
+  });
   sh->phase = 2;
   auto t1 = now_s();
   auto mcpu1 = machine_busy_ns();
   auto c1 = counters->transactions.load();
   auto r1 = counters->requests.load();
   auto b1 = counters->busy_ns.load();
-  auto trips1 = rel->trips.load();
+  auto trips1 = rel->batches.load();
   auto calls1 = rel->calls.load();
   auto cpu1 = process_cpu_ns();
   auto th1 = thread_cpu_ns();
   auto pgcpu1 = server_cpu_ns(e.postmaster);
-  auto rcpu1 = redis_cpu_ns(e.redis_admin);
+  auto rcpu1 = e.redis_cpu();
   auto window = sh->window_committed.load();
 
-  bool drained = false;
-  waiter->receive([&](uint32_t) { drained = true; },
-                  caf::after(std::chrono::seconds(30)) >> [] {});
-  if (!drained) {
-    caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
-    std::printf("[%s] driver did not drain within 30 s\n", tag.c_str());
-  }
+  await_drain(waiter, drv, tag);
   caf::anon_send_exit(fin, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(broker, caf::exit_reason::user_shutdown);
   waiter->wait_for(fin, broker);
@@ -761,11 +425,12 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   res.p99_ms = percentile_ms(sh->latencies_ns, 0.99);
   auto tx = static_cast<double>(c1 - c0);
   res.matches_per_tx = tx > 0 ? static_cast<double>(r1 - r0) / tx : 0;
+  window_rates rates{dt, matches};
   auto per_match_us = [&](uint64_t a, uint64_t b) {
-    return matches > 0 ? static_cast<double>(b - a) / matches / 1e3 : 0.0;
+    return rates.per_unit_us(a, b);
   };
   auto busy_pct = [&](uint64_t a, uint64_t b) {
-    return 100.0 * static_cast<double>(b - a) / (dt * 1e9);
+    return rates.busy_pct(a, b);
   };
   // This process's CPU by thread class: commit workers (JSON + libpq), the
   // broker's store workers (hiredis; only with a blocking store), the rest
@@ -832,40 +497,17 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
                 per_match > 0 ? 100.0 * res.matches_per_s * per_match
                                   / (cores * 1e9)
                               : 0.0);
-    std::string w;
-    std::vector<std::pair<uint64_t, std::string>> by_count;
-    for (auto& [k, n] : waits)
-      by_count.emplace_back(n, k);
-    std::sort(by_count.rbegin(), by_count.rend());
     // States of at least 1% of the samples; the rest summed up.
-    double rest = 0;
-    for (auto& [n, k] : by_count) {
-      auto pct = 100.0 * n / std::max<uint64_t>(1, wait_samples);
-      if (pct < 1.0) {
-        rest += pct;
-        continue;
-      }
-      char buf[128];
-      std::snprintf(buf, sizeof(buf), "%s%s %.0f%%", w.empty() ? "" : ", ",
-                    k.c_str(), pct);
-      w += buf;
-    }
-    if (rest > 0) {
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), ", other %.0f%%", rest);
-      w += buf;
-    }
+    auto w = describe_shares(waits, 1.0);
     std::printf("[%s]   postgres backends of the %u connections "
                 "(pg_stat_activity every 20 ms, %" PRIu64 " samples): %s\n",
                 tag.c_str(), workers, wait_samples, w.c_str());
   }
 
   // -- verification against the database --------------------------------------
-  std::vector<std::string> problems;
+  problem_list problems;
   auto expect = [&](const std::string& what, uint64_t got, uint64_t want) {
-    if (got != want)
-      problems.push_back(what + ": " + std::to_string(got) + ", expected "
-                         + std::to_string(want));
+    problems.expect(what, got, want);
   };
   {
     pg_conn check{conninfo};
@@ -935,8 +577,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
                 tag.c_str(), db.c_str(), sh->sent, sh->committed, sessions,
                 outbox, members, double_booked, problems.size());
   }
-  for (auto& p : problems)
-    std::printf("[%s]   VIOLATION %s\n", tag.c_str(), p.c_str());
+  problems.print(tag);
   if (!problems.empty() && !sh->first_problem.empty())
     std::printf("[%s]   first non-committed answer: %s\n", tag.c_str(),
                 sh->first_problem.c_str());
@@ -945,7 +586,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   if (!o.keep_databases) {
     factory.reset();
     pg.reset();
-    e.admin.query("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+    drop_database(e.admin, db);
   }
   return res;
 }
@@ -960,21 +601,13 @@ int run(const options& o) {
     variants.push_back(parse_variant(s));
   pg_conn admin{o.conninfo};
   // The postmaster: the parent of our backend (only when it runs here).
-  int postmaster = 0;
-  {
-    int backend = std::atoi(admin.scalar("SELECT pg_backend_pid()").c_str());
-    uint64_t ignored = 0;
-    if (!proc_stat(backend, postmaster, ignored))
-      postmaster = 0;
-  }
+  int postmaster = postmaster_of(admin);
   auto setting = [&](const char* name) {
     return admin.scalar(std::string{"SHOW "} + name);
   };
 
   caf::actor_system_config cfg;
-  register_types(cfg);
-  if (o.scheduler_threads > 0)
-    cfg.set("scheduler.max-threads", o.scheduler_threads);
+  configure(cfg, o.scheduler_threads);
   caf::actor_system sys{cfg};
 
   std::unique_ptr<queue_store> redis_admin;
@@ -1018,48 +651,16 @@ int run(const options& o) {
 
   // A label that ran more than once counts with its best run (the machine
   // is shared: a run disturbed by other work shows "other processes").
-  uint64_t violations = 0;
-  std::vector<std::string> labels;
-  for (auto& r : results) {
-    violations += r.violations;
-    if (std::find(labels.begin(), labels.end(), r.v.label) == labels.end())
-      labels.push_back(r.v.label);
-  }
-  auto best = [&](const std::string& label) -> const variant_result* {
-    const variant_result* out = nullptr;
-    for (auto& r : results)
-      if (r.v.label == label
-          && (out == nullptr || r.matches_per_s > out->matches_per_s))
-        out = &r;
-    return out;
-  };
-  std::printf("summary (best run per label):");
-  for (auto& label : labels) {
-    auto* r = best(label);
-    std::string runs;
-    for (auto& x : results)
-      if (x.v.label == label)
-        runs += (runs.empty() ? "" : "/")
-                + std::to_string(std::llround(x.matches_per_s));
-    std::printf(" %s=%.0f/s(runs %s, p50 %.2f ms, p99 %.2f ms, %.1f per tx)",
-                label.c_str(), r->matches_per_s, runs.c_str(), r->p50_ms,
-                r->p99_ms, r->matches_per_tx);
-  }
-  std::printf(" violations=%" PRIu64 "\n", violations);
-  auto* a = o.ratio.size() == 2 ? best(o.ratio[0]) : nullptr;
-  auto* b = o.ratio.size() == 2 ? best(o.ratio[1]) : nullptr;
-  if (a == nullptr || b == nullptr || b->matches_per_s <= 0) {
-    std::fprintf(stderr, "no ratio: --ratio must name two variants run\n");
-    return 1;
-  }
-  std::printf("# ratio: %s %.0f matches/s / %s %.0f matches/s (best run of "
-              "each)\n",
-              a->v.label.c_str(), a->matches_per_s, b->v.label.c_str(),
-              b->matches_per_s);
-  std::printf("finalize_ratio_group_vs_single=%.2f\n",
-              a->matches_per_s / b->matches_per_s);
-  std::fflush(stdout);
-  return violations == 0 ? 0 : 1;
+  return print_summary(
+    results, &variant_result::matches_per_s, o.ratio, "matches/s",
+    "finalize_ratio_group_vs_single",
+    [](const std::string& label, const variant_result& r,
+       const std::string& runs) {
+      std::printf(" %s=%.0f/s(runs %s, p50 %.2f ms, p99 %.2f ms, %.1f per "
+                  "tx)",
+                  label.c_str(), r.matches_per_s, runs.c_str(), r.p50_ms,
+                  r.p99_ms, r.matches_per_tx);
+    });
 }
 
 } // namespace mm::fin_bench
@@ -1070,79 +671,30 @@ int main(int argc, char** argv) {
                "finalizer, group commit vs one transaction per match (see "
                "bench/run finalize)"};
   options o;
-  app.add_option("--conninfo", o.conninfo,
-                 "libpq conninfo of an admin connection (a database per "
-                 "variant is created and dropped there)");
-  app.add_option("--pg-dir", o.pg_dir,
-                 "directory of tests/support/postgres_server.sh (reads "
-                 "DIR/port; user postgres on 127.0.0.1)");
+  add_pg_options(app, o);
   app.add_option("--store", o.store,
                  "queue store behind the broker that releases the tickets")
     ->check(CLI::IsMember({"redis", "embedded"}))
     ->capture_default_str();
-  app.add_option("--redis-host", o.redis_host, "Redis host")
-    ->capture_default_str();
-  app.add_option("--redis-port", o.redis_port, "Redis port");
-  app.add_option("--redis-dir", o.redis_dir,
-                 "directory of a private redis-server (reads DIR/port)");
-  app.add_option("--variants", o.variants,
-                 "finalizer configurations, "
-                 "label:batch_max:batch_delay_ms[:workers]; a label given "
-                 "twice runs twice and counts with its best run")
-    ->delimiter(',')
-    ->capture_default_str();
-  app.add_option("--ratio", o.ratio,
-                 "two labels A,B: the last line is A's rate / B's rate")
-    ->delimiter(',')
-    ->expected(2)
-    ->capture_default_str();
-  app.add_option("--in-flight", o.in_flight,
-                 "finalizations outstanding from the driver")
-    ->capture_default_str();
-  app.add_option("--duration", o.duration_s, "seconds measured per variant")
-    ->capture_default_str();
-  app.add_option("--warmup", o.warmup_s, "seconds before measuring")
-    ->capture_default_str();
+  add_redis_options(app, o);
+  add_variant_options(app, o,
+                      "finalizer configurations, "
+                      "label:batch_max:batch_delay_ms[:workers]; a label "
+                      "given twice runs twice and counts with its best run",
+                      "two labels A,B: the last line is A's rate / B's rate");
+  add_window_options(app, o, "finalizations outstanding from the driver");
   app.add_option("--workers", o.workers,
                  "finalizer_config::workers (database connections)")
     ->capture_default_str();
-  app.add_option("--scheduler-threads", o.scheduler_threads,
-                 "CAF scheduler threads (0: CAF default)")
-    ->capture_default_str();
-  app.add_flag("--keep-databases", o.keep_databases,
-               "keep each variant's database for inspection");
+  add_run_options(app, o);
   CLI11_PARSE(app, argc, argv);
 
-  auto read_port = [](const std::string& dir, uint16_t& port) {
-    std::ifstream in(dir + "/port");
-    int p = 0;
-    if (!(in >> p) || p <= 0 || p > 65535) {
-      std::fprintf(stderr, "no port file in %s\n", dir.c_str());
-      return false;
-    }
-    port = static_cast<uint16_t>(p);
-    return true;
-  };
-  if (o.conninfo.empty()) {
-    if (o.pg_dir.empty()) {
-      std::fprintf(stderr, "PostgreSQL is needed: --conninfo or --pg-dir\n");
-      return 2;
-    }
-    uint16_t port = 0;
-    if (!read_port(o.pg_dir, port))
-      return 2;
-    o.conninfo = "host=127.0.0.1 port=" + std::to_string(port)
-                 + " user=postgres dbname=postgres";
-  }
-  if (o.store == "redis" && o.redis_port == 0) {
-    if (o.redis_dir.empty()) {
-      std::fprintf(stderr, "a Redis port is needed: --redis-port P or "
-                           "--redis-dir DIR (or --store embedded)\n");
-      return 2;
-    }
-    if (!read_port(o.redis_dir, o.redis_port))
-      return 2;
-  }
+  if (!resolve_conninfo(o))
+    return 2;
+  if (o.store == "redis"
+      && !resolve_redis_port(o, "a Redis port is needed: --redis-port P or "
+                                "--redis-dir DIR (or --store embedded)\n"))
+    return 2;
   try {
     return run(o);
   } catch (const std::exception& ex) {

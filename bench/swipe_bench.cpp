@@ -37,50 +37,32 @@
 // last line is `swipe_ratio_vs_global_lock=X.XX` (--ratio A,B: A's swipes/s
 // / B's). bench/run swipe drives it against a private PostgreSQL and Redis.
 
-#include <CLI/CLI.hpp>
-#include <caf/all.hpp>
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cctype>
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <dirent.h>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <unistd.h>
 #include <vector>
-#include <sys/resource.h>
 
 #include <spdlog/spdlog.h>
 
 #include "actors/engine.hpp"
+#include "bench/bench_caf.hpp"
+#include "bench/bench_cli.hpp"
+#include "bench/bench_common.hpp"
+#include "bench/bench_pg.hpp"
 
 namespace mm::swipe_bench {
 
+using namespace mm::bench;
+
 namespace {
-
-uint64_t steady_ns() {
-  using namespace std::chrono;
-  return static_cast<uint64_t>(
-    duration_cast<nanoseconds>(steady_clock::now().time_since_epoch())
-      .count());
-}
-
-double now_s() {
-  return static_cast<double>(steady_ns()) / 1e9;
-}
 
 // -- options ------------------------------------------------------------------
 
@@ -91,24 +73,17 @@ struct variant {
   bool global = false; ///< pair_lock_config::global (the baseline)
 };
 
-struct options {
-  std::string conninfo; ///< admin connection; a database per variant
-  std::string pg_dir;   ///< directory of postgres_server.sh (DIR/port)
-  std::string redis_host = "127.0.0.1";
-  uint16_t redis_port = 0;
-  std::string redis_dir;
-  std::vector<std::string> variants{"pairs:pairs:pair",
-                                    "pairs_global:pairs:global",
-                                    "hot:hot:pair", "hot_global:hot:global"};
-  std::vector<std::string> ratio{"pairs", "pairs_global"};
+struct options : service_options {
   std::string order = "seq"; ///< distinct pairs: seq | cross
-  size_t in_flight = 256;
-  double duration_s = 4.0;
-  double warmup_s = 0.5;
   uint32_t swipe_workers = 0; ///< 0: swipe_config's default
   int fin_delay_ms = -1;      ///< finalizer batch_delay_ms; -1: default
-  size_t scheduler_threads = 1;
-  bool keep_databases = false;
+
+  options() {
+    variants = {"pairs:pairs:pair", "pairs_global:pairs:global",
+                "hot:hot:pair", "hot_global:hot:global"};
+    ratio = {"pairs", "pairs_global"};
+    duration_s = 4.0;
+  }
 };
 
 variant parse_variant(const std::string& s) {
@@ -121,160 +96,11 @@ variant parse_variant(const std::string& s) {
       || (parts[2] != "pair" && parts[2] != "global"))
     throw std::invalid_argument("variant '" + s
                                 + "': expected label:pairs|hot:pair|global");
-  for (char c : parts[0])
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
-      throw std::invalid_argument("variant label '" + parts[0]
-                                  + "': letters, digits and _ only");
+  check_label(parts[0]);
   return variant{parts[0], parts[1] == "hot", parts[2] == "global"};
 }
 
-// -- libpq for administration and verification --------------------------------
-
-struct pg_conn {
-  PGconn* c = nullptr;
-
-  explicit pg_conn(const std::string& conninfo) {
-    c = PQconnectdb(conninfo.c_str());
-    if (PQstatus(c) != CONNECTION_OK) {
-      std::string msg = PQerrorMessage(c);
-      PQfinish(c);
-      c = nullptr;
-      throw std::runtime_error("connect (" + conninfo + "): " + msg);
-    }
-    PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
-  }
-
-  pg_conn(const pg_conn&) = delete;
-  pg_conn& operator=(const pg_conn&) = delete;
-
-  ~pg_conn() {
-    if (c != nullptr)
-      PQfinish(c);
-  }
-
-  /// Runs `sql`; all rows as text (NULL as "").
-  std::vector<std::vector<std::string>> query(const std::string& sql) {
-    PGresult* r = PQexec(c, sql.c_str());
-    auto st = PQresultStatus(r);
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-      std::string msg = PQresultErrorMessage(r);
-      PQclear(r);
-      throw std::runtime_error(sql + ": " + msg);
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (int i = 0; i < PQntuples(r); ++i) {
-      std::vector<std::string> row;
-      for (int j = 0; j < PQnfields(r); ++j)
-        row.emplace_back(PQgetvalue(r, i, j));
-      rows.push_back(std::move(row));
-    }
-    PQclear(r);
-    return rows;
-  }
-
-  std::string scalar(const std::string& sql) {
-    auto rows = query(sql);
-    if (rows.empty() || rows[0].empty())
-      throw std::runtime_error(sql + ": no value");
-    return rows[0][0];
-  }
-
-  uint64_t count(const std::string& sql) {
-    return std::stoull(scalar(sql));
-  }
-};
-
 // -- where the time goes ------------------------------------------------------
-
-uint64_t process_cpu_ns() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  auto ns = [](const timeval& tv) {
-    return static_cast<uint64_t>(tv.tv_sec) * 1000000000ull
-           + static_cast<uint64_t>(tv.tv_usec) * 1000ull;
-  };
-  return ns(ru.ru_utime) + ns(ru.ru_stime);
-}
-
-uint64_t tick_ns() {
-  static const uint64_t ns = 1000000000ull / sysconf(_SC_CLK_TCK);
-  return ns;
-}
-
-/// Parent pid and CPU time (utime + stime, ns) of process `pid`.
-bool read_proc(int pid, int& ppid, uint64_t& cpu_ns) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line))
-    return false;
-  // The command name may hold spaces; the fields after it may not.
-  auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 > line.size())
-    return false;
-  std::istringstream rest(line.substr(close + 2));
-  std::vector<std::string> f{std::istream_iterator<std::string>{rest}, {}};
-  // f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-  if (f.size() < 13)
-    return false;
-  ppid = std::atoi(f[1].c_str());
-  cpu_ns = (std::stoull(f[11]) + std::stoull(f[12])) * tick_ns();
-  return true;
-}
-
-/// CPU of a PostgreSQL server: the postmaster and all its children.
-uint64_t server_cpu_ns(int postmaster) {
-  if (postmaster <= 0)
-    return 0;
-  uint64_t sum = 0;
-  if (DIR* d = opendir("/proc")) {
-    while (auto* e = readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9')
-        continue;
-      int pid = std::atoi(e->d_name);
-      int ppid = 0;
-      uint64_t ns = 0;
-      if (read_proc(pid, ppid, ns) && (pid == postmaster || ppid == postmaster))
-        sum += ns;
-    }
-    closedir(d);
-  }
-  return sum;
-}
-
-/// Busy CPU time of the whole machine (all but idle and iowait), in ns.
-uint64_t machine_busy_ns() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  uint64_t v[8] = {0};
-  in >> cpu;
-  uint64_t total = 0;
-  for (auto& x : v) {
-    in >> x;
-    total += x;
-  }
-  return (total - v[3] - v[4]) * tick_ns();
-}
-
-/// Numeric fields of a Redis INFO section ("name:value" lines).
-std::map<std::string, double> redis_info(queue_store& conn,
-                                         const std::string& section) {
-  std::map<std::string, double> out;
-  auto r = conn.execute({{"INFO", section}});
-  if (r.empty() || r[0].code != errc::none)
-    return out;
-  std::istringstream in(r[0].value.str);
-  for (std::string line; std::getline(in, line);) {
-    auto colon = line.find(':');
-    if (colon == std::string::npos || line[0] == '#')
-      continue;
-    try {
-      out[line.substr(0, colon)] = std::stod(line.substr(colon + 1));
-    } catch (const std::exception&) {
-      // not a number
-    }
-  }
-  return out;
-}
 
 struct redis_sample {
   uint64_t cpu_ns = 0;
@@ -282,10 +108,8 @@ struct redis_sample {
 };
 
 redis_sample sample_redis(queue_store& conn) {
-  auto cpu = redis_info(conn, "cpu");
   auto stats = redis_info(conn, "stats");
-  return {static_cast<uint64_t>((cpu["used_cpu_user"] + cpu["used_cpu_sys"])
-                                * 1e9),
+  return {redis_cpu_ns(conn),
           static_cast<uint64_t>(stats["total_commands_processed"])};
 }
 
@@ -537,15 +361,6 @@ struct variant_result {
   uint64_t conflicts = 0, errors = 0, violations = 0;
 };
 
-double percentile_ms(std::vector<uint64_t>& xs, double q) {
-  if (xs.empty())
-    return 0;
-  auto k = static_cast<size_t>(q * static_cast<double>(xs.size() - 1));
-  std::nth_element(xs.begin(), xs.begin() + static_cast<ptrdiff_t>(k),
-                   xs.end());
-  return static_cast<double>(xs[k]) / 1e6;
-}
-
 struct env {
   const options& o;
   caf::actor_system& sys;
@@ -561,31 +376,7 @@ struct backend_samples {
 };
 
 std::string describe_states(const std::map<std::string, uint64_t>& states) {
-  uint64_t total = 0;
-  std::vector<std::pair<uint64_t, std::string>> by_count;
-  for (auto& [k, n] : states) {
-    total += n;
-    by_count.emplace_back(n, k);
-  }
-  std::sort(by_count.rbegin(), by_count.rend());
-  std::string out;
-  double rest = 0;
-  for (auto& [n, k] : by_count) {
-    auto pct = 100.0 * static_cast<double>(n) / static_cast<double>(total);
-    if (pct < 2.0) {
-      rest += pct;
-      continue;
-    }
-    char buf[128];
-    std::snprintf(buf, sizeof(buf), "%s%s %.0f%%", out.empty() ? "" : ", ",
-                  k.c_str(), pct);
-    out += buf;
-  }
-  if (rest > 0) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), ", other %.0f%%", rest);
-    out += buf;
-  }
+  auto out = describe_shares(states, 2.0);
   return out.empty() ? "no samples" : out;
 }
 
@@ -596,10 +387,8 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   const auto& tag = v.label;
   auto db = "mm_swipe_" + std::to_string(getpid()) + "_"
             + std::to_string(run_no) + "_" + v.label;
-  e.admin.query("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
-  e.admin.query("CREATE DATABASE " + db);
-  // libpq: a later keyword overrides an earlier one.
-  auto conninfo = o.conninfo + " dbname=" + db;
+  create_database(e.admin, db);
+  auto conninfo = with_dbname(o.conninfo, db);
 
   engine_config ec;
   ec.node = "bench-" + std::to_string(run_no);
@@ -631,8 +420,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
                          v.label + "-" + std::to_string(run_no) + "-u", v.hot,
                          cross, o.in_flight);
 
-  std::this_thread::sleep_for(
-    std::chrono::milliseconds(static_cast<int64_t>(o.warmup_s * 1000)));
+  sleep_s(o.warmup_s);
   auto cpu0 = process_cpu_ns();
   auto pgcpu0 = server_cpu_ns(e.postmaster);
   auto r0 = sample_redis(e.redis_admin);
@@ -646,25 +434,19 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   std::map<std::string, backend_samples> backends;
   uint64_t samples = 0;
   auto activity_sql
-    = "SELECT pid, CASE WHEN state = 'active' THEN coalesce(wait_event_type "
-      "|| ':' || wait_event, 'on cpu') ELSE state END, CASE WHEN query LIKE "
-      "'%pg_advisory_xact_lock%' OR query LIKE '%INSERT INTO likes%' THEN "
-      "'swipe' WHEN query LIKE '%jsonb_to_recordset%' OR query LIKE "
-      "'%NOTIFY%' THEN 'finalizer' ELSE '' END FROM pg_stat_activity WHERE "
-      "datname = '" + db + "' AND backend_type = 'client backend'";
-  for (auto deadline = t0 + o.duration_s; now_s() < deadline;) {
-    for (auto& row : e.admin.query(activity_sql)) {
-      auto& b = backends[row[0]];
-      ++b.states[row[1]];
-      if (b.kind.empty())
-        b.kind = row[2];
-      ++samples;
-    }
-    auto left = deadline - now_s();
-    if (left > 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(
-        static_cast<int64_t>(std::min(left, 0.02) * 1e6)));
-  }
+    = std::string{"SELECT pid, "} + backend_state_sql
+      + ", CASE WHEN query LIKE "
+        "'%pg_advisory_xact_lock%' OR query LIKE '%INSERT INTO likes%' THEN "
+        "'swipe' WHEN query LIKE '%jsonb_to_recordset%' OR query LIKE "
+        "'%NOTIFY%' THEN 'finalizer' ELSE '' END FROM pg_stat_activity WHERE "
+        "datname = '" + db + "' AND backend_type = 'client backend'";
+  sample_until(e.admin, activity_sql, t0 + o.duration_s, [&](auto& row) {
+    auto& b = backends[row[0]];
+    ++b.states[row[1]];
+    if (b.kind.empty())
+      b.kind = row[2];
+    ++samples;
+  });
   sh->phase = 2;
   auto t1 = now_s();
   auto m1 = machine_busy_ns();
@@ -677,13 +459,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   auto pgcpu1 = server_cpu_ns(e.postmaster);
   auto r1 = sample_redis(e.redis_admin);
 
-  bool drained = false;
-  waiter->receive([&](uint32_t) { drained = true; },
-                  caf::after(std::chrono::seconds(30)) >> [] {});
-  if (!drained) {
-    caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
-    std::printf("[%s] driver did not drain within 30 s\n", tag.c_str());
-  }
+  await_drain(waiter, drv, tag);
   {
     auto sw = eng->swipes();
     auto lock = eng->pair_lock();
@@ -731,12 +507,11 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
               window_created, dt, res.p50_ms, res.p99_ms, window_conflicts,
               window_errors, sh->conflicts, sh->errors);
   {
+    window_rates rates{dt, swipes};
     auto per_swipe_us = [&](uint64_t a, uint64_t b) {
-      return swipes > 0 ? static_cast<double>(b - a) / swipes / 1e3 : 0.0;
+      return rates.per_unit_us(a, b);
     };
-    auto busy = [&](uint64_t a, uint64_t b) {
-      return 100.0 * static_cast<double>(b - a) / (dt * 1e9);
-    };
+    auto busy = [&](uint64_t a, uint64_t b) { return rates.busy_pct(a, b); };
     auto ours = (cpu1 - cpu0) + (pgcpu1 - pgcpu0) + (r1.cpu_ns - r0.cpu_ns);
     auto all = m1 - m0;
     auto cores = std::max(1u, std::thread::hardware_concurrency());
@@ -786,11 +561,9 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   }
 
   // -- verification against the database --------------------------------------
-  std::vector<std::string> problems;
+  problem_list problems;
   auto expect = [&](const std::string& what, uint64_t got, uint64_t want) {
-    if (got != want)
-      problems.push_back(what + ": " + std::to_string(got) + ", expected "
-                         + std::to_string(want));
+    problems.expect(what, got, want);
   };
   {
     pg_conn check{conninfo};
@@ -880,8 +653,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
                 sh->created, sh->conflicts, sh->errors, like_rows,
                 liked_pairs, mm_rows, sessions, events, problems.size());
   }
-  for (auto& p : problems)
-    std::printf("[%s]   VIOLATION %s\n", tag.c_str(), p.c_str());
+  problems.print(tag);
   if (!sh->first_odd.empty())
     std::printf("[%s]   first odd answer: %s\n", tag.c_str(),
                 sh->first_odd.c_str());
@@ -895,7 +667,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   std::fflush(stdout);
   eng.reset();
   if (!o.keep_databases)
-    e.admin.query("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+    drop_database(e.admin, db);
   return res;
 }
 
@@ -910,21 +682,13 @@ int run(const options& o) {
   if (o.order != "seq" && o.order != "cross")
     throw std::invalid_argument("--order: seq or cross");
   pg_conn admin{o.conninfo};
-  int postmaster = 0;
-  {
-    int backend = std::atoi(admin.scalar("SELECT pg_backend_pid()").c_str());
-    uint64_t ignored = 0;
-    if (!read_proc(backend, postmaster, ignored))
-      postmaster = 0;
-  }
+  int postmaster = postmaster_of(admin);
   auto setting = [&](const char* name) {
     return admin.scalar(std::string{"SHOW "} + name);
   };
 
   caf::actor_system_config cfg;
-  register_types(cfg);
-  if (o.scheduler_threads > 0)
-    cfg.set("scheduler.max-threads", o.scheduler_threads);
+  configure(cfg, o.scheduler_threads);
   caf::actor_system sys{cfg};
 
   redis_options ro;
@@ -954,50 +718,17 @@ int run(const options& o) {
   for (size_t i = 0; i < variants.size(); ++i)
     results.push_back(run_variant(e, variants[i], i + 1));
 
-  uint64_t violations = 0;
-  std::vector<std::string> labels;
-  for (auto& r : results) {
-    violations += r.violations;
-    if (std::find(labels.begin(), labels.end(), r.v.label) == labels.end())
-      labels.push_back(r.v.label);
-  }
-  auto best = [&](const std::string& label) -> const variant_result* {
-    const variant_result* out = nullptr;
-    for (auto& r : results)
-      if (r.v.label == label
-          && (out == nullptr || r.swipes_per_s > out->swipes_per_s))
-        out = &r;
-    return out;
-  };
-  std::printf("summary (best run per label):");
-  for (auto& label : labels) {
-    auto* r = best(label);
-    std::string runs;
-    for (auto& x : results)
-      if (x.v.label == label)
-        runs += (runs.empty() ? "" : "/")
-                + std::to_string(std::llround(x.swipes_per_s));
-    std::printf(" %s=%.0f swipes/s(runs %s, %.0f matches/s, p50 %.2f ms, "
-                "p99 %.2f ms, %" PRIu64 " conflicts, %" PRIu64 " errors)",
-                label.c_str(), r->swipes_per_s, runs.c_str(),
-                r->matches_per_s, r->p50_ms, r->p99_ms, r->conflicts,
-                r->errors);
-  }
-  std::printf(" violations=%" PRIu64 "\n", violations);
-  auto* a = o.ratio.size() == 2 ? best(o.ratio[0]) : nullptr;
-  auto* b = o.ratio.size() == 2 ? best(o.ratio[1]) : nullptr;
-  if (a == nullptr || b == nullptr || b->swipes_per_s <= 0) {
-    std::fprintf(stderr, "no ratio: --ratio must name two variants run\n");
-    return 1;
-  }
-  std::printf("# ratio: %s %.0f swipes/s / %s %.0f swipes/s (best run of "
-              "each)\n",
-              a->v.label.c_str(), a->swipes_per_s, b->v.label.c_str(),
-              b->swipes_per_s);
-  std::printf("swipe_ratio_vs_global_lock=%.2f\n",
-              a->swipes_per_s / b->swipes_per_s);
-  std::fflush(stdout);
-  return violations == 0 ? 0 : 1;
+  return print_summary(
+    results, &variant_result::swipes_per_s, o.ratio, "swipes/s",
+    "swipe_ratio_vs_global_lock",
+    [](const std::string& label, const variant_result& r,
+       const std::string& runs) {
+      std::printf(" %s=%.0f swipes/s(runs %s, %.0f matches/s, p50 %.2f ms, "
+                  "p99 %.2f ms, %" PRIu64 " conflicts, %" PRIu64 " errors)",
+                  label.c_str(), r.swipes_per_s, runs.c_str(),
+                  r.matches_per_s, r.p50_ms, r.p99_ms, r.conflicts,
+                  r.errors);
+    });
 }
 
 } // namespace mm::swipe_bench
@@ -1008,39 +739,20 @@ int main(int argc, char** argv) {
                "swipe actor, per-pair locks vs one global lock (see bench/run "
                "swipe)"};
   options o;
-  app.add_option("--conninfo", o.conninfo,
-                 "libpq conninfo of an admin connection (a database per "
-                 "variant is created and dropped there)");
-  app.add_option("--pg-dir", o.pg_dir,
-                 "directory of tests/support/postgres_server.sh (reads "
-                 "DIR/port; user postgres on 127.0.0.1)");
-  app.add_option("--redis-host", o.redis_host, "Redis host")
-    ->capture_default_str();
-  app.add_option("--redis-port", o.redis_port, "Redis port");
-  app.add_option("--redis-dir", o.redis_dir,
-                 "directory of a private redis-server (reads DIR/port)");
-  app.add_option("--variants", o.variants,
-                 "label:pairs|hot:pair|global — distinct pairs or one hot "
-                 "pair, per-pair locks or the global-lock baseline; a label "
-                 "given twice runs twice and counts with its best run")
-    ->delimiter(',')
-    ->capture_default_str();
-  app.add_option("--ratio", o.ratio,
-                 "two labels A,B: the last line is A's swipes/s / B's")
-    ->delimiter(',')
-    ->expected(2)
-    ->capture_default_str();
+  add_pg_options(app, o);
+  add_redis_options(app, o);
+  add_variant_options(app, o,
+                      "label:pairs|hot:pair|global — distinct pairs or one "
+                      "hot pair, per-pair locks or the global-lock baseline; "
+                      "a label given twice runs twice and counts with its "
+                      "best run",
+                      "two labels A,B: the last line is A's swipes/s / B's");
   app.add_option("--order", o.order,
                  "distinct pairs: seq (B->A once A->B is answered) or cross "
                  "(both at once; they meet at the pair's lock)")
     ->check(CLI::IsMember({"seq", "cross"}))
     ->capture_default_str();
-  app.add_option("--in-flight", o.in_flight, "swipes outstanding")
-    ->capture_default_str();
-  app.add_option("--duration", o.duration_s, "seconds measured per variant")
-    ->capture_default_str();
-  app.add_option("--warmup", o.warmup_s, "seconds before measuring")
-    ->capture_default_str();
+  add_window_options(app, o, "swipes outstanding");
   app.add_option("--swipe-workers", o.swipe_workers,
                  "swipe_config::workers (database connections of the swipe "
                  "actor; 0: the engine's default)")
@@ -1049,43 +761,14 @@ int main(int argc, char** argv) {
                  "finalizer_config::batch_delay_ms (-1: the engine's "
                  "default)")
     ->capture_default_str();
-  app.add_option("--scheduler-threads", o.scheduler_threads,
-                 "CAF scheduler threads (0: CAF default)")
-    ->capture_default_str();
-  app.add_flag("--keep-databases", o.keep_databases,
-               "keep each variant's database for inspection");
+  add_run_options(app, o);
   CLI11_PARSE(app, argc, argv);
 
-  auto read_port = [](const std::string& dir, uint16_t& port) {
-    std::ifstream in(dir + "/port");
-    int p = 0;
-    if (!(in >> p) || p <= 0 || p > 65535) {
-      std::fprintf(stderr, "no port file in %s\n", dir.c_str());
-      return false;
-    }
-    port = static_cast<uint16_t>(p);
-    return true;
-  };
-  if (o.conninfo.empty()) {
-    if (o.pg_dir.empty()) {
-      std::fprintf(stderr, "PostgreSQL is needed: --conninfo or --pg-dir\n");
-      return 2;
-    }
-    uint16_t port = 0;
-    if (!read_port(o.pg_dir, port))
-      return 2;
-    o.conninfo = "host=127.0.0.1 port=" + std::to_string(port)
-                 + " user=postgres dbname=postgres";
-  }
-  if (o.redis_port == 0) {
-    if (o.redis_dir.empty()) {
-      std::fprintf(stderr, "Redis is needed (the pair lock's lease): "
-                           "--redis-port P or --redis-dir DIR\n");
-      return 2;
-    }
-    if (!read_port(o.redis_dir, o.redis_port))
-      return 2;
-  }
+  if (!resolve_conninfo(o))
+    return 2;
+  if (!resolve_redis_port(o, "Redis is needed (the pair lock's lease): "
+                             "--redis-port P or --redis-dir DIR\n"))
+    return 2;
   try {
     return run(o);
   } catch (const std::exception& ex) {
