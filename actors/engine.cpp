@@ -18,6 +18,13 @@ engine::~engine() {
 outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                                                engine_config cfg) {
   cfg.session.node = cfg.node;
+  if (!cfg.metrics)
+    cfg.metrics = std::make_shared<engine_metrics>();
+  cfg.broker.metrics = cfg.metrics;
+  cfg.finalizer.metrics = cfg.metrics;
+  cfg.session.metrics = cfg.metrics;
+  cfg.relay.metrics = cfg.metrics;
+  cfg.swipe.metrics = cfg.metrics;
   std::shared_ptr<engine> e{new engine(sys, cfg)};
   if (cfg.use_redis) {
     e->queue_store_ = make_redis_store(cfg.redis);

@@ -14,6 +14,7 @@
 #include "actors/queue_broker.hpp"
 #include "actors/session.hpp"
 #include "actors/swipe.hpp"
+#include "messages/metrics.hpp"
 #include "messages/outcome.hpp"
 #include "persistence/match_store.hpp"
 #include "persistence/queue_store.hpp"
@@ -40,6 +41,10 @@ struct engine_config {
   swipe_config swipe;
   /// Run the outbox relay (off only for tests that drive it themselves).
   bool run_relay = true;
+  /// What the engine counts; made by `engine::start` when null. The engine
+  /// hands it to every actor it spawns (it overwrites the `metrics` of
+  /// `broker`, `finalizer`, `session`, `relay` and `swipe` above).
+  std::shared_ptr<engine_metrics> metrics;
 };
 
 /// One engine inside a host's actor system: queue broker, finalizer,
@@ -100,6 +105,11 @@ public:
 
   const engine_config& config() const {
     return cfg_;
+  }
+
+  /// The engine's counters (never null). Thread-safe to read at any time.
+  std::shared_ptr<engine_metrics> metrics() const {
+    return cfg_.metrics;
   }
 
 private:

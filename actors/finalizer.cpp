@@ -191,12 +191,29 @@ caf::behavior commit_worker(caf::event_based_actor*,
 
 // -- the actor ------------------------------------------------------------------------
 
+using finalize_promise = caf::typed_response_promise<finalize_result>;
+using steady_time = std::chrono::steady_clock::time_point;
+
 struct pending_pair {
   claim_pair pair;
-  caf::typed_response_promise<finalize_result> rp;
+  finalize_promise rp;
   uint32_t attempts = 0;
   bool mutual = false;
+  steady_time since = std::chrono::steady_clock::now(); ///< receipt
 };
+
+/// Answers a finalization and records how long it took since its receipt.
+template <class T>
+void answer(const std::shared_ptr<engine_metrics>& m, steady_time since,
+            finalize_promise& rp, T&& x) {
+  if (m) {
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - since);
+    m->finalize_latency.observe_us(
+      static_cast<uint64_t>(std::max<int64_t>(0, us.count())));
+  }
+  rp.deliver(std::forward<T>(x));
+}
 
 struct finalizer_state {
   finalizer_config cfg;
@@ -301,7 +318,9 @@ void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
   }
   auto rp = pp.rp;
   release(self, p.queue, p.claimer_ticket,
-          [rp, for_claimer]() mutable { rp.deliver(for_claimer); });
+          [rp, for_claimer, m{st.cfg.metrics}, since{pp.since}]() mutable {
+            answer(m, since, rp, for_claimer);
+          });
 }
 
 /// Re-queues a pair whose commit could not reach the database; false when
@@ -322,26 +341,38 @@ bool retry_later(fin_ptr self, pending_pair& pp) {
 
 /// A mutual like has no queue tickets: nothing to release or requeue.
 void settle_mutual(fin_ptr self, pending_pair& pp, pair_outcome& o) {
+  auto& m = self->state.cfg.metrics;
   switch (o.kind) {
     case pair_outcome::committed:
-      pp.rp.deliver(finalize_result{finalize_outcome::committed, o.session_id,
-                                    o.created ? "created" : "existing"});
+      answer(m, pp.since, pp.rp,
+             finalize_result{finalize_outcome::committed, o.session_id,
+                             o.created ? "created" : "existing"});
       break;
     case pair_outcome::unavailable:
       if (retry_later(self, pp))
         break;
       [[fallthrough]];
     default:
-      pp.rp.deliver(caf::make_error(o.kind == pair_outcome::unavailable
-                                      ? errc::store_unavailable
-                                      : errc::conflict,
-                                    o.detail));
+      answer(m, pp.since, pp.rp,
+             caf::make_error(o.kind == pair_outcome::unavailable
+                               ? errc::store_unavailable
+                               : errc::conflict,
+                             o.detail));
   }
 }
 
 void settle(fin_ptr self, std::vector<pending_pair>& batch,
             std::vector<pair_outcome>& outs) {
   auto& st = self->state;
+  // Counted before the relay is woken: whoever hears of a match finds it
+  // counted.
+  if (auto& m = st.cfg.metrics)
+    for (auto& o : outs) {
+      if (o.kind == pair_outcome::committed && o.created)
+        m->matches.fetch_add(1, std::memory_order_relaxed);
+      else if (o.kind == pair_outcome::conflict)
+        m->conflicts.fetch_add(1, std::memory_order_relaxed);
+    }
   if (st.cfg.relay
       && std::any_of(outs.begin(), outs.end(), [](const pair_outcome& o) {
            return o.kind == pair_outcome::committed && o.created;
@@ -363,9 +394,12 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
         release(self, p.queue, p.claimed.ticket, [] {});
         auto rp = pp.rp;
         auto sid = o.session_id;
-        release(self, p.queue, p.claimer_ticket, [rp, sid]() mutable {
-          rp.deliver(finalize_result{finalize_outcome::committed, sid, {}});
-        });
+        release(self, p.queue, p.claimer_ticket,
+                [rp, sid, m{st.cfg.metrics}, since{pp.since}]() mutable {
+                  answer(m, since, rp,
+                         finalize_result{finalize_outcome::committed, sid,
+                                         {}});
+                });
         break;
       }
       case pair_outcome::cancelled:

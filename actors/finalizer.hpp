@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "messages/metrics.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {
@@ -57,6 +58,14 @@ struct finalizer_config {
   /// Test hook, called at every checkpoint of every pair (from the thread
   /// that runs the commit). Simulations inject cancels here.
   std::function<void(checkpoint, const claim_pair&)> at_checkpoint;
+  /// Where the finalizer counts (null: nothing is counted): `matches`
+  /// (matches this finalizer created, queue and mutual; an idempotent
+  /// repeat of a committed pair is not counted again), `conflicts` (pairs
+  /// the database refused because a side is already matched: queue pairs
+  /// undone, mutual pairs answered `conflict`), and `finalize_latency`
+  /// (receipt of a claim_pair / mutual_pair to its answer, retries
+  /// included).
+  std::shared_ptr<engine_metrics> metrics;
 };
 
 /// Spawns the finalizer: it turns claimed pairs into committed matches

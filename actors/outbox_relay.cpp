@@ -188,6 +188,12 @@ void recovered(relay_ptr self) {
   st.backoff_ms = 0;
 }
 
+/// Counts `n` event deliveries that have to be tried again.
+void count_retries(relay_ptr self, size_t n) {
+  if (auto& m = self->state.cfg.metrics; m && n > 0)
+    m->relay_retries.fetch_add(n, std::memory_order_relaxed);
+}
+
 /// A step failed: run `resume` after the next backoff delay. Only the first
 /// failure of a streak is logged as an error.
 void retry_later(relay_ptr self, const char* what, const failure& f,
@@ -298,9 +304,17 @@ void fetch(relay_ptr self) {
       recovered(self);
       auto& evs = **res;
       if (evs.empty()) {
+        if (auto& m = self->state.cfg.metrics)
+          m->outbox_lag_ms.store(0, std::memory_order_relaxed);
         finish_cycle(self);
         return;
       }
+      // Leased before and never marked: a relay (maybe this one) lost it.
+      count_retries(self, static_cast<size_t>(std::count_if(
+                            evs.begin(), evs.end(),
+                            [](const outbox_event& ev) {
+                              return ev.attempts > 1;
+                            })));
       auto b = std::make_shared<batch>();
       b->events = std::move(evs);
       b->parsed.resize(b->events.size());
@@ -378,6 +392,7 @@ void sink(relay_ptr self, batch_ptr b) {
         }
         failed.push_back(b->unsent[k]);
       }
+      count_retries(self, failed.size());
       b->unsent = std::move(failed);
       if (!sent.empty()) {
         // The accepted ones go on now; the rest waits for the backoff.
@@ -412,9 +427,21 @@ void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
     self, [ids, res](match_store& s) { *res = s.mark_delivered(*ids); },
     [self, b, sent, res] {
       if (!*res) {
+        count_retries(self, sent.size());
         retry_later(self, "mark delivered", res->error(),
                     [self, b, sent] { mark(self, b, sent); });
         return;
+      }
+      if (auto& m = self->state.cfg.metrics; m && !sent.empty()) {
+        int64_t oldest = b->events[sent.front()].created_at;
+        for (auto i : sent)
+          oldest = std::min(oldest, b->events[i].created_at);
+        auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+        m->outbox_lag_ms.store(std::max<int64_t>(0, now - oldest),
+                               std::memory_order_relaxed);
+        m->events_delivered.fetch_add(sent.size(), std::memory_order_relaxed);
       }
       if (b->unsent.empty()) // else the XADD failure streak goes on
         recovered(self);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "messages/metrics.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {
@@ -31,6 +32,14 @@ struct relay_config {
   /// Wake up on the store's commit notifications (PostgreSQL LISTEN). Only
   /// for blocking stores; the in-memory store relies on ticks and flushes.
   bool listen = true;
+  /// Where the relay counts (null: nothing is counted): `events_delivered`
+  /// (events this relay sent to the sink and sessions and then marked
+  /// delivered), `relay_retries` (events it has to deliver again: fetched
+  /// once more after an earlier lease lapsed, or in a failed XADD or mark
+  /// step, once per failed attempt), and `outbox_lag_ms` (this node's clock
+  /// minus `created_at` of the oldest event of the last batch marked; 0 once
+  /// a fetch finds nothing pending).
+  std::shared_ptr<engine_metrics> metrics;
 };
 
 /// Spawns an outbox relay (interface in messages/type_ids.hpp).

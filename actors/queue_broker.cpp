@@ -163,6 +163,11 @@ void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
              out(std::move(res));
              return;
            }
+           if (auto& m = self->state.cfg.metrics) {
+             m->claims.fetch_add(1, std::memory_order_relaxed);
+             m->stale_removed.fetch_add(res->stale_removed,
+                                        std::memory_order_relaxed);
+           }
            res->scans = scans + 1;
            res->stale_removed += stale;
            if (res->outcome == claim_outcome::queued && res->more
@@ -187,7 +192,8 @@ sink<T> deliver_to(caf::typed_response_promise<T> rp) {
   };
 }
 
-/// Sweeps `queue` until a call reports nothing more (bounded).
+/// Sweeps `queue` until a call reports nothing more (bounded); the last
+/// call's depth is the queue's depth.
 void sweep(broker_ptr self, std::string queue, uint32_t removed,
            uint32_t rounds, sink<sweep_result> out) {
   auto call = codec::sweep_call(queue, self->state.cfg.sweep_batch);
@@ -198,11 +204,16 @@ void sweep(broker_ptr self, std::string queue, uint32_t removed,
         out(std::move(res));
         return;
       }
+      auto& m = self->state.cfg.metrics;
+      if (m)
+        m->stale_removed.fetch_add(res->removed, std::memory_order_relaxed);
       res->removed += removed;
       if (res->more && rounds < 100) {
         sweep(self, queue, res->removed, rounds + 1, out);
         return;
       }
+      if (m)
+        m->set_queue_depth(queue, res->depth);
       out(std::move(res));
     });
 }
@@ -290,8 +301,15 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
     },
     [self](requeue_atom, std::string& queue, std::string& ticket) {
       auto rp = self->make_response_promise<requeue_result>();
-      run_parsed<requeue_result>(self, codec::requeue_call(queue, ticket),
-                                 codec::parse_requeue, deliver_to(rp));
+      run_parsed<requeue_result>(
+        self, codec::requeue_call(queue, ticket), codec::parse_requeue,
+        [self, out{deliver_to(rp)}](outcome<requeue_result> res) {
+          // Only a waiter really put back counts (not "waiting" again).
+          auto& m = self->state.cfg.metrics;
+          if (m && res && res->outcome == requeue_outcome::requeued)
+            m->requeues.fetch_add(1, std::memory_order_relaxed);
+          out(std::move(res));
+        });
       return rp;
     },
     [self](release_atom, std::string& queue, std::string& ticket) {

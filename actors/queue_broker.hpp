@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "messages/metrics.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {
@@ -23,6 +24,11 @@ struct broker_config {
   /// The queues users may join; empty: any well-formed name. A join of
   /// another queue is refused with `not_found`.
   std::vector<std::string> queues;
+  /// Where the broker counts (null: nothing is counted): `claims` (every
+  /// claim script that answered, re-scans and heartbeat re-scans included),
+  /// `stale_removed` (claim windows and sweeps), `requeues` (requeue calls
+  /// that put a waiter back), and each swept queue's depth.
+  std::shared_ptr<engine_metrics> metrics;
 };
 
 /// Spawns the queue broker: the only actor that talks to the queue store.

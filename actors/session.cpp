@@ -31,6 +31,7 @@ struct session_data {
   uint64_t gen = 0;                 // timers of an older state are ignored
   uint32_t heals = 0;
   bool cancel_requested = false;
+  bool join_counted = false;        // this join is in metrics->joins
   std::vector<state_promise> join_waiters;
   std::vector<state_promise> cancel_waiters;
   std::set<std::string> seen;       // event ids (at-least-once delivery)
@@ -69,6 +70,8 @@ void enter(ses_ptr self, session_phase phase) {
   auto& d = self->state;
   d.st.phase = phase;
   ++d.gen;
+  if (phase == session_phase::cancelled && d.cfg.metrics)
+    d.cfg.metrics->cancels.fetch_add(1, std::memory_order_relaxed);
   switch (phase) {
     case session_phase::claiming:
       self->become(claiming_b(self));
@@ -194,6 +197,7 @@ join_fn start_join(ses_ptr self) {
     d.tickets = {r.ticket};
     d.heals = 0;
     d.cancel_requested = false;
+    d.join_counted = false;
     d.join_waiters.push_back(rp);
     start_claim(self, false);
   };
@@ -211,10 +215,22 @@ session_actor::behavior_type idle_b(ses_ptr self) {
 }
 
 session_actor::behavior_type done_b(ses_ptr self) {
-  // Terminal: cancel is idempotent (answers the final state); a new join
-  // starts over.
+  // Terminal: cancel is idempotent (answers the final state). A retry of the
+  // join that ended matched or cancelled answers that final state (a client
+  // that lost the first answer must not be queued a second time); after a
+  // failure, or with another ticket, a join starts over.
+  auto again = start_join(self);
   return make(
-    self, start_join(self),
+    self,
+    [self, again](join_request& r, state_promise rp) {
+      auto& d = self->state;
+      if (d.st.phase != session_phase::failed && r.queue == d.st.queue
+          && r.ticket == d.base_ticket) {
+        rp.deliver(d.st);
+        return;
+      }
+      again(r, rp);
+    },
     [self](state_promise rp) { rp.deliver(self->state.st); }, ignore_timer,
     ignore_timer);
 }
@@ -399,6 +415,12 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
   auto& d = self->state;
   if (gen != d.gen)
     return;
+  if (!d.join_counted) {
+    // The join's first step is through: one accepted join.
+    d.join_counted = true;
+    if (d.cfg.metrics)
+      d.cfg.metrics->joins.fetch_add(1, std::memory_order_relaxed);
+  }
   d.st.token = r.token;
   switch (r.outcome) {
     case claim_outcome::queued:

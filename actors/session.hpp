@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "messages/metrics.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {
@@ -14,6 +15,11 @@ struct session_config {
   uint32_t heartbeat_ms = 10000; ///< ticket refresh period (< ttl_ms)
   uint32_t grace_ms = 5000;    ///< wait for a match after "gone"
   uint32_t max_self_heals = 20; ///< re-enqueues of one join
+  /// Where the session counts (null: nothing is counted): `joins` (a new
+  /// join whose first claim-or-enqueue step the store answered; repeats,
+  /// refusals, retries and self-heals are not new joins) and `cancels` (a
+  /// join that ended `cancelled`).
+  std::shared_ptr<engine_metrics> metrics;
 };
 
 /// The engine actors a session talks to.
@@ -33,6 +39,12 @@ struct session_links {
 ///                     │  └──retry──┐       └──► claiming (new ticket)
 ///                     └──matched──► finalizing ──committed──► matched
 ///   cancel from any state ──► cancelled once certain (or matched: too late)
+///
+/// Joins are idempotent per (queue, ticket): the same join again answers the
+/// current state, also after the join ended `matched` or `cancelled` (then
+/// nothing starts). After `failed`, or with another ticket once the join has
+/// ended, a join starts over; while a join lasts, another ticket is refused
+/// with `duplicate_ticket`.
 ///
 /// Timers are CAF delayed messages (tests drive them with the test
 /// coordinator). Not idempotent: every call spawns a new actor.

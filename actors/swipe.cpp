@@ -42,6 +42,7 @@ caf::behavior swipe_worker(caf::event_based_actor*,
 }
 
 struct swipe_state {
+  std::shared_ptr<engine_metrics> metrics;
   pair_lock_actor lock;
   finalizer_actor finalizer;
   std::unique_ptr<match_store> inline_store;
@@ -125,6 +126,7 @@ swipe_actor::behavior_type
 swipe_impl(swipe_ptr self, std::shared_ptr<match_store_factory> factory,
            pair_lock_actor lock, finalizer_actor finalizer, swipe_config cfg) {
   auto& st = self->state;
+  st.metrics = cfg.metrics;
   st.lock = std::move(lock);
   st.finalizer = std::move(finalizer);
   auto probe = factory->connect();
@@ -157,7 +159,13 @@ swipe_impl(swipe_ptr self, std::shared_ptr<match_store_factory> factory,
           [self, req, rp](std::string& token) {
             record(self, req, std::move(token), rp);
           },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+          [self, rp](caf::error& err) mutable {
+            auto& m = self->state.metrics;
+            if (m && err.category() == caf::atom("mm")
+                && err.code() == static_cast<uint8_t>(errc::conflict))
+              m->conflicts.fetch_add(1, std::memory_order_relaxed); // wait bound
+            rp.deliver(std::move(err));
+          });
       return rp;
     },
   };

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "messages/metrics.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {
@@ -12,6 +13,10 @@ class match_store_factory;
 /// Settings of the swipe actor.
 struct swipe_config {
   uint32_t workers = 2; ///< database connections (blocking stores only)
+  /// Where the swipe actor counts (null: nothing is counted): `conflicts`,
+  /// once per swipe that could not get its pair's lock within the wait
+  /// bound. (A `conflict` from the finalizer is counted there.)
+  std::shared_ptr<engine_metrics> metrics;
 };
 
 /// Spawns the swipe actor: for each swipe, under the pair's lock (one lock

@@ -1,10 +1,28 @@
 #!/usr/bin/env bash
-# First run on a fresh Debian 12 machine: installs the packages, builds, and
-# runs the claim benchmark, which starts its own private redis-server, races
-# the atomic claim script against the naive two-step claim, and prints the
-# figures (see docs/benchmarks.md).
+# First run on a fresh Debian 12 machine: installs the packages, builds,
+# starts matchd on the embedded defaults (embedded queue store, in-memory
+# persistence) on a free loopback port, drives a short `matchctl load`
+# against its HTTP/WebSocket API, prints the result and stops matchd.
+# Extra arguments go to `matchctl load` (e.g. --users 20000 --rate 5000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/setup.sh
 bash deploy/build.sh
-exec bench/run claim "$@"
+
+work=$(mktemp -d /tmp/matchd-quickstart.XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+build/app/matchd --listen "127.0.0.1:$port" --secret "$secret" >"$work/matchd.log" 2>&1 &
+pid=$!
+stop() {
+  kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+}
+trap stop EXIT
+for _ in $(seq 100); do
+  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+head -n 2 "$work/matchd.log"
+echo "matchd ready on http://127.0.0.1:$port (log: $work/matchd.log)"
+build/app/matchctl load --url "http://127.0.0.1:$port" --secret "$secret" \
+  --users 4000 --rate 2000 --cancel-rate 0.05 "$@"

@@ -8,7 +8,7 @@ packages=(
   libcaf-dev libhiredis-dev libpq-dev libspdlog-dev libfmt-dev
   liblua5.1-0-dev libboost-dev nlohmann-json3-dev libcli11-dev
   libssl-dev prometheus-cpp-dev libgtest-dev
-  redis-server redis-tools postgresql postgresql-contrib faketime python3
+  redis-server redis-tools postgresql postgresql-contrib faketime python3 curl
 )
 
 missing=()

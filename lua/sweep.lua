@@ -1,9 +1,13 @@
 -- sweep: removes tickets past their deadline (waiting past presence, claimed
--- past hold), at most `batch` per call so one call never blocks Redis long.
+-- past hold), at most `batch` per call so one call never blocks Redis long,
+-- and reports how many tickets are left waiting (the queue's depth).
 -- KEYS: the five queue keys documented in lib/common.lua.
 -- ARGV[1] batch (1..1000)
 -- Replies:
---   {'swept', removed, more}   more = '1' when another call may find more
+--   {'swept', removed, more, depth}
+--       more  = '1' when another call may find more
+--       depth = tickets in the waiting set after this call (ZCARD); with
+--               more = '1' it may still include stale ones
 --   {'invalid', what}
 local batch = int_arg(ARGV[1], 1, MAX_BATCH)
 if not batch then return invalid('batch') end
@@ -21,4 +25,5 @@ for _, id in ipairs(ids) do
 end
 local more = '0'
 if #ids >= batch then more = '1' end
-return {'swept', num(#ids), more}
+local depth = redis.call('ZCARD', K_WAITING)
+return {'swept', num(#ids), more, num(depth)}

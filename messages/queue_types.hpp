@@ -159,13 +159,16 @@ typename Inspector::result_type inspect(Inspector& f, release_result& x) {
 }
 
 struct sweep_result {
-  uint32_t removed = 0;
-  bool more = false;
+  uint32_t removed = 0; ///< stale tickets removed (waiting and claimed)
+  bool more = false;    ///< another call may find more stale tickets
+  /// Tickets left in the waiting set after the (last) call: the queue's
+  /// depth. With `more` it may still include stale ones.
+  uint64_t depth = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sweep_result& x) {
-  return f(caf::meta::type_name("sweep_result"), x.removed, x.more);
+  return f(caf::meta::type_name("sweep_result"), x.removed, x.more, x.depth);
 }
 
 } // namespace mm

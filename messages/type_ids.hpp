@@ -97,8 +97,9 @@ using queue_broker_actor = caf::typed_actor<
   // (queue, ticket): drops a claimed/claimer ticket once settled. Idempotent.
   caf::replies_to<release_atom, std::string, std::string>::with<
     release_result>,
-  // (queue): removes stale tickets in bounded batches until none is left.
-  // Idempotent.
+  // (queue): removes stale tickets in bounded batches until none is left;
+  // answers how many it removed and the queue's depth (waiting tickets
+  // left). Idempotent.
   caf::replies_to<sweep_atom, std::string>::with<sweep_result>,
   // Timer: sweeps every queue seen so far, then re-arms itself. Idempotent.
   caf::reacts_to<tick_atom>>;
@@ -110,7 +111,11 @@ using subscriber_actor
 /// One per connected user (actors/session.hpp).
 using session_actor = caf::typed_actor<
   // Joins a queue (claim-or-enqueue). Answers the state after the first
-  // step. Idempotent per request.ticket while that join lasts.
+  // step. Idempotent per (queue, ticket): the same join again answers the
+  // current state while the join lasts and its final state once it ended
+  // `matched` or `cancelled` (nothing starts again). After `failed`, or
+  // with another ticket once the join ended, a new join starts; another
+  // ticket while a join lasts is refused (`duplicate_ticket`).
   caf::replies_to<join_atom, join_request>::with<session_state>,
   // Cancels the current join. Answers only when certain: `cancelled` (never
   // matched) or `matched` (too late). Idempotent.

@@ -42,6 +42,9 @@ struct shared_state {
   /// likes: (from, to) → true for LIKE, false for DISLIKE.
   std::map<std::pair<std::string, std::string>, bool> likes;
   std::map<int64_t, outbox_event> outbox;                 ///< by seq
+  /// Seqs of the events not delivered yet: a fetch looks at these only, not
+  /// at the whole history.
+  std::set<int64_t> undelivered;
   std::unordered_map<std::string, int64_t> event_seq;     ///< event id → seq
   int64_t next_seq = 1;
 };
@@ -85,6 +88,7 @@ match_record create_session(shared_state& st, const match_request& req,
   ev.payload = match_created_payload(rec.session_id, req);
   ev.created_at = now;
   st.event_seq.emplace(ev.event_id, ev.seq);
+  st.undelivered.insert(ev.seq);
   st.outbox.emplace(ev.seq, std::move(ev));
   rec.created = true;
   return rec;
@@ -109,6 +113,7 @@ void remove_session(shared_state& st, const std::string& id,
   if (auto j = st.event_seq.find(match_created_event_id(id));
       j != st.event_seq.end()) {
     st.outbox.erase(j->second);
+    st.undelivered.erase(j->second);
     st.event_seq.erase(j);
   }
   st.sessions.erase(i);
@@ -322,9 +327,10 @@ public:
     std::lock_guard<std::mutex> guard{state_->mtx};
     const auto now = now_ms();
     std::vector<outbox_event> out;
-    for (auto& [seq, ev] : state_->outbox) {
+    for (auto seq : state_->undelivered) {
       if (out.size() >= limit)
         break;
+      auto& ev = state_->outbox.at(seq);
       bool leased = ev.locked_until != 0 && ev.locked_until > now;
       if (ev.delivered_at != 0 || leased)
         continue;
@@ -349,6 +355,7 @@ public:
         continue;
       ev.delivered_at = now;
       ev.locked_until = 0;
+      state_->undelivered.erase(i->second);
       ++marked;
     }
     return marked;

@@ -338,12 +338,52 @@ TEST_P(queue_conformance, sweep_removes_stale_tickets_in_bounded_batches) {
   ASSERT_OK(first);
   EXPECT_EQ(first->removed, 3u);
   EXPECT_TRUE(first->more);
+  EXPECT_EQ(first->depth, 5u); // what is left, the 4 stale ones included
   uint32_t total = first->removed;
-  for (int i = 0; i < 5; ++i)
-    total += c().sweep(q_, 3)->removed;
+  sweep_result last;
+  for (int i = 0; i < 5; ++i) {
+    auto r = c().sweep(q_, 3);
+    ASSERT_OK(r);
+    total += r->removed;
+    last = *r;
+  }
   EXPECT_EQ(total, 7u);
+  EXPECT_FALSE(last.more);
+  EXPECT_EQ(last.depth, 1u);
   EXPECT_EQ(c().waiting(q_), std::vector<std::string>{"tl"});
   EXPECT_EQ(c().records(q_), 1);
+}
+
+TEST_P(queue_conformance, sweep_reports_the_depth_of_the_waiting_set) {
+  auto empty = c().sweep(q_);
+  ASSERT_OK(empty);
+  EXPECT_EQ(empty->removed, 0u);
+  EXPECT_FALSE(empty->more);
+  EXPECT_EQ(empty->depth, 0u);
+  std::vector<enqueue_result> w;
+  for (int i = 0; i < 4; ++i) {
+    auto e = c().enqueue(spec(q_, "w" + std::to_string(i),
+                              "tw" + std::to_string(i)));
+    ASSERT_OK(e);
+    w.push_back(*e);
+  }
+  auto four = c().sweep(q_);
+  ASSERT_OK(four);
+  EXPECT_EQ(four->removed, 0u);
+  EXPECT_EQ(four->depth, 4u);
+  // A claimed pair has left the waiting set: only waiters count.
+  auto k = c().claim(spec(q_, "carol", "tc"));
+  ASSERT_OK(k);
+  ASSERT_EQ(k->outcome, claim_outcome::matched);
+  EXPECT_EQ(c().sweep(q_)->depth, 3u);
+  // Back at its place: it counts again.
+  ASSERT_EQ(c().requeue(q_, k->partner.ticket)->outcome,
+            requeue_outcome::requeued);
+  EXPECT_EQ(c().sweep(q_)->depth, 4u);
+  // A cancelled waiter is gone from it.
+  ASSERT_EQ(c().cancel(ref("w3", w[3].token))->outcome,
+            cancel_outcome::cancelled);
+  EXPECT_EQ(c().sweep(q_)->depth, 3u);
 }
 
 TEST_P(queue_conformance, an_unfinalized_claim_lapses_after_its_hold) {
@@ -358,7 +398,10 @@ TEST_P(queue_conformance, an_unfinalized_claim_lapses_after_its_hold) {
   auto gone = c().heartbeat(ref("alice", a->token), 30000);
   ASSERT_OK(gone);
   EXPECT_FALSE(gone->alive); // the waiter finds out and can re-enqueue (I2)
-  EXPECT_EQ(c().sweep(q_)->removed, 1u); // the claimer's record
+  auto swept = c().sweep(q_);
+  ASSERT_OK(swept);
+  EXPECT_EQ(swept->removed, 1u); // the claimer's record
+  EXPECT_EQ(swept->depth, 0u);
   EXPECT_EQ(c().records(q_), 0);
 }
 

@@ -23,6 +23,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
   std::shared_ptr<queue_store_factory> store;
   std::unique_ptr<test::store_client> raw;
   queue_broker_actor broker;
+  std::shared_ptr<engine_metrics> metrics = std::make_shared<engine_metrics>();
 
   fixture() {
     embedded_options opts;
@@ -33,6 +34,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
     broker_config cfg;
     cfg.scan = 2;
     cfg.sweep_interval_ms = 0; // run() would fire a periodic timer forever
+    cfg.metrics = metrics;
     broker = spawn_queue_broker(sys, store, cfg);
     run();
   }
@@ -104,6 +106,10 @@ CAF_TEST(stale only windows are rescanned before reporting queued) {
   CAF_CHECK_EQUAL(r.partner.user, "live");
   CAF_CHECK_EQUAL(r.stale_removed, 2u);
   CAF_CHECK_EQUAL(r.scans, 2u);
+  // Counted per script call: two claim scripts, two ghosts (the raw claim
+  // above did not go through the broker).
+  CAF_CHECK_EQUAL(metrics->claims.load(), 2u);
+  CAF_CHECK_EQUAL(metrics->stale_removed.load(), 2u);
 }
 
 CAF_TEST(rescans are bounded) {
@@ -117,6 +123,8 @@ CAF_TEST(rescans are bounded) {
   CAF_CHECK_EQUAL(r.scans, 9u);
   CAF_CHECK_EQUAL(r.stale_removed, 18u);
   CAF_CHECK(r.more);
+  CAF_CHECK_EQUAL(metrics->claims.load(), 9u);
+  CAF_CHECK_EQUAL(metrics->stale_removed.load(), 18u);
 }
 
 CAF_TEST(bad input gets a named error and changes nothing) {
@@ -151,6 +159,12 @@ CAF_TEST(cancel heartbeat requeue and release go through the broker) {
                                 std::string{"ta"});
   CAF_CHECK(rq.outcome == requeue_outcome::requeued);
   CAF_CHECK_EQUAL(rq.score, a.score);
+  CAF_CHECK_EQUAL(metrics->requeues.load(), 1u);
+  // Again: it is waiting already, nothing was put back.
+  auto rq2 = ask<requeue_result>(requeue_atom_v, std::string{"q"},
+                                 std::string{"ta"});
+  CAF_CHECK(rq2.outcome == requeue_outcome::waiting);
+  CAF_CHECK_EQUAL(metrics->requeues.load(), 1u);
   auto rel = ask<release_result>(release_atom_v, std::string{"q"},
                                  std::string{"tb"});
   CAF_CHECK(rel.outcome == release_outcome::released);
@@ -176,6 +190,8 @@ CAF_TEST(batched claims answer in order) {
 CAF_TEST(the periodic sweep removes ghosts) {
   broker_config cfg;
   cfg.sweep_interval_ms = 1000;
+  auto m = std::make_shared<engine_metrics>();
+  cfg.metrics = m;
   auto sweeper = spawn_queue_broker(sys, store, cfg);
   sched.run();
   // The sweeper learns of queue "q" from a request (it sweeps queues it saw).
@@ -190,6 +206,10 @@ CAF_TEST(the periodic sweep removes ghosts) {
   CAF_CHECK_EQUAL(raw->records("q"), 1);
   CAF_CHECK_EQUAL(raw->user_ticket("q", "ghost"), "");
   CAF_CHECK_EQUAL(raw->user_ticket("q", "live"), "tl");
+  // It counted the ghost and learnt the queue's depth.
+  CAF_CHECK_EQUAL(m->stale_removed.load(), 1u);
+  CAF_CHECK_EQUAL(m->queue_depths(),
+                  (std::map<std::string, uint64_t>{{"q", 1}}));
   // The tick re-armed itself.
   CAF_CHECK(sched.has_pending_timeout());
   anon_send_exit(sweeper, caf::exit_reason::user_shutdown);

@@ -776,7 +776,7 @@ TEST_F(embedded_store_test, claim_enqueues_when_nobody_is_waiting) {
 }
 
 TEST_F(embedded_store_test, sweep_removes_tickets_past_their_deadline) {
-  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "0", "0"}));
+  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "0", "0", "0"}));
   for (int i = 0; i < 3; ++i) {
     auto n = std::to_string(i);
     ASSERT_EQ(enqueue("u" + n, "t" + n, std::to_string(1000 * (i + 1)))
@@ -784,8 +784,9 @@ TEST_F(embedded_store_test, sweep_removes_tickets_past_their_deadline) {
               S("created"));
   }
   now += 2001; // t0 and t1 are past their deadlines, t2 is not
-  EXPECT_EQ(script(script_id::sweep, {"1"}), AS({"swept", "1", "1"}));
-  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "1", "0"}));
+  // depth: what is left in the waiting set (t1, stale, is still there)
+  EXPECT_EQ(script(script_id::sweep, {"1"}), AS({"swept", "1", "1", "2"}));
+  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "1", "0", "1"}));
   EXPECT_EQ(cmd({"ZRANGE", "mm:{q}:waiting", "0", "-1"}), AS({"t2"}));
   EXPECT_EQ(cmd({"HLEN", "mm:{q}:tickets"}), I(1));
   EXPECT_EQ(cmd({"HLEN", "mm:{q}:users"}), I(1));

@@ -1,7 +1,7 @@
 // Sessions + finalizer + broker on the embedded queue store and the
 // in-memory persistence, driven deterministically by the CAF test DSL:
-// cancels at every checkpoint, in both orders, and the self-heal of a waiter
-// whose ticket vanished.
+// cancels at every checkpoint, in both orders, the self-heal of a waiter
+// whose ticket vanished, join idempotency, and the engine metrics they count.
 
 #define CAF_SUITE finalizer
 #define FAIL(msg) CAF_FAIL(msg) // Debian's dsl.hpp calls an undefined FAIL
@@ -39,6 +39,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
   outbox_relay_actor relay;
   std::function<void(checkpoint, const claim_pair&)> hook;
   session_config scfg;
+  std::shared_ptr<engine_metrics> metrics = std::make_shared<engine_metrics>();
 
   fixture() {
     embedded_options opts;
@@ -52,10 +53,12 @@ struct fixture : test_coordinator_fixture<mm_config> {
     broker_config bcfg;
     bcfg.sweep_interval_ms = 0;
     bcfg.queues = {"q"};
+    bcfg.metrics = metrics;
     broker = spawn_queue_broker(sys, qstore, bcfg);
     finalizer_config fcfg;
     fcfg.batch_delay_ms = 0;
     fcfg.cancels = cancels;
+    fcfg.metrics = metrics;
     fcfg.at_checkpoint = [this](checkpoint cp, const claim_pair& p) {
       if (hook)
         hook(cp, p);
@@ -64,10 +67,12 @@ struct fixture : test_coordinator_fixture<mm_config> {
     dir = spawn_directory(sys);
     relay_config rcfg;
     rcfg.poll_ms = 0; // no timer: the test flushes
+    rcfg.metrics = metrics;
     relay = spawn_outbox_relay(sys, mstore, qstore, dir, rcfg);
     scfg.ttl_ms = 30000;
     scfg.heartbeat_ms = 10000;
     scfg.grace_ms = 5000;
+    scfg.metrics = metrics;
     run();
   }
 
@@ -109,6 +114,23 @@ struct fixture : test_coordinator_fixture<mm_config> {
     rh.receive([&](session_state& x) { out = std::move(x); },
                [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
     return out;
+  }
+
+  session_state cancel(const session_actor& s) {
+    auto rh = self->request(s, caf::infinite, cancel_atom_v);
+    sched.run();
+    session_state out;
+    rh.receive([&](session_state& x) { out = std::move(x); },
+               [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+    return out;
+  }
+
+  /// Observations in the finalize latency histogram.
+  uint64_t finalizations() {
+    uint64_t n = 0;
+    for (size_t i = 0; i <= latency_histogram::bounds_ms.size(); ++i)
+      n += metrics->finalize_latency.bucket(i);
+    return n;
   }
 
   uint32_t flush_relay() {
@@ -157,6 +179,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
     cancel_rh->receive([&](session_state& x) { ack = x; },
                        [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
     CAF_CHECK(ack.phase == session_phase::cancelled);
+    CAF_CHECK_EQUAL(metrics->cancels.load(), 1u);
     // No session of alice with bob exists; no event for it is written.
     CAF_CHECK(!db->active_session_of("bob")->has_value());
     auto waiting = raw->waiting("q");
@@ -173,6 +196,8 @@ struct fixture : test_coordinator_fixture<mm_config> {
         raw->command({"ZSCORE", codec::queue_keys("q")[0], "tb"}).str,
         bob_score.str);
       CAF_CHECK_EQUAL(state_of(a).phase, session_phase::cancelled);
+      CAF_CHECK_EQUAL(metrics->requeues.load(), 1u); // bob, back in place
+      CAF_CHECK_EQUAL(metrics->matches.load(), 0u);
     } else {
       // Alice goes back to claim-or-enqueue as if she had just arrived: she
       // claims carol, the next live waiter, and that match commits.
@@ -185,7 +210,13 @@ struct fixture : test_coordinator_fixture<mm_config> {
       CAF_CHECK_EQUAL(flush_relay(), 1u); // alice+carol's, and only that
       CAF_CHECK(db->fetch_undelivered(100, 1)->empty());
       CAF_CHECK_EQUAL(state_of(b).phase, session_phase::cancelled);
+      CAF_CHECK_EQUAL(metrics->requeues.load(), 0u); // bob's ticket dropped
+      CAF_CHECK_EQUAL(metrics->matches.load(), 1u);
+      CAF_CHECK_EQUAL(metrics->events_delivered.load(), 1u);
     }
+    CAF_CHECK_EQUAL(metrics->cancels.load(), 1u); // one acknowledged cancel
+    CAF_CHECK_EQUAL(metrics->joins.load(), 2u);    // carol never joined
+    CAF_CHECK_EQUAL(metrics->conflicts.load(), 0u);
   }
 };
 
@@ -300,6 +331,11 @@ CAF_TEST(a database refusal requeues the innocent side) {
   auto s = db->active_session_of("carol");
   CAF_REQUIRE(s && s->has_value());
   CAF_CHECK_EQUAL((*s)->user_a, "alice");
+  // The refusal is one conflict; carol is re-claimed, not requeued.
+  CAF_CHECK_EQUAL(metrics->conflicts.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->requeues.load(), 0u);
+  CAF_CHECK_EQUAL(metrics->matches.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->joins.load(), 2u);
 }
 
 CAF_TEST(bad input gets a named error and changes nothing) {
@@ -330,6 +366,164 @@ CAF_TEST(bad input gets a named error and changes nothing) {
   CAF_CHECK_EQUAL(raw->records("nope"), 0);
   // The session still works afterwards.
   CAF_CHECK(join(a, "t1").phase == session_phase::queued);
+}
+
+// -- join idempotency after the join ended ----------------------------------------
+
+CAF_TEST(a retried join after a match or a cancel answers the final state) {
+  auto a = session("alice");
+  auto b = session("bob");
+  CAF_REQUIRE(join(b, "tb").phase == session_phase::queued);
+  CAF_REQUIRE(join(a, "ta").phase == session_phase::finalizing);
+  CAF_REQUIRE_EQUAL(flush_relay(), 1u);
+  auto sa = state_of(a);
+  CAF_REQUIRE(sa.phase == session_phase::matched);
+  CAF_REQUIRE(state_of(b).phase == session_phase::matched);
+  // The client lost the answer and retries: the final state, nothing new.
+  auto again = join(a, "ta");
+  CAF_CHECK(again.phase == session_phase::matched);
+  CAF_CHECK_EQUAL(again.session_id, sa.session_id);
+  CAF_CHECK_EQUAL(again.ticket, "ta");
+  auto again_b = join(b, "tb"); // the side that learnt it from the event
+  CAF_CHECK(again_b.phase == session_phase::matched);
+  CAF_CHECK_EQUAL(again_b.session_id, sa.session_id);
+  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK_EQUAL(raw->records("q"), 0);
+  CAF_CHECK_EQUAL(metrics->joins.load(), 2u);
+  CAF_CHECK_EQUAL(metrics->claims.load(), 2u);
+  // The same after a cancel.
+  auto c = session("carol");
+  CAF_REQUIRE(join(c, "tc").phase == session_phase::queued);
+  CAF_REQUIRE(cancel(c).phase == session_phase::cancelled);
+  auto jc = join(c, "tc");
+  CAF_CHECK(jc.phase == session_phase::cancelled);
+  CAF_CHECK_EQUAL(jc.ticket, "tc");
+  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK_EQUAL(raw->records("q"), 0);
+  CAF_CHECK_EQUAL(metrics->joins.load(), 3u);
+  CAF_CHECK_EQUAL(metrics->claims.load(), 3u);
+  // Another ticket is a new join.
+  auto jc2 = join(c, "tc2");
+  CAF_CHECK(jc2.phase == session_phase::queued);
+  CAF_CHECK_EQUAL(jc2.ticket, "tc2");
+  CAF_CHECK_EQUAL(raw->waiting("q"), std::vector<std::string>{"tc2"});
+  CAF_CHECK_EQUAL(metrics->joins.load(), 4u);
+  // While it lasts, it is the one answered; the ended one is refused.
+  CAF_CHECK(join(c, "tc2").phase == session_phase::queued);
+  auto rh = self->request(c, caf::infinite, join_atom_v,
+                          join_request{"q", "tc", ""});
+  sched.run();
+  rh.receive([&](session_state&) { CAF_FAIL("join of the ended ticket"); },
+             [&](caf::error& e) {
+               CAF_CHECK_EQUAL(e.code(),
+                               static_cast<uint8_t>(errc::duplicate_ticket));
+             });
+  CAF_CHECK_EQUAL(metrics->joins.load(), 4u);
+}
+
+CAF_TEST(a join after a failure starts over also with the same ticket) {
+  // Alice is still in an earlier session: the database refuses her match.
+  auto prior = db->commit_matches(
+    {match_request{"q", "alice", "old-a", "", "zed", "old-z", ""}});
+  CAF_REQUIRE(prior.at(0));
+  auto a = session("alice");
+  auto b = session("bob");
+  CAF_REQUIRE(join(b, "tb").phase == session_phase::queued);
+  CAF_REQUIRE(join(a, "ta").phase == session_phase::finalizing);
+  auto failed = state_of(a);
+  CAF_REQUIRE(failed.phase == session_phase::failed);
+  CAF_CHECK_EQUAL(raw->waiting("q"), std::vector<std::string>{"tb"});
+  CAF_CHECK_EQUAL(metrics->conflicts.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->requeues.load(), 1u); // bob, the innocent side
+  // Her earlier session ends; the same join again really runs again.
+  CAF_REQUIRE(db->close_session(prior.at(0)->session_id, "test"));
+  auto retry = join(a, "ta");
+  CAF_CHECK(retry.phase == session_phase::finalizing);
+  CAF_CHECK(state_of(a).phase == session_phase::matched);
+  CAF_CHECK_EQUAL(flush_relay(), 2u); // the earlier session's event too
+  CAF_CHECK(state_of(b).phase == session_phase::matched);
+  CAF_CHECK_EQUAL(metrics->joins.load(), 3u);
+  CAF_CHECK_EQUAL(metrics->matches.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->conflicts.load(), 1u);
+}
+
+// -- metrics -----------------------------------------------------------------------
+
+CAF_TEST(metrics count joins matches and cancels) {
+  auto a = session("alice");
+  auto b = session("bob");
+  auto c = session("carol");
+  CAF_CHECK(join(b, "tb").phase == session_phase::queued);
+  CAF_CHECK_EQUAL(metrics->joins.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->claims.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->matches.load(), 0u);
+  CAF_CHECK_EQUAL(finalizations(), 0u);
+  CAF_CHECK(join(a, "ta").phase == session_phase::finalizing);
+  CAF_CHECK(state_of(a).phase == session_phase::matched);
+  CAF_CHECK_EQUAL(metrics->joins.load(), 2u);
+  CAF_CHECK_EQUAL(metrics->claims.load(), 2u);
+  CAF_CHECK_EQUAL(metrics->matches.load(), 1u);
+  CAF_CHECK_EQUAL(finalizations(), 1u); // alice's claim_pair, answered
+  CAF_CHECK_EQUAL(metrics->events_delivered.load(), 0u);
+  CAF_CHECK_EQUAL(flush_relay(), 1u);
+  CAF_CHECK_EQUAL(metrics->events_delivered.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->relay_retries.load(), 0u);
+  CAF_CHECK_EQUAL(metrics->outbox_lag_ms.load(), 0); // nothing pending now
+  // A cancel that comes too late is no cancel.
+  CAF_CHECK(cancel(b).phase == session_phase::matched);
+  CAF_CHECK_EQUAL(metrics->cancels.load(), 0u);
+  // Carol joins and cancels; repeating either changes nothing.
+  CAF_CHECK(join(c, "tc").phase == session_phase::queued);
+  CAF_CHECK(join(c, "tc").phase == session_phase::queued);
+  CAF_CHECK_EQUAL(metrics->joins.load(), 3u);
+  CAF_CHECK(cancel(c).phase == session_phase::cancelled);
+  CAF_CHECK(cancel(c).phase == session_phase::cancelled);
+  CAF_CHECK(join(c, "tc").phase == session_phase::cancelled);
+  CAF_CHECK_EQUAL(metrics->cancels.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->joins.load(), 3u);
+  CAF_CHECK_EQUAL(metrics->claims.load(), 3u);
+  CAF_CHECK_EQUAL(metrics->matches.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->requeues.load(), 0u);
+  CAF_CHECK_EQUAL(metrics->conflicts.load(), 0u);
+  CAF_CHECK_EQUAL(metrics->stale_removed.load(), 0u);
+  CAF_CHECK(metrics->queue_depths().empty()); // no sweep ran
+}
+
+CAF_TEST(metrics count stale tickets and a sweep sets the queue depth) {
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "ghost1", "tg1", 1000)));
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "w1", "tw1", 60000)));
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "ghost2", "tg2", 1000)));
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "w2", "tw2", 60000)));
+  *clock_ms += 2000; // the ghosts lapse
+  // A join scans past ghost1 (removed on the way) and claims w1.
+  auto a = session("alice");
+  CAF_REQUIRE(join(a, "ta").phase == session_phase::finalizing);
+  CAF_CHECK_EQUAL(metrics->stale_removed.load(), 1u);
+  CAF_CHECK_EQUAL(metrics->claims.load(), 1u);
+  auto sweep = [&] {
+    auto rh = self->request(broker, caf::infinite, sweep_atom_v,
+                            std::string{"q"});
+    sched.run();
+    sweep_result out;
+    rh.receive([&](sweep_result& r) { out = r; },
+               [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+    return out;
+  };
+  // The sweep removes ghost2 and learns what is left waiting: w2.
+  auto first = sweep();
+  CAF_CHECK_EQUAL(first.removed, 1u);
+  CAF_CHECK_EQUAL(first.depth, 1u);
+  CAF_CHECK_EQUAL(metrics->stale_removed.load(), 2u);
+  auto depths = metrics->queue_depths();
+  CAF_REQUIRE_EQUAL(depths.count("q"), 1u);
+  CAF_CHECK_EQUAL(depths["q"], 1u);
+  // Bob pairs with w2; the next sweep sees an empty queue.
+  auto b = session("bob");
+  CAF_REQUIRE(join(b, "tb").phase == session_phase::finalizing);
+  CAF_CHECK_EQUAL(sweep().depth, 0u);
+  CAF_CHECK_EQUAL(metrics->queue_depths()["q"], 0u);
+  CAF_CHECK_EQUAL(metrics->stale_removed.load(), 2u);
+  CAF_CHECK_EQUAL(metrics->matches.load(), 2u);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

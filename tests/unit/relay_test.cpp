@@ -459,11 +459,17 @@ CAF_TEST(committed matches reach the stream and both sessions) {
     connect("a" + std::to_string(i));
     connect("b" + std::to_string(i));
   }
-  auto r = relay(cfg);
+  auto m = std::make_shared<engine_metrics>();
+  auto c = cfg;
+  c.metrics = m;
+  auto r = relay(c);
   run();
   CAF_CHECK_EQUAL(flush(r), 0u);
   auto ids = commit(0, 5);
   CAF_CHECK_EQUAL(flush(r), 5u);
+  CAF_CHECK_EQUAL(m->events_delivered.load(), 5u);
+  CAF_CHECK_EQUAL(m->relay_retries.load(), 0u);
+  CAF_CHECK_EQUAL(m->outbox_lag_ms.load(), 0); // drained: nothing pending
   for (auto& [id, ev] : expected) {
     for (auto* user : {&ev.user_a, &ev.user_b}) {
       CAF_REQUIRE_EQUAL(got(*user, id), 1);
@@ -521,9 +527,15 @@ CAF_TEST(a relay stopped mid stream leaves nothing undelivered) {
   CAF_CHECK_GREATER_OR_EQUAL(part, 2u);
   CAF_CHECK_LESS(part, static_cast<size_t>(2 * n));
   std::this_thread::sleep_for(std::chrono::milliseconds(5)); // leases expire
+  auto m = std::make_shared<engine_metrics>();
+  c.metrics = m;
   auto second = relay(c);
   run();
   flush(second);
+  // What the first relay had leased and not marked is delivered again.
+  CAF_CHECK_LESS_OR_EQUAL(m->relay_retries.load(), uint64_t{c.batch});
+  CAF_CHECK_GREATER_OR_EQUAL(m->events_delivered.load(),
+                             static_cast<uint64_t>(n - part / 2));
   CAF_CHECK(all_marked());
   CAF_CHECK_EQUAL(losses(), 0);
   // Redeliveries are possible (at least once), and only of what the first
@@ -537,7 +549,10 @@ CAF_TEST(a sink outage is retried with backoff and loses nothing) {
     connect("b" + std::to_string(i));
   }
   auto flaky = std::make_shared<flaky_sink>(sink, 3);
-  auto r = relay(cfg, flaky);
+  auto m = std::make_shared<engine_metrics>();
+  auto c = cfg;
+  c.metrics = m;
+  auto r = relay(c, flaky);
   run();
   commit(0, 3);
   auto rh = self->request(r, caf::infinite, flush_atom_v);
@@ -562,6 +577,8 @@ CAF_TEST(a sink outage is retried with backoff and loses nothing) {
   rh.receive([](uint32_t n) { CAF_CHECK_EQUAL(n, 3u); },
              [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   CAF_CHECK_EQUAL(flaky->calls(), 4);
+  CAF_CHECK_EQUAL(m->relay_retries.load(), 9u); // 3 events x 3 failed XADDs
+  CAF_CHECK_EQUAL(m->events_delivered.load(), 3u);
   auto in_stream = stream_ids();
   CAF_CHECK_EQUAL(in_stream.size(), 3u);
   for (auto& [id, count] : in_stream)
@@ -598,9 +615,15 @@ CAF_TEST(database outages in fetch and mark are retried without loss) {
     connect("a" + std::to_string(i));
     connect("b" + std::to_string(i));
   }
-  auto r = relay(cfg, nullptr, std::make_shared<flaky_db>(db, 2, 2));
+  auto m = std::make_shared<engine_metrics>();
+  auto c = cfg;
+  c.metrics = m;
+  auto r = relay(c, nullptr, std::make_shared<flaky_db>(db, 2, 2));
   commit(0, 4);
   CAF_CHECK_EQUAL(flush(r), 4u); // run() fires the backoff timers
+  // Two failed marks of the 4 events; a failed fetch delivers nothing.
+  CAF_CHECK_EQUAL(m->relay_retries.load(), 8u);
+  CAF_CHECK_EQUAL(m->events_delivered.load(), 4u);
   auto in_stream = stream_ids();
   CAF_CHECK_EQUAL(in_stream.size(), 4u);
   for (auto& [id, count] : in_stream)

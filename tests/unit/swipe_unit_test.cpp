@@ -1,6 +1,6 @@
 // Mutual likes on the embedded stores, deterministic (CAF test DSL through
 // the simulation kit): dislikes, withdrawn likes, bad input, and a swipe
-// that cannot get the pair's lock in time.
+// that cannot get the pair's lock in time, and what the engine counts.
 
 #define CAF_SUITE swipe
 #define FAIL(msg) CAF_FAIL(msg) // Debian's dsl.hpp calls an undefined FAIL
@@ -67,6 +67,9 @@ CAF_TEST(a mutual like creates one match) {
   CAF_CHECK(again->mutual);
   CAF_CHECK(!again->created);
   CAF_CHECK_EQUAL(again->session_id, second->session_id);
+  // The engine's metrics: one match, counted once; no conflict.
+  CAF_CHECK_EQUAL(eng->metrics()->matches.load(), 1u);
+  CAF_CHECK_EQUAL(eng->metrics()->conflicts.load(), 0u);
 }
 
 CAF_TEST(dislike never creates a match) {
@@ -113,6 +116,7 @@ CAF_TEST(a swipe that cannot get the lock in time writes nothing) {
   sw.receive([&](swipe_result& r) { out = r; },
              [&](caf::error& e) { out = e; });
   CAF_CHECK(is(out, errc::conflict));
+  CAF_CHECK_EQUAL(eng->metrics()->conflicts.load(), 1u); // the wait bound
   self->send(eng->pair_lock(), release_atom_v, std::string{"ann"},
              std::string{"ben"}, token);
   sched.run();
@@ -121,6 +125,8 @@ CAF_TEST(a swipe that cannot get the lock in time writes nothing) {
   CAF_REQUIRE(r);
   CAF_CHECK(!r->mutual);
   CAF_CHECK(!matched("ann", "ben"));
+  CAF_CHECK_EQUAL(eng->metrics()->conflicts.load(), 1u);
+  CAF_CHECK_EQUAL(eng->metrics()->matches.load(), 0u);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

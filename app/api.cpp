@@ -1,0 +1,364 @@
+#include "app/api.hpp"
+
+#include <chrono>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/hub.hpp"
+#include "app/token.hpp"
+
+namespace mm {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> out;
+  size_t pos = 1;
+  while (pos <= path.size()) {
+    auto next = path.find('/', pos);
+    if (next == std::string::npos)
+      next = path.size();
+    out.push_back(path.substr(pos, next - pos));
+    pos = next + 1;
+  }
+  return out;
+}
+
+std::string query_param(const std::string& query, const std::string& key) {
+  size_t pos = 0;
+  while (pos < query.size()) {
+    auto amp = query.find('&', pos);
+    if (amp == std::string::npos)
+      amp = query.size();
+    auto item = query.substr(pos, amp - pos);
+    if (item.compare(0, key.size() + 1, key + "=") == 0)
+      return item.substr(key.size() + 1);
+    pos = amp + 1;
+  }
+  return {};
+}
+
+std::string bearer(const std::string& authorization) {
+  static const std::string prefix = "Bearer ";
+  if (authorization.compare(0, prefix.size(), prefix) != 0)
+    return {};
+  return authorization.substr(prefix.size());
+}
+
+int64_t unix_now() {
+  using namespace std::chrono;
+  return duration_cast<seconds>(system_clock::now().time_since_epoch()).count();
+}
+
+api_reply ok(json body) {
+  return api_reply{200, body.dump()};
+}
+
+api_reply refusal(const failure& f) {
+  return api_router::error(api_router::status_of(f.code), to_string(f.code),
+                           f.detail);
+}
+
+/// Reads a string field; false (and `err` set) when absent-but-required or
+/// not a string.
+bool string_field(const json& body, const char* key, bool required,
+                  std::string& out, api_reply& err) {
+  auto i = body.find(key);
+  if (i == body.end()) {
+    if (!required)
+      return true;
+    err = api_router::error(400, "invalid_argument",
+                            std::string{key} + ": required");
+    return false;
+  }
+  if (!i->is_string()) {
+    err = api_router::error(400, "invalid_argument",
+                            std::string{key} + ": must be a string");
+    return false;
+  }
+  out = i->get<std::string>();
+  return true;
+}
+
+api_reply bad_id(const char* what) {
+  return api_router::error(400, "invalid_argument",
+                           std::string{what}
+                             + ": must be 1-128 bytes of [A-Za-z0-9_.:@-]");
+}
+
+} // namespace
+
+engine_port::~engine_port() {
+  // nop
+}
+
+bool valid_api_id(const std::string& id) noexcept {
+  if (id.empty() || id.size() > 128)
+    return false;
+  for (char c : id) {
+    auto ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+              || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':'
+              || c == '@' || c == '-';
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+std::string to_json(const ticket_view& t) {
+  json j{{"user", t.user},
+         {"queue", t.queue},
+         {"ticket", t.ticket},
+         {"state", t.state}};
+  if (!t.session_id.empty())
+    j["session_id"] = t.session_id;
+  if (!t.detail.empty())
+    j["detail"] = t.detail;
+  return j.dump();
+}
+
+api_router::api_router(std::shared_ptr<api_context> ctx,
+                       std::shared_ptr<engine_port> port)
+  : ctx_(std::move(ctx)), port_(std::move(port)) {
+  // nop
+}
+
+api_reply api_router::error(unsigned status, const std::string& name,
+                            const std::string& detail) {
+  json j{{"error", name}, {"detail", detail}};
+  return api_reply{status, j.dump()};
+}
+
+unsigned api_router::status_of(errc code) noexcept {
+  switch (code) {
+    case errc::invalid_argument:
+      return 400;
+    case errc::not_found:
+      return 404;
+    case errc::duplicate_ticket:
+    case errc::conflict:
+    case errc::stale_token:
+    case errc::in_flight:
+    case errc::cancelled:
+      return 409;
+    case errc::store_unavailable:
+    case errc::shutting_down:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+ws_admission api_router::admit_ws(const std::string& target,
+                                  const std::string& authorization) const {
+  ws_admission res;
+  auto qpos = target.find('?');
+  auto path = target.substr(0, qpos);
+  auto query = qpos == std::string::npos ? std::string{}
+                                         : target.substr(qpos + 1);
+  auto parts = split_path(path);
+  if (parts.size() != 4 || parts[0] != "v1" || parts[1] != "users"
+      || parts[3] != "events") {
+    res.refusal = error(404, "unknown_route", "no WebSocket route " + path);
+    return res;
+  }
+  if (ctx_->draining.load()) {
+    res.refusal = error(503, "shutting_down", "the node is draining");
+    return res;
+  }
+  auto tok = bearer(authorization);
+  if (tok.empty())
+    tok = query_param(query, "access_token");
+  auto check = verify_token(ctx_->secret, tok, unix_now());
+  if (check.error != token_error::none) {
+    res.refusal = error(401, to_string(check.error), "the bearer token was refused");
+    return res;
+  }
+  if (check.user != parts[2]) {
+    res.refusal = error(403, "forbidden", "a token acts only as its own user");
+    return res;
+  }
+  res.ok = true;
+  res.user = check.user;
+  return res;
+}
+
+void api_router::handle(const std::string& method, const std::string& target,
+                        const std::string& authorization,
+                        const std::string& body, reply_fn done) const {
+  auto ctx = ctx_;
+  auto reply = [ctx, done](api_reply r) {
+    if (ctx->count_status)
+      ctx->count_status(r.status);
+    done(std::move(r));
+  };
+  auto path = target.substr(0, target.find('?'));
+  // -- operations: no token -------------------------------------------------
+  if (path == "/healthz" || path == "/readyz" || path == "/metrics") {
+    if (method != "GET") {
+      reply(error(405, "method_not_allowed", method + " " + path));
+      return;
+    }
+    if (path == "/healthz") {
+      reply(ok(json{{"status", "ok"}}));
+    } else if (path == "/readyz") {
+      std::string why;
+      if (ctx_->draining.load())
+        reply(api_reply{503, json{{"status", "not_ready"},
+                                  {"error", "shutting_down"},
+                                  {"detail", "the node is draining"}}
+                               .dump()});
+      else if (ctx_->ready && !ctx_->ready(why))
+        reply(api_reply{503, json{{"status", "not_ready"},
+                                  {"error", "store_unavailable"},
+                                  {"detail", why}}
+                               .dump()});
+      else
+        reply(ok(json{{"status", "ready"}}));
+    } else {
+      reply(api_reply{200, ctx_->metrics_text ? ctx_->metrics_text() : "",
+                      "text/plain; version=0.0.4"});
+    }
+    return;
+  }
+  // -- /v1/users/{user}/... ---------------------------------------------------
+  auto parts = split_path(path);
+  enum { r_none, r_join, r_ticket, r_heartbeat, r_swipe, r_events } route = r_none;
+  if (parts.size() >= 3 && parts[0] == "v1" && parts[1] == "users") {
+    if (parts.size() == 4 && parts[3] == "tickets")
+      route = r_join;
+    else if (parts.size() == 5 && parts[3] == "tickets")
+      route = r_ticket;
+    else if (parts.size() == 6 && parts[3] == "tickets"
+             && parts[5] == "heartbeat")
+      route = r_heartbeat;
+    else if (parts.size() == 4 && parts[3] == "swipes")
+      route = r_swipe;
+    else if (parts.size() == 4 && parts[3] == "events")
+      route = r_events;
+  }
+  if (route == r_none) {
+    reply(error(404, "unknown_route", "no route " + method + " " + path));
+    return;
+  }
+  auto allowed = [&] {
+    switch (route) {
+      case r_join:
+      case r_heartbeat:
+      case r_swipe:
+        return method == "POST";
+      case r_ticket:
+        return method == "GET" || method == "DELETE";
+      default:
+        return false; // events: only as a WebSocket upgrade
+    }
+  }();
+  if (!allowed) {
+    reply(error(405, "method_not_allowed",
+                route == r_events ? "the events route is a WebSocket"
+                                  : method + " " + path));
+    return;
+  }
+  auto check = verify_token(ctx_->secret, bearer(authorization), unix_now());
+  if (check.error != token_error::none) {
+    reply(error(401, to_string(check.error), "the bearer token was refused"));
+    return;
+  }
+  const auto& user = parts[2];
+  if (check.user != user) {
+    reply(error(403, "forbidden", "a token acts only as its own user"));
+    return;
+  }
+  if (!valid_api_id(user)) {
+    reply(bad_id("user"));
+    return;
+  }
+  if (ctx_->events)
+    ctx_->events->touch(user);
+  auto on_ticket = [reply](outcome<ticket_view> res) {
+    if (res)
+      reply(api_reply{200, to_json(*res)});
+    else
+      reply(refusal(res.error()));
+  };
+  if (route == r_ticket || route == r_heartbeat) {
+    const auto& ticket = parts[4];
+    if (!valid_api_id(ticket)) {
+      reply(bad_id("ticket"));
+      return;
+    }
+    if (method == "DELETE")
+      port_->cancel(user, ticket, on_ticket);
+    else
+      port_->state(user, ticket, on_ticket);
+    return;
+  }
+  // Routes with a JSON body.
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    reply(error(400, "malformed_json", "the body must be a JSON object"));
+    return;
+  }
+  api_reply err;
+  if (route == r_join) {
+    if (ctx_->draining.load()) {
+      reply(error(503, "shutting_down", "the node is draining"));
+      return;
+    }
+    std::string queue, ticket, attrs;
+    if (!string_field(j, "queue", true, queue, err)
+        || !string_field(j, "ticket", true, ticket, err)
+        || !string_field(j, "attrs", false, attrs, err)) {
+      reply(err);
+      return;
+    }
+    if (!valid_api_id(queue)) {
+      reply(bad_id("queue"));
+      return;
+    }
+    if (!valid_api_id(ticket)) {
+      reply(bad_id("ticket"));
+      return;
+    }
+    if (attrs.size() > 4096) {
+      reply(error(400, "invalid_argument", "attrs: at most 4096 bytes"));
+      return;
+    }
+    port_->join(user, queue, ticket, attrs, on_ticket);
+    return;
+  }
+  // r_swipe
+  std::string to, action;
+  if (!string_field(j, "to", true, to, err)
+      || !string_field(j, "action", true, action, err)) {
+    reply(err);
+    return;
+  }
+  if (!valid_api_id(to)) {
+    reply(bad_id("to"));
+    return;
+  }
+  if (to == user) {
+    reply(error(400, "invalid_argument", "to: a user cannot swipe itself"));
+    return;
+  }
+  if (action != "LIKE" && action != "DISLIKE") {
+    reply(error(400, "invalid_argument", "action: must be LIKE or DISLIKE"));
+    return;
+  }
+  port_->swipe(user, to, action == "LIKE", [reply](outcome<swipe_view> res) {
+    if (!res) {
+      reply(refusal(res.error()));
+      return;
+    }
+    json out{{"mutual", res->mutual}, {"created", res->created}};
+    if (!res->session_id.empty())
+      out["session_id"] = res->session_id;
+    reply(api_reply{200, out.dump()});
+  });
+}
+
+} // namespace mm

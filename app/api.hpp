@@ -1,0 +1,125 @@
+#pragma once
+
+// The client API of matchd (docs/api.md) without transport and without CAF:
+// the HTTP server hands each request to `api_router`, which authenticates,
+// validates and answers it through an `engine_port`.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "messages/outcome.hpp"
+
+namespace mm {
+
+/// A ticket as the API shows it (the client's ticket id, not a healed one).
+struct ticket_view {
+  std::string user;
+  std::string queue;
+  std::string ticket;
+  std::string state; ///< claiming, queued, finalizing, matched, cancelled, failed
+  std::string session_id;
+  std::string detail;
+};
+
+struct swipe_view {
+  bool mutual = false;
+  std::string session_id;
+  bool created = false;
+};
+
+using ticket_cb = std::function<void(outcome<ticket_view>)>;
+using swipe_cb = std::function<void(outcome<swipe_view>)>;
+
+/// What the API needs from the engine. Callbacks may run on any thread.
+class engine_port {
+public:
+  virtual ~engine_port();
+
+  /// Claim-or-enqueue. Idempotent per (user, ticket).
+  virtual void join(const std::string& user, const std::string& queue,
+                    const std::string& ticket, const std::string& attrs,
+                    ticket_cb cb) = 0;
+
+  /// Cancels the user's join `ticket`; answers when certain. Idempotent.
+  virtual void cancel(const std::string& user, const std::string& ticket,
+                      ticket_cb cb) = 0;
+
+  /// The state of the user's `ticket`; `not_found` for another ticket.
+  /// Idempotent.
+  virtual void state(const std::string& user, const std::string& ticket,
+                     ticket_cb cb) = 0;
+
+  /// A swipe (`like` false: DISLIKE). Idempotent.
+  virtual void swipe(const std::string& from, const std::string& to, bool like,
+                     swipe_cb cb) = 0;
+};
+
+/// A reply to a request: status and JSON body.
+struct api_reply {
+  unsigned status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+using reply_fn = std::function<void(api_reply)>;
+
+/// The non-engine parts the router needs.
+struct api_context {
+  std::string secret;
+  std::shared_ptr<class hub> events; ///< signs of life are recorded here
+  std::function<std::string()> metrics_text;  ///< Prometheus exposition
+  std::function<bool(std::string&)> ready;    ///< false + why when not ready
+  std::atomic<bool> draining{false};
+  /// Counts each answered request by status (for /metrics); may be empty.
+  std::function<void(unsigned)> count_status;
+};
+
+/// A WebSocket upgrade that passed authentication.
+struct ws_admission {
+  bool ok = false;
+  std::string user;
+  api_reply refusal; ///< when !ok
+};
+
+class api_router {
+public:
+  api_router(std::shared_ptr<api_context> ctx, std::shared_ptr<engine_port> port);
+
+  /// Answers one HTTP request (method in upper case, e.g. "POST"; target is
+  /// path plus query). `done` is called exactly once, maybe on another
+  /// thread. Idempotent exactly when the route is (docs/api.md).
+  void handle(const std::string& method, const std::string& target,
+              const std::string& authorization, const std::string& body,
+              reply_fn done) const;
+
+  /// Checks a WebSocket upgrade to `target`. Idempotent.
+  ws_admission admit_ws(const std::string& target,
+                        const std::string& authorization) const;
+
+  /// The JSON error body for `name`/`detail`. Idempotent.
+  static api_reply error(unsigned status, const std::string& name,
+                         const std::string& detail);
+
+  /// The HTTP status of an engine refusal. Idempotent.
+  static unsigned status_of(errc code) noexcept;
+
+  const std::shared_ptr<api_context>& context() const {
+    return ctx_;
+  }
+
+private:
+  std::shared_ptr<api_context> ctx_;
+  std::shared_ptr<engine_port> port_;
+};
+
+/// True for 1-128 bytes of [A-Za-z0-9_.:@-] (users, queues, tickets).
+/// Idempotent.
+bool valid_api_id(const std::string& id) noexcept;
+
+/// The JSON text of `t`, `e` (for WebSockets and tests). Idempotent.
+std::string to_json(const ticket_view& t);
+
+} // namespace mm

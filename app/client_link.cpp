@@ -1,0 +1,187 @@
+#include "app/client_link.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/engine.hpp"
+#include "app/hub.hpp"
+
+namespace mm {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct link_data {
+  std::string user;
+  std::shared_ptr<engine> eng;
+  std::shared_ptr<hub> events;
+  client_link_config cfg;
+  session_actor session;
+  session_state last;      ///< the session's last published state
+  std::string ticket;      ///< the client's ticket of the current/last join
+  std::string reason;      ///< why we cancelled, for the WebSocket notice
+  bool ticking = false;
+  static inline const char* name = "client_link";
+};
+
+using link_ptr = client_link_actor::stateful_pointer<link_data>;
+
+bool live(session_phase p) {
+  return p == session_phase::claiming || p == session_phase::queued
+         || p == session_phase::finalizing;
+}
+
+/// The session's answer as the client sees it: its own ticket id.
+session_state as_client(link_ptr self, session_state st) {
+  st.ticket = self->state.ticket;
+  return st;
+}
+
+void arm_presence(link_ptr self) {
+  auto& d = self->state;
+  if (d.ticking || d.cfg.client_ttl_ms == 0)
+    return;
+  d.ticking = true;
+  self->delayed_send(self, std::chrono::milliseconds(d.cfg.client_ttl_ms / 2 + 1),
+                     tick_atom_v);
+}
+
+using state_rp = caf::typed_response_promise<session_state>;
+
+void cancel_join(link_ptr self, std::string reason, state_rp rp) {
+  self->state.reason = std::move(reason);
+  self->request(self->state.session, caf::infinite, cancel_atom_v)
+    .then([self, rp](session_state& st) mutable {
+            rp.deliver(as_client(self, std::move(st)));
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+}
+
+client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
+                                           std::shared_ptr<engine> eng,
+                                           std::shared_ptr<hub> events,
+                                           client_link_config cfg) {
+  auto& d = self->state;
+  d.user = user;
+  d.eng = eng;
+  d.events = std::move(events);
+  d.cfg = cfg;
+  d.last.user = user;
+  d.session = eng->session(user, caf::actor_cast<subscriber_actor>(self));
+  return {
+    [self](session_state& st) {
+      auto& d = self->state;
+      d.last = st;
+      if (live(st.phase)) {
+        arm_presence(self);
+        return;
+      }
+      if (st.phase == session_phase::cancelled
+          || st.phase == session_phase::failed) {
+        json j{{"type", "state"},
+               {"ticket", d.ticket},
+               {"state", to_string(st.phase)}};
+        auto detail = !d.reason.empty() ? d.reason : st.detail;
+        if (!detail.empty())
+          j["detail"] = detail;
+        d.events->publish(d.user, j.dump());
+      }
+    },
+    [self](match_event& ev) {
+      self->state.events->publish(self->state.user, event_json(ev));
+    },
+    [self](join_atom, join_request& req) -> caf::result<session_state> {
+      auto& d = self->state;
+      if (!live(d.last.phase) || req.ticket == d.ticket) {
+        if (req.ticket != d.ticket)
+          d.reason.clear();
+        d.ticket = req.ticket;
+      }
+      auto rp = self->make_response_promise<session_state>();
+      self->request(d.session, caf::infinite, join_atom_v, std::move(req))
+        .then([self, rp](session_state& st) mutable {
+                rp.deliver(as_client(self, std::move(st)));
+              },
+              [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    },
+    [self](state_atom, std::string& ticket) -> caf::result<session_state> {
+      auto& d = self->state;
+      if (ticket != d.ticket || d.ticket.empty())
+        return caf::make_error(errc::not_found, "no such ticket of this user");
+      auto rp = self->make_response_promise<session_state>();
+      self->request(d.session, caf::infinite, state_atom_v)
+        .then(
+          [self, rp](session_state& st) mutable {
+            if (st.phase == session_phase::idle)
+              rp.deliver(caf::make_error(errc::not_found,
+                                         "no such ticket of this user"));
+            else
+              rp.deliver(as_client(self, std::move(st)));
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    },
+    [self](cancel_atom, std::string& ticket,
+           std::string& reason) -> caf::result<session_state> {
+      auto& d = self->state;
+      if (ticket != d.ticket || d.ticket.empty())
+        return caf::make_error(errc::not_found, "no such ticket of this user");
+      auto rp = self->make_response_promise<session_state>();
+      cancel_join(self, std::move(reason), rp);
+      return rp;
+    },
+    [self](flush_atom) -> caf::result<bool> {
+      auto& d = self->state;
+      if (!live(d.last.phase))
+        return true;
+      auto rp = self->make_response_promise<bool>();
+      // The outcome is certain once the session answers the cancel.
+      d.reason = "shutting_down";
+      self->request(d.session, caf::infinite, cancel_atom_v)
+        .then([rp](session_state&) mutable { rp.deliver(true); },
+              [rp](caf::error&) mutable { rp.deliver(false); });
+      return rp;
+    },
+    [self](tick_atom) {
+      auto& d = self->state;
+      d.ticking = false;
+      if (!live(d.last.phase))
+        return;
+      // Finalizing: the finalizer decides soon; no need to cancel.
+      if (d.last.phase != session_phase::finalizing
+          && !d.events->connected(d.user)
+          && d.events->idle(d.user)
+               > std::chrono::milliseconds(d.cfg.client_ttl_ms)) {
+        d.reason = "client_gone";
+        self->request(d.session, caf::infinite, cancel_atom_v)
+          .then([](session_state&) {}, [](caf::error&) {});
+        return;
+      }
+      arm_presence(self);
+    },
+  };
+}
+
+} // namespace
+
+std::string event_json(const match_event& ev) {
+  json j{{"type", "match.created"},
+         {"event_id", ev.event_id},
+         {"session_id", ev.session_id},
+         {"queue", ev.queue},
+         {"users", {ev.user_a, ev.user_b}},
+         {"tickets", {ev.ticket_a, ev.ticket_b}}};
+  return j.dump();
+}
+
+client_link_actor spawn_client_link(caf::actor_system& sys, std::string user,
+                                    std::shared_ptr<engine> eng,
+                                    std::shared_ptr<hub> events,
+                                    client_link_config cfg) {
+  return sys.spawn(link_impl, std::move(user), std::move(eng), std::move(events),
+                   cfg);
+}
+
+} // namespace mm

@@ -1,0 +1,52 @@
+#pragma once
+
+// The engine behind the API: implements `engine_port` with one client link
+// (and session) per user in matchd's actor system.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include <caf/fwd.hpp>
+
+#include "app/api.hpp"
+
+namespace mm {
+
+class engine;
+class hub;
+
+struct bridge_config {
+  uint32_t client_ttl_ms = 30000;      ///< see client_link_config
+  uint32_t request_timeout_ms = 30000; ///< an engine answer later than this: 503
+};
+
+class engine_bridge : public engine_port {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  /// Not idempotent: every call makes another bridge.
+  static std::shared_ptr<engine_bridge>
+  make(caf::actor_system& sys, std::shared_ptr<engine> eng,
+       std::shared_ptr<hub> events, bridge_config cfg);
+
+  ~engine_bridge() override;
+
+  /// Cancels every live join ("shutting_down") and waits until each outcome
+  /// is certain, at most until `deadline`. Answers whether all finished.
+  /// Idempotent.
+  virtual bool drain(time_point deadline) = 0;
+
+  /// Delivers every committed, undelivered outbox event now, at most until
+  /// `deadline`. Idempotent.
+  virtual bool flush_events(time_point deadline) = 0;
+
+  /// Stops every client link (their sessions stop with the engine).
+  /// Idempotent.
+  virtual void stop() = 0;
+
+  /// Users with a link on this node. Idempotent.
+  virtual size_t users() const = 0;
+};
+
+} // namespace mm

@@ -1,0 +1,81 @@
+#pragma once
+
+// Fan-out of user events to the user's open WebSockets, with a short backlog
+// for users that have none open, and the client's last sign of life (no CAF,
+// no Beast: both sides talk to it through these calls).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mm {
+
+/// One open WebSocket of a user.
+class event_sink {
+public:
+  virtual ~event_sink();
+
+  /// Queues `msg` for sending; never blocks (the sink bounds its queue and
+  /// closes itself when the client does not read). Thread-safe.
+  virtual void push(std::shared_ptr<const std::string> msg) = 0;
+};
+
+class hub {
+public:
+  using clock = std::chrono::steady_clock;
+
+  explicit hub(size_t backlog_limit = 64,
+               std::chrono::seconds backlog_ttl = std::chrono::seconds{300});
+
+  /// Adds `sink` to `user`'s sinks and pushes the user's backlog to it
+  /// (then clears it). Counts as a sign of life. Idempotent per sink.
+  void attach(const std::string& user, std::shared_ptr<event_sink> sink);
+
+  /// Removes `sink`. Counts as a sign of life. Idempotent.
+  void detach(const std::string& user, const event_sink* sink);
+
+  /// Pushes `msg` to every sink of `user`; keeps it in the backlog (at most
+  /// `backlog_limit`, oldest dropped) when the user has none. Answers how
+  /// many sinks it reached. Not idempotent (the message is sent again).
+  size_t publish(const std::string& user, const std::string& msg);
+
+  /// Records a sign of life of `user` (any authenticated request).
+  /// Idempotent.
+  void touch(const std::string& user);
+
+  /// True while `user` has an open WebSocket. Idempotent.
+  bool connected(const std::string& user) const;
+
+  /// Time since the user's last sign of life (zero while connected; large
+  /// for a user never seen). Idempotent.
+  clock::duration idle(const std::string& user) const;
+
+  /// Drops backlogs older than the TTL and entries with nothing left.
+  /// Idempotent.
+  void prune();
+
+  /// Open WebSockets right now. Idempotent.
+  size_t sinks() const;
+
+private:
+  struct entry {
+    std::vector<std::shared_ptr<event_sink>> sinks;
+    std::deque<std::pair<clock::time_point, std::shared_ptr<const std::string>>>
+      backlog;
+    clock::time_point last_seen;
+  };
+
+  size_t backlog_limit_;
+  clock::duration backlog_ttl_;
+  mutable std::mutex mtx_;
+  std::unordered_map<std::string, entry> users_;
+  size_t sink_count_ = 0;
+};
+
+} // namespace mm

@@ -1,0 +1,240 @@
+// matchd: one node of the engine behind the HTTP/WebSocket API (docs/api.md).
+//
+// Start-up: settings -> logging -> actor system -> engine (stores, migrations)
+// -> API -> listen. SIGTERM/SIGINT drains: stop accepting, refuse new joins,
+// cancel the live joins and wait until each is certain (in-flight
+// finalizations finish), deliver committed events, close the WebSockets
+// after their queues are sent, stop, exit 0 — all within --drain-timeout.
+
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include <pthread.h>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/engine.hpp"
+#include "app/engine_bridge.hpp"
+#include "app/http_server.hpp"
+#include "app/hub.hpp"
+#include "app/matchd_config.hpp"
+#include "app/metrics_text.hpp"
+#include "messages/metrics.hpp"
+#include "persistence/logger.hpp"
+
+using namespace mm;
+
+namespace {
+
+/// Asks both stores a cheap question every second, from its own thread (the
+/// clients block); /readyz reads the last answer.
+class readiness_probe {
+public:
+  readiness_probe(std::shared_ptr<queue_store_factory> qs,
+                  std::shared_ptr<match_store_factory> ms,
+                  std::shared_ptr<hub> events)
+    : qs_(std::move(qs)), ms_(std::move(ms)), events_(std::move(events)) {
+    probe();
+    thread_ = std::thread([this] { loop(); });
+  }
+
+  ~readiness_probe() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  bool ready(std::string& why) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    why = why_;
+    return why_.empty();
+  }
+
+private:
+  void loop() {
+    auto prune_every = 10;
+    std::unique_lock<std::mutex> guard{mtx_};
+    while (!stop_) {
+      cv_.wait_for(guard, std::chrono::seconds(1));
+      if (stop_)
+        break;
+      guard.unlock();
+      probe();
+      if (--prune_every == 0) {
+        events_->prune();
+        prune_every = 10;
+      }
+      guard.lock();
+    }
+  }
+
+  void probe() {
+    std::string why;
+    if (!queue_conn_)
+      queue_conn_ = qs_->connect();
+    if (!queue_conn_) {
+      why = "queue store: cannot connect to " + qs_->describe();
+    } else {
+      auto rep = queue_conn_->execute({{"GET", "mm:readyz"}});
+      if (rep.empty() || rep[0].code != errc::none)
+        why = "queue store: " + qs_->describe() + " does not answer";
+    }
+    if (why.empty()) {
+      if (!match_conn_)
+        match_conn_ = ms_->connect();
+      if (!match_conn_) {
+        why = "database: cannot connect to " + ms_->describe();
+      } else if (auto res = match_conn_->active_session_of("readyz"); !res) {
+        why = "database: " + res.error().detail;
+        if (res.error().code == errc::store_unavailable)
+          match_conn_.reset();
+      }
+    }
+    std::lock_guard<std::mutex> guard{mtx_};
+    why_ = std::move(why);
+  }
+
+  std::shared_ptr<queue_store_factory> qs_;
+  std::shared_ptr<match_store_factory> ms_;
+  std::shared_ptr<hub> events_;
+  std::unique_ptr<queue_store> queue_conn_;
+  std::unique_ptr<match_store> match_conn_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string why_ = "not probed yet";
+  std::thread thread_;
+};
+
+int run(const matchd_config& mc) {
+  auto lg = logger("matchd");
+  // The main thread waits for the signals; every other thread (started
+  // below) inherits the mask and never sees them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  cfg.set("scheduler.max-threads", static_cast<size_t>(mc.threads));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+
+  engine_config ec;
+  ec.node = mc.node;
+  ec.metrics = std::make_shared<engine_metrics>();
+  ec.session.ttl_ms = mc.ticket_ttl_ms;
+  ec.session.heartbeat_ms = mc.heartbeat_ms;
+  ec.broker.queues = mc.queues;
+  ec.broker.workers = mc.redis_workers;
+  ec.finalizer.workers = mc.pg_workers;
+  if (!mc.redis.empty()) {
+    ec.use_redis = true;
+    ec.redis.host = mc.redis_host;
+    ec.redis.port = mc.redis_port;
+  }
+  if (!mc.postgres.empty()) {
+    ec.use_postgres = true;
+    ec.postgres.conninfo = mc.postgres;
+  }
+  if (!ec.use_redis || !ec.use_postgres)
+    lg->warn("NOT DURABLE: running on {}{}{}: waiting users and matches are "
+             "lost when this process ends; give --redis and --postgres in "
+             "production",
+             ec.use_redis ? "" : "the embedded queue store",
+             !ec.use_redis && !ec.use_postgres ? " and " : "",
+             ec.use_postgres ? "" : "in-memory persistence");
+  auto started = engine::start(sys, ec);
+  if (!started) {
+    lg->error("cannot start the engine: {} ({})",
+              to_string(started.error().code), started.error().detail);
+    return 1;
+  }
+  auto eng = *started;
+  auto metrics = eng->metrics();
+
+  auto events = std::make_shared<hub>();
+  auto bridge = engine_bridge::make(sys, eng, events,
+                                    bridge_config{mc.client_ttl_ms, 30000});
+  auto exporter = std::make_shared<metrics_exporter>(metrics, mc.node);
+  auto probe = std::make_shared<readiness_probe>(eng->queue_store(),
+                                                 eng->match_store(), events);
+  auto ctx = std::make_shared<api_context>();
+  ctx->secret = mc.secret;
+  ctx->events = events;
+  ctx->metrics_text = [exporter] { return exporter->render(); };
+  ctx->ready = [probe](std::string& why) { return probe->ready(why); };
+  ctx->count_status = [exporter](unsigned status) {
+    exporter->count_status(status);
+  };
+  auto router = std::make_shared<api_router>(ctx, bridge);
+  server_limits limits;
+  limits.max_body = mc.max_body;
+  limits.rate = mc.rate;
+  limits.idle_timeout_ms = mc.idle_timeout_ms;
+  limits.max_connections = mc.max_connections;
+  auto server = http_server::start(mc.listen_host, mc.listen_port,
+                                   mc.io_threads, router, events, limits);
+  if (!server) {
+    lg->error("{}", server.error().detail);
+    eng->stop();
+    return 1;
+  }
+  auto& srv = *server;
+  exporter->attach(srv.get());
+  lg->info("node {} listening on http://{}:{} (queue store: {}, database: {})",
+           mc.node, mc.listen_host, srv->port(), eng->queue_store()->describe(),
+           eng->match_store()->describe());
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  auto t0 = std::chrono::steady_clock::now();
+  auto deadline = t0 + std::chrono::milliseconds(mc.drain_timeout_ms);
+  lg->info("{}: draining (bound {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+           mc.drain_timeout_ms);
+  ctx->draining = true;
+  srv->stop_accepting();
+  auto joins_done = bridge->drain(deadline);
+  auto flushed = bridge->flush_events(deadline);
+  // Events handed to the sessions reach the WebSocket queues moments later.
+  std::this_thread::sleep_until(
+    std::min(deadline, std::chrono::steady_clock::now()
+                         + std::chrono::milliseconds(100)));
+  auto ws_closed = srv->close_websockets(deadline);
+  srv->stop();
+  bridge->stop();
+  eng->stop();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::steady_clock::now() - t0)
+              .count();
+  if (joins_done && flushed && ws_closed)
+    lg->info("drained in {} ms", ms);
+  else
+    lg->warn("drain bound reached after {} ms (joins settled: {}, events "
+             "flushed: {}, websockets closed: {})",
+             ms, joins_done, flushed, ws_closed);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  matchd_config mc;
+  auto parsed = parse_matchd_config(argc, argv, mc);
+  if (parsed.exit_now) {
+    std::fputs(parsed.output.c_str(), parsed.exit_code == 0 ? stdout : stderr);
+    return parsed.exit_code;
+  }
+  spdlog::set_level(spdlog::level::from_str(mc.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+  return run(mc);
+}

@@ -1,0 +1,204 @@
+#include "app/matchd_config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+namespace mm {
+
+namespace {
+
+/// "host:port" with a port in 1..65535 (0 allowed when `any_port`).
+bool split_host_port(const std::string& in, bool any_port, std::string& host,
+                     uint16_t& port) {
+  auto colon = in.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == in.size())
+    return false;
+  host = in.substr(0, colon);
+  auto text = in.substr(colon + 1);
+  if (text.size() > 5)
+    return false;
+  unsigned long n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    n = n * 10 + static_cast<unsigned long>(c - '0');
+  }
+  if (n > 65535 || (n == 0 && !any_port))
+    return false;
+  port = static_cast<uint16_t>(n);
+  return true;
+}
+
+std::string env_name(const std::string& long_name) {
+  std::string out = "MATCHD_";
+  for (char c : long_name)
+    out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
+  return out;
+}
+
+} // namespace
+
+config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
+  config_result res;
+  CLI::App app{"matchd: one node of the matchmaker engine. Without --redis and "
+               "--postgres it runs on the embedded queue store and in-memory "
+               "persistence (not durable)."};
+  app.set_version_flag("--version", "matchd 0.1.0");
+  app.add_option("--config", cfg.config_file,
+                 "Config file (TOML/INI: key = value, keys as the long options)");
+  app.add_option("--listen", cfg.listen, "HTTP/WebSocket address host:port")
+    ->capture_default_str();
+  app.add_option("--secret", cfg.secret,
+                 "Shared secret of the bearer tokens (at least 16 bytes)");
+  app.add_option("--redis", cfg.redis,
+                 "Redis host:port (default: the embedded queue store)");
+  app.add_option("--postgres", cfg.postgres,
+                 "PostgreSQL conninfo (default: in-memory persistence)");
+  app.add_option("--node", cfg.node, "This node's id")->capture_default_str();
+  app.add_option("--log-level", cfg.log_level,
+                 "trace, debug, info, warn, error, critical or off")
+    ->capture_default_str();
+  app.add_option("--queues", cfg.queues,
+                 "Queues users may join (comma separated; default: any)")
+    ->delimiter(',');
+  app.add_option("--threads", cfg.threads, "Actor scheduler threads")
+    ->capture_default_str();
+  app.add_option("--io-threads", cfg.io_threads, "HTTP threads")
+    ->capture_default_str();
+  app.add_option("--max-body", cfg.max_body, "Largest request body in bytes")
+    ->capture_default_str();
+  app.add_option("--rate", cfg.rate, "Requests per second per connection")
+    ->capture_default_str();
+  app.add_option("--idle-timeout", cfg.idle_timeout_ms,
+                 "ms without a complete request before a connection closes")
+    ->capture_default_str();
+  app.add_option("--max-connections", cfg.max_connections,
+                 "Connections open at once")
+    ->capture_default_str();
+  app.add_option("--client-ttl", cfg.client_ttl_ms,
+                 "ms a waiting user may go without WebSocket or request")
+    ->capture_default_str();
+  app.add_option("--drain-timeout", cfg.drain_timeout_ms,
+                 "Bound of the graceful shutdown in ms")
+    ->capture_default_str();
+  app.add_option("--ticket-ttl", cfg.ticket_ttl_ms,
+                 "Presence window of a ticket in ms")
+    ->capture_default_str();
+  app.add_option("--heartbeat", cfg.heartbeat_ms,
+                 "Ticket refresh period in ms (less than --ticket-ttl)")
+    ->capture_default_str();
+  app.add_option("--redis-workers", cfg.redis_workers, "Redis connections")
+    ->capture_default_str();
+  app.add_option("--pg-workers", cfg.pg_workers, "PostgreSQL connections")
+    ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+    // Below the command line: the environment, then the config file.
+    std::map<std::string, std::vector<std::string>> file_items;
+    if (!cfg.config_file.empty()) {
+      std::ifstream in{cfg.config_file};
+      if (!in)
+        throw CLI::ValidationError("--config", "cannot read "
+                                                 + cfg.config_file);
+      for (auto& item : CLI::ConfigTOML{}.from_config(in))
+        file_items[item.name] = item.inputs;
+      for (auto& kv : file_items) {
+        auto opt = app.get_option_no_throw("--" + kv.first);
+        if (opt == nullptr || kv.first == "config")
+          throw CLI::ValidationError(cfg.config_file,
+                                     "unknown key '" + kv.first + "'");
+      }
+    }
+    for (auto* opt : app.get_options()) {
+      auto name = opt->get_single_name();
+      if (opt->count() > 0 || name == "config" || name == "help"
+          || name == "version")
+        continue;
+      if (auto env = std::getenv(env_name(name).c_str()); env && *env) {
+        opt->add_result(std::string{env});
+        opt->run_callback();
+      } else if (auto i = file_items.find(name); i != file_items.end()) {
+        for (auto& v : i->second)
+          opt->add_result(v);
+        opt->run_callback();
+      }
+    }
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    res.exit_code = app.exit(e, out, err);
+    res.exit_now = true;
+    res.output = out.str() + err.str();
+    if (res.exit_code != 0)
+      res.exit_code = 2;
+    return res;
+  }
+  // Validation: every problem, one line each.
+  std::vector<std::string> bad;
+  auto complain = [&](const std::string& opt, const std::string& why) {
+    bad.push_back("matchd: bad value for --" + opt + " (env " + env_name(opt)
+                  + "): " + why);
+  };
+  if (!split_host_port(cfg.listen, true, cfg.listen_host, cfg.listen_port))
+    complain("listen", "'" + cfg.listen + "' is not host:port");
+  if (cfg.secret.size() < 16)
+    complain("secret", "required, at least 16 bytes (the host application "
+                       "signs tokens with it)");
+  if (!cfg.redis.empty()) {
+    auto r = cfg.redis;
+    if (r.compare(0, 8, "redis://") == 0)
+      r = r.substr(8);
+    if (!split_host_port(r, false, cfg.redis_host, cfg.redis_port))
+      complain("redis", "'" + cfg.redis + "' is not host:port");
+  }
+  if (cfg.node.empty() || cfg.node.size() > 64)
+    complain("node", "must be 1-64 bytes");
+  static const char* levels[] = {"trace", "debug", "info",    "warn",
+                                 "error", "critical", "off"};
+  if (std::find(std::begin(levels), std::end(levels), cfg.log_level)
+      == std::end(levels))
+    complain("log-level", "'" + cfg.log_level
+                            + "' is not one of trace, debug, info, warn, "
+                              "error, critical, off");
+  if (cfg.threads < 1 || cfg.threads > 64)
+    complain("threads", "must be 1-64");
+  if (cfg.io_threads < 1 || cfg.io_threads > 64)
+    complain("io-threads", "must be 1-64");
+  if (cfg.max_body < 256 || cfg.max_body > (1u << 20))
+    complain("max-body", "must be 256-1048576 bytes");
+  if (!(cfg.rate >= 1 && cfg.rate <= 1e6))
+    complain("rate", "must be 1-1000000 requests per second");
+  if (cfg.idle_timeout_ms < 100)
+    complain("idle-timeout", "must be at least 100 ms");
+  if (cfg.max_connections < 1)
+    complain("max-connections", "must be at least 1");
+  if (cfg.drain_timeout_ms < 100 || cfg.drain_timeout_ms > 600000)
+    complain("drain-timeout", "must be 100-600000 ms");
+  if (cfg.ticket_ttl_ms < 1000)
+    complain("ticket-ttl", "must be at least 1000 ms");
+  if (cfg.heartbeat_ms < 100 || cfg.heartbeat_ms >= cfg.ticket_ttl_ms)
+    complain("heartbeat", "must be at least 100 ms and less than --ticket-ttl");
+  if (cfg.client_ttl_ms != 0 && cfg.client_ttl_ms < 1000)
+    complain("client-ttl", "must be 0 (off) or at least 1000 ms");
+  if (cfg.redis_workers < 1 || cfg.redis_workers > 64)
+    complain("redis-workers", "must be 1-64");
+  if (cfg.pg_workers < 1 || cfg.pg_workers > 64)
+    complain("pg-workers", "must be 1-64");
+  for (auto& q : cfg.queues)
+    if (q.empty() || q.size() > 128)
+      complain("queues", "'" + q + "' must be 1-128 bytes");
+  if (!bad.empty()) {
+    res.exit_code = 2;
+    res.exit_now = true;
+    for (auto& line : bad)
+      res.output += line + "\n";
+  }
+  return res;
+}
+
+} // namespace mm

@@ -1,0 +1,53 @@
+#pragma once
+
+// matchd's settings: command line > environment (MATCHD_*) > config file
+// (--config, INI/TOML) > defaults, parsed with CLI11 and validated as a
+// whole (one message per bad value).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mm {
+
+struct matchd_config {
+  std::string config_file;
+  std::string listen = "127.0.0.1:8080";
+  std::string secret;
+  std::string redis;    ///< host:port; empty: the embedded queue store
+  std::string postgres; ///< libpq conninfo; empty: in-memory persistence
+  std::string node = "node-1";
+  std::string log_level = "info";
+  std::vector<std::string> queues; ///< allowed queues; empty: any
+  uint32_t threads = 2;    ///< CAF scheduler threads
+  uint32_t io_threads = 1; ///< HTTP threads
+  uint32_t max_body = 16384;
+  double rate = 1000;
+  uint32_t idle_timeout_ms = 30000;
+  uint32_t max_connections = 20000;
+  uint32_t client_ttl_ms = 30000;
+  uint32_t drain_timeout_ms = 10000;
+  uint32_t ticket_ttl_ms = 30000;
+  uint32_t heartbeat_ms = 10000;
+  uint32_t redis_workers = 4;
+  uint32_t pg_workers = 2;
+
+  // Derived by validation.
+  std::string listen_host;
+  uint16_t listen_port = 0;
+  std::string redis_host;
+  uint16_t redis_port = 0;
+};
+
+struct config_result {
+  /// 0: run; otherwise the exit code (0 for --help/--version is `exit_now`).
+  int exit_code = 0;
+  bool exit_now = false;
+  std::string output; ///< what to print (help text or the errors)
+};
+
+/// Parses and validates. On a bad value `exit_code` is 2 and `output` holds
+/// one line per problem, naming the option. Idempotent.
+config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg);
+
+} // namespace mm

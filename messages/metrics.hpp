@@ -1,0 +1,79 @@
+#pragma once
+
+// Counters the engine's actors keep for operators (no CAF, no Prometheus:
+// matchd turns them into /metrics; a host can read them directly).
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace mm {
+
+/// A fixed-bucket latency histogram, safe to update from any thread.
+class latency_histogram {
+public:
+  /// Upper bounds of the buckets in milliseconds (the last bucket is +Inf).
+  static constexpr std::array<double, 12> bounds_ms
+    = {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000};
+
+  /// Records one observation. Not idempotent.
+  void observe_us(uint64_t us) noexcept {
+    size_t i = 0;
+    while (i < bounds_ms.size() && static_cast<double>(us) > bounds_ms[i] * 1000)
+      ++i;
+    buckets_[i].fetch_add(1, std::memory_order_relaxed);
+    sum_us_.fetch_add(us, std::memory_order_relaxed);
+  }
+
+  /// Count in bucket `i` (not cumulative); `i == bounds_ms.size()` is +Inf.
+  uint64_t bucket(size_t i) const noexcept {
+    return buckets_[i].load(std::memory_order_relaxed);
+  }
+
+  uint64_t sum_us() const noexcept {
+    return sum_us_.load(std::memory_order_relaxed);
+  }
+
+private:
+  std::array<std::atomic<uint64_t>, bounds_ms.size() + 1> buckets_{};
+  std::atomic<uint64_t> sum_us_{0};
+};
+
+/// What the engine counts. Every field only grows, except the gauges
+/// (`outbox_lag_ms`, queue depths).
+struct engine_metrics {
+  std::atomic<uint64_t> joins{0};         ///< joins accepted by sessions
+  std::atomic<uint64_t> claims{0};        ///< claim scripts run
+  std::atomic<uint64_t> stale_removed{0}; ///< stale tickets removed
+  std::atomic<uint64_t> matches{0};       ///< matches committed
+  std::atomic<uint64_t> cancels{0};       ///< cancels acknowledged
+  std::atomic<uint64_t> requeues{0};      ///< waiters put back
+  std::atomic<uint64_t> conflicts{0};     ///< refused or lost races
+  std::atomic<uint64_t> relay_retries{0}; ///< deliveries tried again
+  std::atomic<uint64_t> events_delivered{0}; ///< outbox events delivered
+  /// Age of the oldest event in the relay's last delivered batch.
+  std::atomic<int64_t> outbox_lag_ms{0};
+  latency_histogram finalize_latency; ///< claim pair in -> commit answered
+
+  /// Sets the depth of `queue`: tickets in its waiting set, as of the
+  /// broker's last sweep of it. Thread-safe.
+  void set_queue_depth(const std::string& queue, uint64_t depth) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    depths_[queue] = depth;
+  }
+
+  /// A copy of the depth of every queue seen so far. Thread-safe.
+  std::map<std::string, uint64_t> queue_depths() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return depths_;
+  }
+
+private:
+  mutable std::mutex mtx_;
+  std::map<std::string, uint64_t> depths_;
+};
+
+} // namespace mm

@@ -1,0 +1,394 @@
+// matchd end to end over real sockets (HTTP/1.1 + WebSocket), on the
+// embedded stores and on a private Redis + PostgreSQL: the same cases.
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "app/token.hpp"
+#include "tests/support/api_client.hpp"
+#include "tests/support/matchd_process.hpp"
+#include "tests/support/pg_client.hpp"
+#include "tests/support/test_env.hpp"
+
+using namespace mm;
+using namespace mm::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string secret = "e2e-secret-0123456789";
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+std::string token(const std::string& user) {
+  return sign_token(secret, user, now_s() + 3600);
+}
+
+std::string unique(const std::string& prefix) {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return prefix + std::to_string(rng() % 1000000000);
+}
+
+/// A counter's value in the /metrics text ("name{...} value").
+double metric(http_conn& c, const std::string& name) {
+  auto text = c.request(http::verb::get, "/metrics").body;
+  auto pos = text.find("\n" + name + "{");
+  if (pos == std::string::npos)
+    return -1;
+  auto eol = text.find('\n', pos + 1);
+  auto line = text.substr(pos + 1, eol - pos - 1);
+  return std::stod(line.substr(line.rfind(' ') + 1));
+}
+
+class api_e2e : public ::testing::TestWithParam<std::string> {
+protected:
+  void SetUp() override {
+    std::vector<std::string> args{"--secret", secret, "--client-ttl", "2000",
+                                  "--log-level", "warn"};
+    if (GetParam() == "redis_pg") {
+      args.push_back("--redis");
+      args.push_back("127.0.0.1:" + std::to_string(redis_port()));
+      args.push_back("--postgres");
+      args.push_back(pg_conninfo(fresh_database("api_e2e")));
+    }
+    auto log = std::string{::testing::TempDir()} + "matchd_e2e_" + GetParam()
+               + ".log";
+    node_ = std::make_unique<matchd_process>(args, log);
+    http_ = std::make_unique<http_conn>(node_->port());
+    queue_ = unique("q");
+  }
+
+  std::string path(const std::string& user, const std::string& rest = "") {
+    return "/v1/users/" + user + rest;
+  }
+
+  http_answer join(const std::string& user, const std::string& ticket,
+                   const std::string& tok = {}) {
+    json body{{"queue", queue_}, {"ticket", ticket}};
+    return http_->request(http::verb::post, path(user, "/tickets"),
+                          tok.empty() ? token(user) : tok, body.dump());
+  }
+
+  std::unique_ptr<matchd_process> node_;
+  std::unique_ptr<http_conn> http_;
+  std::string queue_;
+};
+
+TEST_P(api_e2e, two_websocket_users_receive_the_same_session) {
+  auto alice = unique("alice"), bob = unique("bob");
+  ws_conn wa{node_->port(), alice, token(alice)};
+  ws_conn wb{node_->port(), bob, token(bob)};
+  auto ja = join(alice, "t-a");
+  ASSERT_EQ(ja.status, 200u) << ja.body;
+  EXPECT_EQ(ja.as_json()["state"], "queued");
+  auto jb = join(bob, "t-b");
+  ASSERT_EQ(jb.status, 200u) << jb.body;
+  auto ea = wa.next_of("match.created", 5s);
+  auto eb = wb.next_of("match.created", 5s);
+  ASSERT_TRUE(ea && eb);
+  EXPECT_EQ((*ea)["session_id"], (*eb)["session_id"]);
+  EXPECT_EQ((*ea)["event_id"], (*eb)["event_id"]);
+  EXPECT_FALSE((*ea)["event_id"].get<std::string>().empty());
+  auto users = (*ea)["users"];
+  EXPECT_TRUE((users[0] == alice && users[1] == bob)
+              || (users[0] == bob && users[1] == alice));
+  // The ticket reads the same session.
+  auto st = http_->request(http::verb::get, path(alice, "/tickets/t-a"),
+                           token(alice));
+  ASSERT_EQ(st.status, 200u);
+  EXPECT_EQ(st.as_json()["state"], "matched");
+  EXPECT_EQ(st.as_json()["session_id"], (*ea)["session_id"]);
+  // A retried join of the same ticket answers the same outcome.
+  auto again = join(alice, "t-a");
+  ASSERT_EQ(again.status, 200u);
+  EXPECT_EQ(again.as_json()["state"], "matched");
+  EXPECT_EQ(again.as_json()["session_id"], (*ea)["session_id"]);
+  // Nothing more arrives: one event per match.
+  EXPECT_FALSE(wa.next_of("match.created", 300ms));
+}
+
+TEST_P(api_e2e, a_cancel_is_acknowledged_and_no_match_follows) {
+  auto carol = unique("carol"), dave = unique("dave");
+  ws_conn wc{node_->port(), carol, token(carol)};
+  ASSERT_EQ(join(carol, "t-c").status, 200u);
+  auto c = http_->request(http::verb::delete_, path(carol, "/tickets/t-c"),
+                          token(carol));
+  ASSERT_EQ(c.status, 200u) << c.body;
+  EXPECT_EQ(c.as_json()["state"], "cancelled");
+  auto note = wc.next_of("state", 3s);
+  ASSERT_TRUE(note);
+  EXPECT_EQ((*note)["state"], "cancelled");
+  EXPECT_EQ((*note)["ticket"], "t-c");
+  // A later arrival does not find carol.
+  auto jd = join(dave, "t-d");
+  ASSERT_EQ(jd.status, 200u);
+  EXPECT_EQ(jd.as_json()["state"], "queued");
+  EXPECT_FALSE(wc.next_of("match.created", 1s));
+  auto sd = http_->request(http::verb::get, path(dave, "/tickets/t-d"),
+                           token(dave));
+  EXPECT_EQ(sd.as_json()["state"], "queued");
+  // Cancel is idempotent.
+  auto c2 = http_->request(http::verb::delete_, path(carol, "/tickets/t-c"),
+                           token(carol));
+  EXPECT_EQ(c2.status, 200u);
+  EXPECT_EQ(c2.as_json()["state"], "cancelled");
+}
+
+TEST_P(api_e2e, bad_requests_get_the_documented_4xx_and_change_nothing) {
+  auto erin = unique("erin"), frank = unique("frank");
+  json good{{"queue", queue_}, {"ticket", "t-e"}};
+  auto joins_before = metric(*http_, "mm_joins_total");
+  auto post = [&](const std::string& target, const std::string& tok,
+                  const std::string& body) {
+    return http_->request(http::verb::post, target, tok, body);
+  };
+  struct bad_case {
+    const char* what;
+    http_answer ans;
+    unsigned status;
+    const char* error;
+  };
+  auto expired = sign_token(secret, erin, now_s() - 10);
+  auto forged = sign_token("another-secret-0123456789", erin, now_s() + 3600);
+  auto tampered = token(erin);
+  tampered.back() = tampered.back() == 'A' ? 'B' : 'A';
+  std::vector<bad_case> cases{
+    {"no token", post(path(erin, "/tickets"), "", good.dump()), 401,
+     "missing_token"},
+    {"malformed token", post(path(erin, "/tickets"), "garbage", good.dump()),
+     401, "malformed_token"},
+    {"expired token", post(path(erin, "/tickets"), expired, good.dump()), 401,
+     "expired_token"},
+    {"forged token", post(path(erin, "/tickets"), forged, good.dump()), 401,
+     "bad_signature"},
+    {"tampered token", post(path(erin, "/tickets"), tampered, good.dump()), 401,
+     "bad_signature"},
+    {"another user's token", post(path(erin, "/tickets"), token(frank),
+                                  good.dump()),
+     403, "forbidden"},
+    {"malformed JSON", post(path(erin, "/tickets"), token(erin), "{\"queue\":"),
+     400, "malformed_json"},
+    {"JSON array", post(path(erin, "/tickets"), token(erin), "[1,2]"), 400,
+     "malformed_json"},
+    {"missing field", post(path(erin, "/tickets"), token(erin),
+                           json{{"queue", queue_}}.dump()),
+     400, "invalid_argument"},
+    {"bad queue name", post(path(erin, "/tickets"), token(erin),
+                            json{{"queue", "a b"}, {"ticket", "t"}}.dump()),
+     400, "invalid_argument"},
+    {"oversized body", post(path(erin, "/tickets"), token(erin),
+                            json{{"queue", queue_},
+                                 {"ticket", "t-e"},
+                                 {"attrs", std::string(20000, 'x')}}
+                              .dump()),
+     413, "body_too_large"},
+    {"unknown route", post("/v1/nothing/here", token(erin), good.dump()), 404,
+     "unknown_route"},
+    {"unknown route under a user", post(path(erin, "/tickets/t-e/x/y"),
+                                        token(erin), good.dump()),
+     404, "unknown_route"},
+    {"wrong method", http_->request(http::verb::put, path(erin, "/tickets"),
+                                    token(erin), good.dump()),
+     405, "method_not_allowed"},
+    {"self swipe", post(path(erin, "/swipes"), token(erin),
+                        json{{"to", erin}, {"action", "LIKE"}}.dump()),
+     400, "invalid_argument"},
+    {"bad swipe action", post(path(erin, "/swipes"), token(erin),
+                              json{{"to", frank}, {"action", "MAYBE"}}.dump()),
+     400, "invalid_argument"},
+  };
+  for (auto& c : cases) {
+    EXPECT_EQ(c.ans.status, c.status) << c.what << ": " << c.ans.body;
+    EXPECT_EQ(c.ans.error(), c.error) << c.what << ": " << c.ans.body;
+  }
+  // Nothing changed: no join happened, erin has no ticket.
+  EXPECT_EQ(metric(*http_, "mm_joins_total"), joins_before);
+  auto st = http_->request(http::verb::get, path(erin, "/tickets/t-e"),
+                           token(erin));
+  EXPECT_EQ(st.status, 404u) << st.body;
+  EXPECT_EQ(st.error(), "not_found");
+  // Erin joins; frank cannot touch her ticket or her events.
+  ASSERT_EQ(join(erin, "t-e").status, 200u);
+  auto steal = http_->request(http::verb::delete_, path(erin, "/tickets/t-e"),
+                              token(frank));
+  EXPECT_EQ(steal.status, 403u);
+  EXPECT_EQ(steal.error(), "forbidden");
+  auto peek = http_->request(http::verb::get, path(erin, "/tickets/t-e"),
+                             token(frank));
+  EXPECT_EQ(peek.status, 403u);
+  auto beat = http_->request(http::verb::post,
+                             path(erin, "/tickets/t-e/heartbeat"), token(frank));
+  EXPECT_EQ(beat.status, 403u);
+  EXPECT_EQ(ws_handshake_status(node_->port(), path(erin, "/events"),
+                                token(frank)),
+            403u);
+  EXPECT_EQ(ws_handshake_status(node_->port(), path(erin, "/events"), ""),
+            401u);
+  EXPECT_EQ(ws_handshake_status(node_->port(), path(erin, "/events"), forged),
+            401u);
+  // Her own ticket under another id is not found; she is still waiting.
+  auto other = http_->request(http::verb::delete_,
+                              path(erin, "/tickets/t-other"), token(erin));
+  EXPECT_EQ(other.status, 404u);
+  auto mine = http_->request(http::verb::post,
+                             path(erin, "/tickets/t-e/heartbeat"), token(erin));
+  ASSERT_EQ(mine.status, 200u);
+  EXPECT_EQ(mine.as_json()["state"], "queued");
+  // A second live join with another ticket is refused, the first stays.
+  auto dup = join(erin, "t-e2");
+  EXPECT_EQ(dup.status, 409u);
+  EXPECT_EQ(dup.error(), "duplicate_ticket");
+  EXPECT_EQ(http_->request(http::verb::get, path(erin, "/tickets/t-e"),
+                           token(erin))
+              .as_json()["state"],
+            "queued");
+}
+
+TEST_P(api_e2e, a_mutual_like_pushes_the_match_to_both) {
+  auto gina = unique("gina"), hank = unique("hank");
+  ws_conn wg{node_->port(), gina, token(gina)};
+  ws_conn wh{node_->port(), hank, token(hank)};
+  auto like = [&](const std::string& from, const std::string& to) {
+    return http_->request(http::verb::post, path(from, "/swipes"), token(from),
+                          json{{"to", to}, {"action", "LIKE"}}.dump());
+  };
+  auto first = like(gina, hank);
+  ASSERT_EQ(first.status, 200u) << first.body;
+  EXPECT_EQ(first.as_json()["mutual"], false);
+  auto second = like(hank, gina);
+  ASSERT_EQ(second.status, 200u) << second.body;
+  EXPECT_EQ(second.as_json()["mutual"], true);
+  EXPECT_EQ(second.as_json()["created"], true);
+  auto eg = wg.next_of("match.created", 5s);
+  auto eh = wh.next_of("match.created", 5s);
+  ASSERT_TRUE(eg && eh);
+  EXPECT_EQ((*eg)["session_id"], second.as_json()["session_id"]);
+  EXPECT_EQ((*eh)["session_id"], second.as_json()["session_id"]);
+}
+
+TEST_P(api_e2e, a_waiting_user_whose_client_is_gone_is_cancelled) {
+  // --client-ttl 2000: no WebSocket and no request for 2 s.
+  auto ivan = unique("ivan");
+  ASSERT_EQ(join(ivan, "t-i").status, 200u);
+  std::this_thread::sleep_for(4s);
+  auto st = http_->request(http::verb::get, path(ivan, "/tickets/t-i"),
+                           token(ivan));
+  ASSERT_EQ(st.status, 200u);
+  EXPECT_EQ(st.as_json()["state"], "cancelled");
+  // While the WebSocket is open the user stays.
+  auto judy = unique("judy");
+  ws_conn wj{node_->port(), judy, token(judy)};
+  ASSERT_EQ(join(judy, "t-j").status, 200u);
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(http_->request(http::verb::get, path(judy, "/tickets/t-j"),
+                           token(judy))
+              .as_json()["state"],
+            "queued");
+  // Every open WebSocket of a user gets the event.
+  auto kim = unique("kim");
+  ws_conn second{node_->port(), judy, token(judy)};
+  ASSERT_EQ(join(kim, "t-k").status, 200u);
+  auto e1 = wj.next_of("match.created", 5s);
+  auto e2 = second.next_of("match.created", 5s);
+  ASSERT_TRUE(e1 && e2);
+  EXPECT_EQ((*e1)["event_id"], (*e2)["event_id"]);
+}
+
+TEST_P(api_e2e, events_wait_for_a_websocket_that_opens_later) {
+  auto nina = unique("nina"), oscar = unique("oscar");
+  ASSERT_EQ(join(nina, "t-n").status, 200u);
+  ASSERT_EQ(join(oscar, "t-o").status, 200u);
+  http_answer st;
+  for (int i = 0; i < 50; ++i) {
+    st = http_->request(http::verb::get, path(nina, "/tickets/t-n"), token(nina));
+    if (st.as_json()["state"] == "matched")
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(st.as_json()["state"], "matched");
+  std::this_thread::sleep_for(300ms); // the event reaches the backlog
+  ws_conn wn{node_->port(), nina, token(nina)};
+  auto ev = wn.next_of("match.created", 5s);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ((*ev)["session_id"], st.as_json()["session_id"]);
+}
+
+TEST_P(api_e2e, operations_endpoints_answer) {
+  auto h = http_->request(http::verb::get, "/healthz");
+  EXPECT_EQ(h.status, 200u);
+  EXPECT_EQ(h.as_json()["status"], "ok");
+  // Ready once the first probe of both stores answered.
+  http_answer r;
+  for (int i = 0; i < 50; ++i) {
+    r = http_->request(http::verb::get, "/readyz");
+    if (r.status == 200)
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(r.status, 200u) << r.body;
+  auto lisa = unique("lisa");
+  ASSERT_EQ(join(lisa, "t-l").status, 200u);
+  // The periodic sweep learns the queue's depth within a second or two.
+  double depth = -1;
+  for (int i = 0; i < 40 && depth != 1; ++i) {
+    std::this_thread::sleep_for(100ms);
+    auto text = http_->request(http::verb::get, "/metrics").body;
+    auto pos = text.find("mm_queue_depth{queue=\"" + queue_ + "\"");
+    if (pos != std::string::npos) {
+      auto eol = text.find('\n', pos);
+      auto line = text.substr(pos, eol - pos);
+      depth = std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  EXPECT_EQ(depth, 1);
+  auto text = http_->request(http::verb::get, "/metrics").body;
+  for (auto name : {"mm_joins_total", "mm_claims_total", "mm_matches_total",
+                    "mm_cancels_total", "mm_requeues_total",
+                    "mm_conflicts_total", "mm_stale_removed_total",
+                    "mm_relay_retries_total", "mm_outbox_lag_ms",
+                    "mm_finalize_latency_seconds_bucket",
+                    "mm_http_requests_total"})
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  EXPECT_GE(metric(*http_, "mm_joins_total"), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(stores, api_e2e,
+                         ::testing::Values("embedded", "redis_pg"),
+                         [](const auto& info) { return info.param; });
+
+/// Limits: a small rate and body bound on their own node.
+TEST(api_limits, rate_and_size_limits_refuse_with_named_errors) {
+  matchd_process node{{"--secret", secret, "--rate", "5", "--max-body", "1024",
+                       "--log-level", "warn"},
+                      std::string{::testing::TempDir()} + "matchd_limits.log"};
+  http_conn c{node.port()};
+  auto user = unique("mike");
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto a = c.request(http::verb::get, "/v1/users/" + user + "/tickets/none",
+                       token(user));
+    if (a.status == 429) {
+      ++limited;
+      EXPECT_EQ(a.error(), "rate_limited");
+    } else {
+      ++ok;
+    }
+  }
+  EXPECT_GE(limited, 10);
+  EXPECT_LE(ok, 12); // burst of twice the rate, plus what refilled meanwhile
+  http_conn fresh{node.port()};
+  auto big = fresh.request(http::verb::post, "/v1/users/" + user + "/tickets",
+                           token(user), std::string(2000, ' '));
+  EXPECT_EQ(big.status, 413u);
+  EXPECT_EQ(big.error(), "body_too_large");
+}
+
+} // namespace

@@ -1,0 +1,117 @@
+// matchd's settings: precedence command line > environment > config file >
+// defaults, and validation that names every bad value.
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "app/matchd_config.hpp"
+
+using namespace mm;
+
+namespace {
+
+struct args {
+  std::vector<std::string> items;
+  std::vector<char*> argv;
+
+  args(std::initializer_list<std::string> xs) : items(xs) {
+    items.insert(items.begin(), "matchd");
+    for (auto& s : items)
+      argv.push_back(s.data());
+  }
+
+  int argc() {
+    return static_cast<int>(argv.size());
+  }
+};
+
+std::string write_file(const std::string& name, const std::string& text) {
+  auto path = std::string{::testing::TempDir()} + name;
+  std::ofstream{path} << text;
+  return path;
+}
+
+class matchd_config_test : public ::testing::Test {
+protected:
+  void TearDown() override {
+    for (auto name : {"MATCHD_RATE", "MATCHD_NODE", "MATCHD_SECRET",
+                      "MATCHD_LISTEN", "MATCHD_LOG_LEVEL"})
+      ::unsetenv(name);
+  }
+};
+
+TEST_F(matchd_config_test, defaults_need_only_a_secret) {
+  args a{"--secret", "0123456789abcdef"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+  EXPECT_FALSE(res.exit_now) << res.output;
+  EXPECT_EQ(cfg.listen_host, "127.0.0.1");
+  EXPECT_EQ(cfg.listen_port, 8080);
+  EXPECT_TRUE(cfg.redis.empty());    // embedded queue store
+  EXPECT_TRUE(cfg.postgres.empty()); // in-memory persistence
+  EXPECT_EQ(cfg.rate, 1000);
+}
+
+TEST_F(matchd_config_test, command_line_beats_environment_beats_file) {
+  auto file = write_file("matchd_prec.toml", "rate = 11\nnode = \"from-file\"\n"
+                                             "log-level = \"debug\"\n"
+                                             "redis = \"10.0.0.1:7000\"\n");
+  ::setenv("MATCHD_RATE", "22", 1);
+  ::setenv("MATCHD_NODE", "from-env", 1);
+  ::setenv("MATCHD_SECRET", "0123456789abcdef-env", 1);
+  args a{"--config", file, "--rate", "33"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+  ASSERT_FALSE(res.exit_now) << res.output;
+  EXPECT_EQ(cfg.rate, 33);                         // command line
+  EXPECT_EQ(cfg.node, "from-env");                 // environment over file
+  EXPECT_EQ(cfg.secret, "0123456789abcdef-env");   // environment
+  EXPECT_EQ(cfg.log_level, "debug");               // file
+  EXPECT_EQ(cfg.redis_host, "10.0.0.1");           // file
+  EXPECT_EQ(cfg.redis_port, 7000);
+  EXPECT_EQ(cfg.max_body, 16384u);                 // default
+}
+
+TEST_F(matchd_config_test, every_bad_value_is_named_once) {
+  args a{"--listen", "nowhere", "--rate", "0",         "--log-level",
+         "loud",     "--redis", "host:99999", "--heartbeat", "40000"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+  ASSERT_TRUE(res.exit_now);
+  EXPECT_EQ(res.exit_code, 2);
+  for (auto opt : {"--listen", "--secret", "--rate", "--log-level", "--redis",
+                   "--heartbeat"})
+    EXPECT_NE(res.output.find(std::string{"bad value for "} + opt),
+              std::string::npos)
+      << opt << " in:\n"
+      << res.output;
+  auto lines = std::count(res.output.begin(), res.output.end(), '\n');
+  EXPECT_EQ(lines, 6) << res.output;
+}
+
+TEST_F(matchd_config_test, unknown_keys_and_types_are_refused) {
+  auto file = write_file("matchd_bad.toml", "colour = \"blue\"\n");
+  args a{"--config", file, "--secret", "0123456789abcdef"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+  ASSERT_TRUE(res.exit_now);
+  EXPECT_EQ(res.exit_code, 2);
+  EXPECT_NE(res.output.find("colour"), std::string::npos) << res.output;
+  args b{"--secret", "0123456789abcdef", "--rate", "fast"};
+  matchd_config cfg2;
+  auto res2 = parse_matchd_config(b.argc(), b.argv.data(), cfg2);
+  ASSERT_TRUE(res2.exit_now);
+  EXPECT_EQ(res2.exit_code, 2);
+  EXPECT_NE(res2.output.find("rate"), std::string::npos) << res2.output;
+  args c{"--config", "/nonexistent/matchd.toml", "--secret", "0123456789abcdef"};
+  matchd_config cfg3;
+  auto res3 = parse_matchd_config(c.argc(), c.argv.data(), cfg3);
+  ASSERT_TRUE(res3.exit_now);
+  EXPECT_NE(res3.output.find("/nonexistent/matchd.toml"), std::string::npos);
+}
+
+} // namespace
