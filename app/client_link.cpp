@@ -21,6 +21,7 @@ struct link_data {
   session_state last;      ///< the session's last published state
   std::string ticket;      ///< the client's ticket of the current/last join
   std::string reason;      ///< why we cancelled, for the WebSocket notice
+  size_t joins_pending = 0; ///< joins sent to the session, not answered yet
   bool ticking = false;
   static inline const char* name = "client_link";
 };
@@ -99,11 +100,17 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
         d.ticket = req.ticket;
       }
       auto rp = self->make_response_promise<session_state>();
+      ++d.joins_pending;
       self->request(d.session, caf::infinite, join_atom_v, std::move(req))
-        .then([self, rp](session_state& st) mutable {
-                rp.deliver(as_client(self, std::move(st)));
-              },
-              [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        .then(
+          [self, rp](session_state& st) mutable {
+            --self->state.joins_pending;
+            rp.deliver(as_client(self, std::move(st)));
+          },
+          [self, rp](caf::error& err) mutable {
+            --self->state.joins_pending;
+            rp.deliver(std::move(err));
+          });
       return rp;
     },
     [self](state_atom, std::string& ticket) -> caf::result<session_state> {
@@ -134,14 +141,17 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
     },
     [self](flush_atom) -> caf::result<bool> {
       auto& d = self->state;
-      if (!live(d.last.phase))
+      // A join on its way to the session counts as live: the session takes
+      // the join before this cancel (same sender, same order).
+      if (!live(d.last.phase) && d.joins_pending == 0)
         return true;
       auto rp = self->make_response_promise<bool>();
       // The outcome is certain once the session answers the cancel.
       d.reason = "shutting_down";
       self->request(d.session, caf::infinite, cancel_atom_v)
         .then([rp](session_state&) mutable { rp.deliver(true); },
-              [rp](caf::error&) mutable { rp.deliver(false); });
+              // not_found: the pending join was refused; nothing is live.
+              [rp](caf::error&) mutable { rp.deliver(true); });
       return rp;
     },
     [self](tick_atom) {

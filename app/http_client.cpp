@@ -179,17 +179,20 @@ private:
       stream_.close();
       pool_->on_closed(this);
       // With no connection at all left, nothing queued can succeed soon.
-      if (pool_->open_ == 0) {
-        while (!pool_->queue_.empty())
-          pool_->fail_front(ec ? ec : asio::error::operation_aborted);
-      } else if (!pool_->queue_.empty()) {
-        pool_->fail_front(ec ? ec : asio::error::operation_aborted);
-      }
-      pool_->dispatch();
+      // (Counted first: a callback may queue a new request.)
+      auto* pool = pool_;
+      auto failing = pool->open_ == 0 ? pool->queue_.size()
+                                      : std::min<std::size_t>(
+                                        1, pool->queue_.size());
+      for (; failing > 0 && !pool->queue_.empty(); --failing)
+        pool->fail_front(ec ? ec : asio::error::operation_aborted);
+      pool->dispatch();
       return;
     }
+    stream_.expires_never();
     host_ = pool_->where_.url.host_header();
-    stream_.socket().set_option(tcp::no_delay(true));
+    error_code ignored;
+    stream_.socket().set_option(tcp::no_delay(true), ignored);
     pool_->on_idle(shared_from_this());
   }
 
@@ -499,7 +502,8 @@ void ws_client::start(ws_handlers handlers) {
       if (ec || d.by_us)
         return ws_finish(d, ec ? ec : asio::error::operation_aborted);
       auto& lowest = beast::get_lowest_layer(d.ws);
-      lowest.socket().set_option(tcp::no_delay(true));
+      error_code ignored;
+      lowest.socket().set_option(tcp::no_delay(true), ignored);
       // From here on the websocket stream keeps its own timeouts.
       lowest.expires_never();
       websocket::stream_base::timeout t;

@@ -82,9 +82,11 @@ struct http_pool_options {
 /// at a time. A request that fails on a reused connection before any part of
 /// the answer arrived (the server closed an idle connection) is sent again
 /// once, on a newly opened connection (the other idle ones are suspect too);
-/// every matchd route is idempotent, so a retry cannot do harm. The pool must outlive the run of its io_context.
+/// every matchd route is idempotent, so a retry cannot do harm. Destroying
+/// the pool closes its connections; callbacks still pending then never run.
 class http_pool {
 public:
+  /// Opens no connection yet. Idempotent.
   http_pool(asio::io_context& io, http_endpoint where, http_pool_options opts);
   ~http_pool();
 
@@ -113,6 +115,7 @@ public:
   /// too. Idempotent.
   void abort();
 
+  /// The host this pool talks to. Idempotent.
   const http_endpoint& endpoint() const noexcept { return where_; }
 
   class connection; // implementation detail, public for the .cpp only
@@ -174,9 +177,13 @@ struct ws_options {
 };
 
 /// One WebSocket: connect, upgrade with an Authorization header, read text
-/// messages until closed. Create with `std::make_shared` and call `start`.
+/// messages until closed. Create with `std::make_shared` and call `start`;
+/// the pending operations keep it alive until `on_close` has run.
 class ws_client : public std::enable_shared_from_this<ws_client> {
 public:
+  /// `where` must outlive the client; `target` is the path (and query) of
+  /// the upgrade request, `authorization` the whole header value or empty.
+  /// Connects nothing yet. Idempotent.
   ws_client(asio::io_context& io, const http_endpoint& where,
             std::string target, std::string authorization,
             ws_options opts = {});

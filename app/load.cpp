@@ -119,6 +119,12 @@ std::string detail_shape(const std::string& state, const std::string& detail) {
   return out;
 }
 
+/// Upper bound of one HTTP request (connect, send, answer).
+constexpr std::chrono::milliseconds request_timeout{15000};
+
+/// How long the final GETs may take all together.
+constexpr std::chrono::milliseconds final_timeout = request_timeout;
+
 bool is_waiting_state(const std::string& s) {
   return s == "queued" || s == "claiming" || s == "finalizing";
 }
@@ -144,6 +150,7 @@ public:
     rate_ = opts.rate / count;
     concurrency_ = std::max<std::size_t>(1, opts.concurrency / count);
     http_pool_options po;
+    po.timeout = request_timeout;
     po.max_connections
       = std::max<std::size_t>(1, (opts.connections + count - 1) / count);
     for (auto& ep : endpoints_)
@@ -159,7 +166,16 @@ public:
       if (!starting_over_)
         arm_tick();
     });
-    io_.run();
+    // A throwing handler must not take the whole run down with it.
+    for (;;) {
+      try {
+        io_.run();
+        return;
+      } catch (const std::exception& e) {
+        std::cerr << "\nmatchctl load: internal error: " << e.what() << "\n";
+        errors["internal_error"]++;
+      }
+    }
   }
 
   /// Stops starting users and checks the rest now. Thread-safe; idempotent.
@@ -269,6 +285,16 @@ private:
       end_starting();
       return;
     }
+    // Every slot taken by a user that never finishes (a server that stopped
+    // answering) would block the run forever: give up starting instead.
+    if (in_progress_ >= concurrency_ && next_ < local_users_
+        && now - last_done_us_
+             > std::max<int64_t>(opts_.settle_ms, 1000) * 1000) {
+      errors["stalled"]++;
+      st_.errors++;
+      end_starting();
+      return;
+    }
     uint64_t allowed = UINT64_MAX;
     if (rate_ > 0)
       allowed = static_cast<uint64_t>(rate_ * (now / 1e6)) + 1;
@@ -354,7 +380,9 @@ private:
     last_join_us_ = r.t0_us;
     a->inflight++;
     pool_of(i).request(verb::post, user_path(i) + "/tickets", a->auth,
-                       body.dump(), [this, i](http_result&& res) {
+                       body.dump(-1, ' ', false,
+                                 json::error_handler_t::replace),
+                       [this, i](http_result&& res) {
                          on_join(i, std::move(res));
                        });
   }
@@ -574,6 +602,7 @@ private:
   }
 
   void release(uint32_t i) {
+    last_done_us_ = st_.now_us();
     recs_[i].flags |= uf::done;
     active_[local(i)].reset();
     in_progress_--;
@@ -611,7 +640,13 @@ private:
     if (not_joined_at_end > 0)
       errors["not_joined_at_end"] += not_joined_at_end;
     if (final_pending_ == 0)
-      close_all();
+      return close_all();
+    // Answers that take longer than a request may are not coming.
+    settle_.expires_after(final_timeout + std::chrono::seconds(1));
+    settle_.async_wait([this](const error_code& ec) {
+      if (!ec && final_pending_ > 0)
+        close_all();
+    });
   }
 
   void final_get(uint32_t i, std::size_t attempt, std::string auth) {
@@ -656,6 +691,8 @@ private:
   }
 
   void grace() {
+    if (closed_)
+      return;
     // Events racing the last GETs still count.
     settle_.expires_after(std::chrono::milliseconds(
       std::min<int64_t>(1000, std::max<int64_t>(opts_.settle_ms, 0))));
@@ -663,6 +700,10 @@ private:
   }
 
   void close_all() {
+    if (closed_)
+      return;
+    closed_ = true;
+    settle_.cancel();
     for (std::size_t l = 0; l < local_users_; ++l) {
       auto* a = active_[l].get();
       if (a == nullptr)
@@ -700,9 +741,11 @@ private:
   double rate_ = 0;
   int64_t last_join_us_ = 0;
   int64_t starting_over_us_ = 0;
+  int64_t last_done_us_ = 0;
   std::size_t final_pending_ = 0;
   bool starting_over_ = false;
   bool final_ = false;
+  bool closed_ = false;
 };
 
 struct distribution {
@@ -968,7 +1011,7 @@ bool write_json(const std::string& file, const load_options& opts,
     {"waiting_users", s.waiting_users},
   };
   std::ofstream f(file);
-  f << report.dump(2) << "\n";
+  f << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   f.close();
   return static_cast<bool>(f);
 }

@@ -106,8 +106,18 @@ struct checker_result {
   }
 };
 
-/// The invariant checker over the users' records (see docs of `matchctl
-/// load` in app/matchctl.cpp). Idempotent.
+/// The invariant checker, over what the clients observed:
+/// - double_bookings: users that some event (theirs or a partner's) or
+///   answer puts in two distinct sessions, plus sessions whose observers
+///   disagree on its two users (or that name other than two users);
+/// - undelivered_events: users of a session (by anyone's event) or told
+///   "matched" by an answer who got no match event, though their WebSocket
+///   stayed open (else it is only `unobserved`);
+/// - cancelled_but_matched: users whose cancel was acknowledged (or who
+///   were told cancelled/failed) and who are matched all the same;
+/// - lost_users: joined, not told cancelled/failed/shutting down, and at
+///   the end neither matched nor waiting (the last GET said so, or failed).
+/// Idempotent.
 checker_result check_records(const std::vector<user_record>& users,
                              const std::vector<extra_event>& extras);
 

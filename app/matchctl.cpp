@@ -9,6 +9,16 @@
 //     watch --user U [--count N] [--timeout-ms MS]
 //     load [--users N] [--rate R] ... (see `matchctl load --help`)
 //
+// `load` runs virtual users "<prefix><i>": each opens its event WebSocket,
+// joins q<i % queues> with ticket "t-<prefix><i>", cancels with probability
+// --cancel-rate, and waits for its match.created event. At the end it asks
+// matchd about everyone unfinished, checks the invariants (app/load.hpp) and
+// prints a report whose last line is
+//   verdict=ok users=.. matched=.. cancelled=.. waiting=.. errors=..
+//   matches_per_s=.. p50_ms=.. p95_ms=.. p99_ms=.. double_bookings=..
+//   lost_users=.. undelivered_events=.. cancelled_but_matched=..
+// (one line), and with --json the same and more as a JSON object.
+//
 // Request subcommands print the status line and the JSON body and exit 0 on
 // 2xx, 1 otherwise. `load` exits 0 when the checker finds nothing, 2 on
 // violations, 1 on usage errors or when no request succeeded at all.
@@ -37,6 +47,12 @@ namespace {
 
 using json = nlohmann::json;
 using verb = boost::beast::http::verb;
+
+/// One line of JSON; bad UTF-8 from the command line is replaced, not
+/// thrown about. Idempotent.
+std::string compact(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 // Many WebSockets at once need many descriptors.
 void raise_nofile_limit() {
@@ -178,7 +194,7 @@ int watch(const common_options& c, const std::string& user, int64_t count,
     if (j.is_discarded())
       std::cout << text << "\n";
     else
-      std::cout << j.dump() << "\n";
+      std::cout << compact(j) << "\n";
     std::cout.flush();
     if (count > 0 && ++seen >= count)
       finish();
@@ -300,7 +316,8 @@ int main(int argc, char** argv) {
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
   load_cmd->add_option("--json", lo.json_file, "write the report here");
-  load_cmd->add_option("--prefix", lo.prefix, "user id prefix (default u<pid>-)");
+  load_cmd->add_option("--prefix", lo.prefix,
+                       "user id prefix (default u<pid>-)");
   load_cmd->add_option("--seed", lo.seed, "random seed")->capture_default_str();
   bool no_progress = false;
   load_cmd->add_flag("--no-progress", no_progress, "no progress line");
@@ -330,7 +347,8 @@ int main(int argc, char** argv) {
     json body{{"queue", queue}, {"ticket", ticket}};
     if (attrs_opt->count() > 0)
       body["attrs"] = attrs;
-    return one_request(c, verb::post, user, tickets_path(user), body.dump());
+    return one_request(c, verb::post, user, tickets_path(user),
+                       compact(body));
   }
   auto ticket_path = [&] {
     return tickets_path(user) + "/" + mm::path_escape(ticket);
@@ -345,7 +363,7 @@ int main(int argc, char** argv) {
     json body{{"to", to}, {"action", action}};
     return one_request(c, verb::post, user,
                        "/v1/users/" + mm::path_escape(user) + "/swipes",
-                       body.dump());
+                       compact(body));
   }
   if (watch_cmd->parsed())
     return watch(c, user, watch_count, watch_timeout_ms);

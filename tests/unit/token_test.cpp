@@ -41,7 +41,8 @@ TEST(token, form_is_v1_user_expiry_signature) {
 }
 
 TEST(token, signing_is_deterministic) {
-  EXPECT_EQ(mm::sign_token(secret, "bob", now), mm::sign_token(secret, "bob", now));
+  EXPECT_EQ(mm::sign_token(secret, "bob", now),
+            mm::sign_token(secret, "bob", now));
   EXPECT_NE(mm::sign_token(secret, "bob", now),
             mm::sign_token(secret, "bob", now + 1));
 }
