@@ -19,7 +19,7 @@ conninfo="host=127.0.0.1 port=$pg_port user=postgres dbname=$db"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 secret="load-test-secret-0123456789"
 prefix="${mode}$$-"
-queue_count=4
+queue_count=100 # many queues: users wait long enough for most cancels to land
 drain_ms=10000
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -40,7 +40,7 @@ load=("$matchctl" load --url "http://127.0.0.1:$port" --secret "$secret"
       --no-progress --json "$work/report.json" --settle-ms 15000)
 if [ "$mode" = load ]; then
   set +e
-  "${load[@]}" --rate 4000 | tee "$work/load.out"
+  "${load[@]}" --rate 2000 --cancel-delay-ms 10 | tee "$work/load.out"
   rc=${PIPESTATUS[0]}
   set -e
   [ "$rc" = 0 ] || fail "matchctl load exited $rc"
