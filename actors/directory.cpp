@@ -1,9 +1,11 @@
 #include "actors/directory.hpp"
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -14,10 +16,15 @@ namespace mm {
 
 namespace {
 
-std::shared_ptr<spdlog::logger> relay_log() {
+std::shared_ptr<spdlog::logger> dir_log() {
   static auto log = logger("directory");
   return log;
 }
+
+/// Bound of one routed delivery (the gateway bounds its own peer calls
+/// tighter): below the relay's 10 s wait for the directory, so a slow route
+/// still comes back as a report.
+constexpr auto route_timeout = std::chrono::seconds(8);
 
 struct directory_state {
   std::unordered_map<std::string, session_actor> sessions; ///< by user
@@ -26,6 +33,8 @@ struct directory_state {
   /// without scanning every user.
   std::map<caf::actor_addr, std::set<std::string>> users_of;
   std::unordered_map<std::string, std::deque<match_event>> pending; ///< by user
+  /// Routes users without a session here to their node (may be invalid).
+  node_gateway_actor gateway;
   static inline const char* name = "directory";
 };
 
@@ -56,11 +65,34 @@ void park(directory_ptr self, const std::string& user, const match_event& ev) {
       return; // a redelivery: the user gets it once from here
   q.push_back(ev);
   if (q.size() > directory_pending_limit) {
-    relay_log()->warn("directory: dropping event {} kept for user '{}' "
+    dir_log()->warn("directory: dropping event {} kept for user '{}' "
                       "(more than {} waiting)",
                       q.front().event_id, user, directory_pending_limit);
     q.pop_front();
   }
+}
+
+/// Hands `ev` to the session of `user` here, or keeps it for the user.
+/// Never routes. Returns what happened.
+delivery_report deliver_here(directory_ptr self, const std::string& user,
+                             const match_event& ev) {
+  delivery_report rep;
+  auto& st = self->state;
+  auto i = st.sessions.find(user);
+  if (i != st.sessions.end()) {
+    self->send(i->second, deliver_atom_v, ev);
+    rep.reached = 1;
+  } else {
+    park(self, user, ev);
+    rep.kept = 1;
+  }
+  return rep;
+}
+
+/// Tells the gateway (if any) that `user` has no session here anymore.
+void gone(directory_ptr self, const std::string& user) {
+  if (auto& gw = self->state.gateway)
+    self->send(gw, unregister_atom_v, user);
 }
 
 directory_actor::behavior_type directory_impl(directory_ptr self) {
@@ -71,8 +103,10 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
       return;
     for (auto& user : i->second) {
       auto j = st.sessions.find(user);
-      if (j != st.sessions.end() && j->second.address() == dm.source)
+      if (j != st.sessions.end() && j->second.address() == dm.source) {
         st.sessions.erase(j);
+        gone(self, user);
+      }
     }
     st.users_of.erase(i);
   });
@@ -98,6 +132,10 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
           self->send(session, deliver_atom_v, std::move(ev));
         st.pending.erase(p);
       }
+      // The cluster's user -> node map, and the replay of the user's active
+      // match (a reconnect on another node).
+      if (st.gateway)
+        self->send(st.gateway, register_atom_v, user);
     },
     [self](unregister_atom, std::string& user, session_actor& session) {
       auto& st = self->state;
@@ -106,25 +144,66 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
         return;
       st.sessions.erase(i);
       release(self, user, session);
+      gone(self, user);
     },
-    [self](deliver_atom, match_event& ev) -> uint32_t {
+    [self](deliver_atom, match_event& ev) {
       auto& st = self->state;
-      uint32_t reached = 0;
+      auto rp = self->make_response_promise<delivery_report>();
+      delivery_report rep;
+      std::vector<std::string> remote;
       auto to = [&](const std::string& user) {
         if (user.empty())
           return;
-        auto i = st.sessions.find(user);
-        if (i != st.sessions.end()) {
-          self->send(i->second, deliver_atom_v, ev);
-          ++reached;
-        } else {
-          park(self, user, ev);
-        }
+        if (st.sessions.count(user) == 0 && st.gateway)
+          remote.push_back(user);
+        else
+          rep += deliver_here(self, user, ev);
       };
       to(ev.user_a);
       if (ev.user_b != ev.user_a)
         to(ev.user_b);
-      return reached;
+      if (remote.empty()) {
+        rp.deliver(rep);
+        return rp;
+      }
+      // Users without a session here: to their node, through the gateway.
+      auto acc = std::make_shared<delivery_report>(rep);
+      auto open = std::make_shared<size_t>(remote.size());
+      auto shared_ev = std::make_shared<match_event>(std::move(ev));
+      for (auto& user : remote) {
+        auto done = [self, rp, acc, open, user,
+                     shared_ev](delivery_report r) mutable {
+          if (r.reached + r.kept == 0) {
+            // Connected nowhere, or its node could not be reached: kept
+            // here (or handed over, if the user registered here meanwhile).
+            auto here = deliver_here(self, user, *shared_ev);
+            if (here.reached > 0 || r.failed == 0)
+              r = here;
+          }
+          *acc += r;
+          if (--*open == 0)
+            rp.deliver(*acc);
+        };
+        self
+          ->request(st.gateway, route_timeout, route_atom_v, user, *shared_ev)
+          .then([done](delivery_report& r) mutable { done(r); },
+                [self, done, user, shared_ev](caf::error& err) mutable {
+                  dir_log()->warn("directory: event {} for user '{}' not "
+                                  "routed: {}",
+                                  shared_ev->event_id, user,
+                                  self->system().render(err));
+                  delivery_report r;
+                  r.failed = 1;
+                  done(r);
+                });
+      }
+      return rp;
+    },
+    [self](deliver_atom, std::string& user, match_event& ev) {
+      return deliver_here(self, user, ev);
+    },
+    [self](attach_atom, node_gateway_actor& gw) {
+      self->state.gateway = std::move(gw);
     },
   };
 }

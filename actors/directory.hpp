@@ -16,19 +16,32 @@ constexpr size_t directory_pending_limit = 64;
 /// - `register_atom, user, session`: points `user` at `session` and monitors
 ///   it; a session that goes down is dropped from every entry pointing at
 ///   it. Events kept for `user` are handed to the session at once, in the
-///   order they arrived. Idempotent.
+///   order they arrived. With a gateway attached, the gateway is told
+///   (`register_atom, user`: the cluster's user -> node map and the replay of
+///   the user's active match). Idempotent.
 /// - `unregister_atom, user, session`: removes the entry only while it still
-///   points at `session` (a stale unregister never removes a newer session).
-///   Idempotent.
+///   points at `session` (a stale unregister never removes a newer session);
+///   a removed entry (also one of a session that went down) is reported to
+///   the gateway (`unregister_atom, user`). Idempotent.
 /// - `deliver_atom, match_event`: sends `deliver_atom, event` to the session
-///   of `user_a` and of `user_b`; for a user without a session here it keeps
-///   the event (at most `directory_pending_limit` per user, one copy per
-///   event id) until the user registers. Answers how many sessions it
-///   reached now. Idempotent per event id at the receiving sessions (they
-///   dedupe; the relay delivers at least once).
+///   of `user_a` and of `user_b` here. A user without a session here is
+///   routed through the attached gateway to its node (`route_atom`); when
+///   there is no gateway, the user is connected nowhere, or its node could
+///   not be reached, the event is kept here (at most
+///   `directory_pending_limit` per user, one copy per event id) until the
+///   user registers. Answers a `delivery_report` summed over both users:
+///   `failed > 0` means a user's node is live but was not reached (the
+///   relay then leaves the event unmarked). Idempotent per event id at the
+///   receiving sessions (they dedupe; the relay delivers at least once).
+/// - `deliver_atom, user, match_event`: the same for one user, here only
+///   (a peer's gateway and the reconnect replay use it). Idempotent per
+///   event id.
+/// - `attach_atom, gateway`: routes through `gateway` from now on; an
+///   invalid handle turns routing off. Idempotent.
 /// Kept events live only in memory: they are lost with the node (the Redis
-/// Stream sink and the database still have them). Not idempotent: every
-/// call spawns a new directory.
+/// Stream sink and the database still have them; a user's active match is
+/// replayed when it registers anywhere). Not idempotent: every call spawns a
+/// new directory.
 directory_actor spawn_directory(caf::actor_system& sys);
 
 } // namespace mm

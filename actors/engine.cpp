@@ -1,8 +1,10 @@
 #include "actors/engine.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 
 #include "actors/directory.hpp"
+#include "actors/node_gateway.hpp"
 
 namespace mm {
 
@@ -17,6 +19,13 @@ engine::~engine() {
 
 outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                                                engine_config cfg) {
+  if (auto bad = check_cluster_config(cfg.cluster, cfg.node);
+      bad.code != errc::none)
+    return bad;
+  if (cfg.cluster.enabled() && !sys.has_middleman())
+    return failure{errc::invalid_argument,
+                   "a cluster needs the io middleman: load it into the actor "
+                   "system config (cfg.load<caf::io::middleman>())"};
   cfg.session.node = cfg.node;
   if (!cfg.metrics)
     cfg.metrics = std::make_shared<engine_metrics>();
@@ -26,15 +35,20 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   cfg.relay.metrics = cfg.metrics;
   cfg.swipe.metrics = cfg.metrics;
   std::shared_ptr<engine> e{new engine(sys, cfg)};
-  if (cfg.use_redis) {
+  if (cfg.queue_factory) {
+    e->queue_store_ = cfg.queue_factory;
+  } else if (cfg.use_redis) {
     e->queue_store_ = make_redis_store(cfg.redis);
   } else {
     embedded_options opts;
     opts.clock = cfg.clock;
     e->queue_store_ = make_embedded_store(opts);
   }
-  e->match_store_ = cfg.use_postgres ? make_pg_match_store(cfg.postgres)
-                                     : make_memory_match_store();
+  if (cfg.match_factory)
+    e->match_store_ = cfg.match_factory;
+  else
+    e->match_store_ = cfg.use_postgres ? make_pg_match_store(cfg.postgres)
+                                       : make_memory_match_store();
   {
     auto conn = e->match_store_->connect();
     auto applied = conn->apply_migrations();
@@ -49,6 +63,26 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   auto fcfg = cfg.finalizer;
   fcfg.relay = e->relay_; // committed matches wake the relay at once
   e->finalizer_ = spawn_finalizer(sys, e->match_store_, e->broker_, fcfg);
+  // The gateway: routes to other nodes (cluster) and replays a registering
+  // user's active match (always).
+  e->gateway_ = spawn_node_gateway(sys, cfg.node, cfg.cluster, e->queue_store_,
+                                   e->match_store_,
+                                   gateway_links{e->directory_, e->finalizer_});
+  caf::anon_send(e->directory_, attach_atom_v, e->gateway_);
+  if (cfg.cluster.enabled() && cfg.cluster.auto_connect) {
+    auto& bind = cfg.cluster.bind;
+    auto port = sys.middleman().publish(e->gateway_, cfg.cluster.port,
+                                        bind.empty() ? nullptr : bind.c_str(),
+                                        true);
+    if (!port) {
+      auto why = sys.render(port.error());
+      e->stop();
+      return failure{errc::store_unavailable,
+                     "cannot publish the gateway on port "
+                       + std::to_string(cfg.cluster.port) + ": " + why};
+    }
+    e->published_port_ = *port;
+  }
   e->lock_ = spawn_pair_lock(sys, e->queue_store_, cfg.lock);
   e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
                           cfg.swipe);
@@ -63,7 +97,7 @@ session_actor engine::session(const std::string& user,
     return i->second;
   auto s = spawn_session(sys_, user,
                          session_links{broker_, finalizer_, directory_,
-                                       std::move(subscriber)},
+                                       std::move(subscriber), gateway_},
                          cfg_.session);
   sessions_.emplace(user, s);
   return s;
@@ -75,18 +109,34 @@ void engine::stop() {
     std::lock_guard<std::mutex> guard{mtx_};
     sessions.swap(sessions_);
   }
+  if (gateway_ && cfg_.cluster.enabled()) {
+    // Out of the membership now (not after member_ttl_ms): the other nodes
+    // count our users as connected nowhere and stop routing here.
+    if (cfg_.cluster.membership && queue_store_) {
+      auto conn = queue_store_->connect();
+      for (auto& r : conn->execute(cluster_leave_commands(cfg_.node)))
+        if (r.code != errc::none)
+          break; // it lapses on its own
+    }
+    if (published_port_ != 0) {
+      sys_.middleman().unpublish(gateway_, published_port_);
+      published_port_ = 0;
+    }
+  }
   for (auto& [user, s] : sessions)
     caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   auto bye = [](const auto& h) {
     if (h)
       caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   };
+  bye(gateway_);
   bye(relay_);
   bye(swipe_);
   bye(lock_);
   bye(finalizer_);
   bye(directory_);
   bye(broker_);
+  gateway_ = nullptr;
   relay_ = nullptr;
   swipe_ = nullptr;
   lock_ = nullptr;

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "actors/cluster_config.hpp"
 #include "actors/finalizer.hpp"
 #include "actors/outbox_relay.hpp"
 #include "actors/pair_lock.hpp"
@@ -41,6 +42,17 @@ struct engine_config {
   swipe_config swipe;
   /// Run the outbox relay (off only for tests that drive it themselves).
   bool run_relay = true;
+  /// This node's part in a cluster (docs/cluster.md); `cluster.port == 0`
+  /// (the default): a single node. With a cluster, `use_redis` should be
+  /// set (the nodes share one queue store and one database; the embedded
+  /// stores are shared only by engines of one process, see below).
+  cluster_config cluster;
+  /// Use these stores instead of making them from the settings above
+  /// (`use_redis`, `redis`, `clock`, `use_postgres`, `postgres` are then
+  /// ignored for that store). Several engines in one process given the same
+  /// factories share queues and database: a simulated cluster.
+  std::shared_ptr<queue_store_factory> queue_factory;
+  std::shared_ptr<match_store_factory> match_factory;
   /// What the engine counts; made by `engine::start` when null. The engine
   /// hands it to every actor it spawns (it overwrites the `metrics` of
   /// `broker`, `finalizer`, `session`, `relay` and `swipe` above).
@@ -48,13 +60,24 @@ struct engine_config {
 };
 
 /// One engine inside a host's actor system: queue broker, finalizer,
-/// directory, outbox relay, and one session actor per user.
+/// directory, outbox relay, node gateway, and one session actor per user.
 class engine {
 public:
   /// Connects the stores, applies the database migrations and spawns the
   /// engine's actors in `sys`. Fails with `store_unavailable` when the
-  /// database cannot be reached, `protocol_error` when a migration fails.
-  /// Not idempotent: every call starts another engine.
+  /// database cannot be reached, `protocol_error` when a migration fails,
+  /// `invalid_argument` for a bad `cluster` section (check_cluster_config)
+  /// or a cluster in an actor system without the io middleman.
+  ///
+  /// With a cluster (`cfg.cluster.port != 0`) the host's actor system MUST
+  /// have loaded the io middleman before it started
+  /// (`actor_system_config::load<caf::io::middleman>()`) and registered the
+  /// project's types (`register_types`) — on every node. With
+  /// `cluster.auto_connect` (the default) this call publishes the gateway
+  /// on `cluster.port` (blocks until the port is open; fails with
+  /// `store_unavailable` naming the port when it cannot be opened); without
+  /// it, the host publishes `gateway()` itself and introduces peers with
+  /// `peer_atom`. Not idempotent: every call starts another engine.
   static outcome<std::shared_ptr<engine>> start(caf::actor_system& sys,
                                                 engine_config cfg);
 
@@ -67,7 +90,12 @@ public:
   session_actor session(const std::string& user,
                         subscriber_actor subscriber = {});
 
-  /// Stops every actor of the engine (sessions included). Idempotent.
+  /// Stops every actor of the engine (sessions included). With a cluster it
+  /// first takes this node's membership record out of the queue store (so
+  /// the other nodes count its users as connected nowhere at once) and
+  /// unpublishes the gateway: it then blocks for up to a store round trip
+  /// and a middleman call — call it from a host thread, never from inside
+  /// an actor. Idempotent.
   void stop();
 
   queue_broker_actor broker() const {
@@ -84,6 +112,12 @@ public:
 
   outbox_relay_actor relay() const {
     return relay_;
+  }
+
+  /// The node's gateway (always running: it also replays a registering
+  /// user's active match; with a cluster it routes between nodes).
+  node_gateway_actor gateway() const {
+    return gateway_;
   }
 
   /// Mutual likes: send `swipe_atom, swipe_request`. Thread-safe.
@@ -123,6 +157,8 @@ private:
   finalizer_actor finalizer_;
   directory_actor directory_;
   outbox_relay_actor relay_;
+  node_gateway_actor gateway_;
+  uint16_t published_port_ = 0; ///< 0: the engine did not publish
   pair_lock_actor lock_;
   swipe_actor swipe_;
   std::mutex mtx_;

@@ -334,7 +334,11 @@ void fetch(relay_ptr self) {
 
 void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent);
 
-/// Hands the XADDed events to the directory, waits for its answers, marks.
+/// Hands the XADDed events to the directory, waits for its answers, marks
+/// the ones that every user got (or that wait for users connected nowhere).
+/// An event whose user's node could not be reached, or that the directory
+/// did not answer for, stays unmarked: its lease lapses and it is delivered
+/// again (by any relay), never lost.
 void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
   auto& st = self->state;
   auto open = std::make_shared<size_t>(0);
@@ -346,22 +350,38 @@ void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
     mark(self, std::move(b), std::move(sent));
     return;
   }
-  auto next = [self, b, sent, open] {
-    if (--*open == 0)
-      mark(self, b, sent);
+  auto missed = std::make_shared<std::vector<bool>>(b->events.size(), false);
+  auto next = [self, b, sent, open, missed] {
+    if (--*open != 0)
+      return;
+    std::vector<size_t> done;
+    for (auto i : sent)
+      if (!(*missed)[i])
+        done.push_back(i);
+    mark(self, b, std::move(done));
   };
   for (auto i : sent) {
     if (!b->readable[i])
       continue;
     self->request(st.directory, directory_timeout, deliver_atom_v, b->parsed[i])
-      .then([next](uint32_t) { next(); },
-            [self, next, id = b->events[i].event_id](caf::error& err) {
-              // The stream has it and the lease would only hand it out to
-              // the same directory again: log and go on.
-              relay_log()->warn("directory did not take event {}: {}", id,
-                                self->system().render(err));
-              next();
-            });
+      .then(
+        [next, missed, i, id = b->events[i].event_id](delivery_report& r) {
+          if (!complete(r)) {
+            relay_log()->warn("event {} did not reach {} user(s) on a node "
+                              "that could not be reached: left for another "
+                              "delivery when its lease lapses",
+                              id, r.failed);
+            (*missed)[i] = true;
+          }
+          next();
+        },
+        [self, next, missed, i, id = b->events[i].event_id](caf::error& err) {
+          relay_log()->warn("directory did not take event {}: {}; left for "
+                            "another delivery when its lease lapses",
+                            id, self->system().render(err));
+          (*missed)[i] = true;
+          next();
+        });
   }
 }
 

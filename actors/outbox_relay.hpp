@@ -50,7 +50,12 @@ struct relay_config {
 /// hand the ones the sink accepted to `directory` (`deliver_atom`; an
 /// invalid handle skips this step) and wait for its answers, then
 /// `mark_delivered` them; repeat until a fetch finds nothing. An event is
-/// marked only after its XADD succeeded. A failed fetch, XADD (transport
+/// marked only after its XADD succeeded, and only when the directory's
+/// `delivery_report` is complete: every user's session got it, on this node
+/// or on another one, or the user is connected nowhere (the event waits for
+/// its reconnect). An event whose user's node is live but could not be
+/// reached, or that the directory did not answer for within 10 s, stays
+/// unmarked: its lease lapses and it is delivered again (by any relay). A failed fetch, XADD (transport
 /// failure or error reply) or mark is retried after an exponential backoff
 /// (backoff_min_ms doubling up to backoff_max_ms, reset by a success);
 /// nothing is dropped, and a lease that expires meanwhile hands the event to

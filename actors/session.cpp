@@ -32,6 +32,7 @@ struct session_data {
   uint32_t heals = 0;
   bool cancel_requested = false;
   bool join_counted = false;        // this join is in metrics->joins
+  std::string owner_node;           // whose finalizer owns our claimed pair
   std::vector<state_promise> join_waiters;
   std::vector<state_promise> cancel_waiters;
   std::set<std::string> seen;       // event ids (at-least-once delivery)
@@ -249,22 +250,34 @@ session_actor::behavior_type claiming_b(ses_ptr self) {
 void ask_finalizer_to_cancel(ses_ptr self, int attempts_left) {
   auto& d = self->state;
   auto gen = d.gen;
-  self
-    ->request(d.links.finalizer, caf::infinite, cancel_atom_v,
-              inflight_cancel{d.st.queue, d.st.user, d.st.ticket})
-    .then(
-      [self, gen, attempts_left](cancel_verdict& v) {
-        auto& d = self->state;
-        if (terminal(d.st.phase) || gen != d.gen)
-          return; // decided meanwhile (e.g. by the finalize answer)
-        if (v.honoured)
-          finish(self, session_phase::cancelled, {}, {});
-        else if (!v.session_id.empty())
-          finish(self, session_phase::matched, v.session_id, "cancel too late");
-        else if (d.st.phase == session_phase::queued)
-          cancel_at_queue(self, attempts_left - 1); // we were requeued
-      },
-      [self](caf::error& err) { fail(self, err); });
+  auto on_verdict = [self, gen, attempts_left](cancel_verdict& v) {
+    auto& d = self->state;
+    if (terminal(d.st.phase) || gen != d.gen)
+      return; // decided meanwhile (e.g. by the finalize answer)
+    if (v.honoured)
+      finish(self, session_phase::cancelled, {}, {});
+    else if (!v.session_id.empty())
+      finish(self, session_phase::matched, v.session_id, "cancel too late");
+    else if (d.st.phase == session_phase::queued)
+      cancel_at_queue(self, attempts_left - 1); // we were requeued
+  };
+  auto on_error = [self, gen](caf::error& err) {
+    if (gen == self->state.gen && !terminal(self->state.st.phase))
+      fail(self, err);
+  };
+  inflight_cancel c{d.st.queue, d.st.user, d.st.ticket};
+  if (d.links.gateway && !d.owner_node.empty()
+      && d.owner_node != d.cfg.node) {
+    // The pair is committed on another node: only its finalizer can tell.
+    self
+      ->request(d.links.gateway,
+                std::chrono::milliseconds(d.cfg.route_timeout_ms),
+                cancel_atom_v, d.owner_node, std::move(c))
+      .then(on_verdict, on_error);
+    return;
+  }
+  self->request(d.links.finalizer, caf::infinite, cancel_atom_v, std::move(c))
+    .then(on_verdict, on_error);
 }
 
 /// Cancels the waiting ticket; a claimed one is decided by the finalizer.
@@ -283,10 +296,13 @@ void cancel_at_queue(ses_ptr self, int attempts_left) {
         auto& d = self->state;
         if (terminal(d.st.phase) || gen != d.gen)
           return;
-        if (r.outcome == cancel_outcome::cancelled)
+        if (r.outcome == cancel_outcome::cancelled) {
           finish(self, session_phase::cancelled, {}, {});
-        else
-          ask_finalizer_to_cancel(self, attempts_left);
+          return;
+        }
+        if (!r.node.empty())
+          d.owner_node = r.node; // the claimer's node owns the pair
+        ask_finalizer_to_cancel(self, attempts_left);
       },
       [self, gen, attempts_left](caf::error& err) {
         auto& d = self->state;
@@ -342,6 +358,9 @@ session_actor::behavior_type queued_b(ses_ptr self) {
             auto& d = self->state;
             if (gen != d.gen)
               return;
+            if (!r.partner.node.empty()
+                && r.outcome == claim_outcome::claimed_by_other)
+              d.owner_node = r.partner.node; // our claimer's node
             if (r.outcome == claim_outcome::matched) {
               on_claimed(self, gen, r);
             } else if (r.outcome == claim_outcome::queued
@@ -422,6 +441,10 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
       d.cfg.metrics->joins.fetch_add(1, std::memory_order_relaxed);
   }
   d.st.token = r.token;
+  if (r.outcome == claim_outcome::matched)
+    d.owner_node = d.cfg.node; // we claimed: our finalizer owns the pair
+  else if (r.outcome == claim_outcome::claimed_by_other)
+    d.owner_node = r.partner.node;
   switch (r.outcome) {
     case claim_outcome::queued:
     case claim_outcome::claimed_by_other:
@@ -446,6 +469,7 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
 
 void start_claim(ses_ptr self, bool rescan) {
   auto& d = self->state;
+  d.owner_node.clear();
   enter(self, session_phase::claiming);
   auto gen = d.gen;
   ticket_spec spec{d.st.queue, d.st.user, d.st.ticket, d.cfg.node, d.attrs,

@@ -15,6 +15,9 @@ struct session_config {
   uint32_t heartbeat_ms = 10000; ///< ticket refresh period (< ttl_ms)
   uint32_t grace_ms = 5000;    ///< wait for a match after "gone"
   uint32_t max_self_heals = 20; ///< re-enqueues of one join
+  /// Bound of an in-flight cancel verdict asked of another node's finalizer
+  /// through the gateway (that finalizer may take its `cancel_wait_ms`).
+  uint32_t route_timeout_ms = 30000;
   /// Where the session counts (null: nothing is counted): `joins` (a new
   /// join whose first claim-or-enqueue step the store answered; repeats,
   /// refusals, retries and self-heals are not new joins) and `cancels` (a
@@ -28,6 +31,10 @@ struct session_links {
   finalizer_actor finalizer;
   directory_actor directory; ///< may be invalid: then no registration
   subscriber_actor subscriber; ///< may be invalid: then nobody is told
+  /// Routes a cancel verdict request to the finalizer of the node that owns
+  /// the claimed pair, when that is not this node (the claimer's node, as
+  /// the queue tells it). May be invalid: then `finalizer` is always asked.
+  node_gateway_actor gateway;
 };
 
 /// Spawns the session actor of `user`. It registers with the directory,
@@ -39,6 +46,13 @@ struct session_links {
 ///                     │  └──retry──┐       └──► claiming (new ticket)
 ///                     └──matched──► finalizing ──committed──► matched
 ///   cancel from any state ──► cancelled once certain (or matched: too late)
+///
+/// A cancel of a claimed ticket is decided by the finalizer that owns the
+/// pair: this node's, or — when the queue names another node as the owner
+/// (the claimer's, from the cancel's `in_flight` answer or a re-scan's
+/// `claimed_by_other`) — that node's, asked through `links.gateway`. A
+/// routed request that fails (the owner is live but unreachable) ends the
+/// join `failed`, never `cancelled`: only the owner can tell.
 ///
 /// Joins are idempotent per (queue, ticket): the same join again answers the
 /// current state, also after the join ended `matched` or `cancelled` (then

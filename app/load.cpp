@@ -815,6 +815,7 @@ struct load_summary {
   distribution time_to_match, ws_connect, join;
   std::map<std::string, uint64_t> ended_details;
   std::vector<std::string> matched_users, cancelled_users, waiting_users;
+  std::vector<std::string> cancel_requested_users; ///< sent a DELETE
 };
 
 std::string user_name(const load_options& opts, std::size_t i) {
@@ -854,8 +855,10 @@ load_summary summarize(const load_options& opts,
       s.matched++;
       s.matched_users.push_back(user_name(opts, i));
     }
-    if (r.has(uf::cancel_sent))
+    if (r.has(uf::cancel_sent)) {
       s.cancel_requested++;
+      s.cancel_requested_users.push_back(user_name(opts, i));
+    }
     if (r.has(uf::cancel_acked)) {
       s.cancelled++;
       s.cancelled_users.push_back(user_name(opts, i));
@@ -1009,6 +1012,7 @@ bool write_json(const std::string& file, const load_options& opts,
     {"matched_users", s.matched_users},
     {"cancelled_users", s.cancelled_users},
     {"waiting_users", s.waiting_users},
+    {"cancel_requested_users", s.cancel_requested_users},
   };
   std::ofstream f(file);
   f << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";

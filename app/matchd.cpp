@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/engine.hpp"
@@ -125,6 +126,8 @@ int run(const matchd_config& mc) {
 
   caf::actor_system_config cfg;
   register_types(cfg);
+  if (mc.cluster_port != 0)
+    cfg.load<caf::io::middleman>(); // the gateway is published and reached
   cfg.set("scheduler.max-threads", static_cast<size_t>(mc.threads));
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
@@ -145,6 +148,18 @@ int run(const matchd_config& mc) {
   if (!mc.postgres.empty()) {
     ec.use_postgres = true;
     ec.postgres.conninfo = mc.postgres;
+  }
+  ec.cluster.port = mc.cluster_port;
+  ec.cluster.host = mc.cluster_host;
+  ec.cluster.peers = mc.peers;
+  ec.cluster.membership = mc.membership;
+  ec.cluster.member_ttl_ms = mc.member_ttl_ms;
+  if (ec.cluster.heartbeat_ms >= ec.cluster.member_ttl_ms)
+    ec.cluster.heartbeat_ms = ec.cluster.member_ttl_ms / 3;
+  if (auto bad = check_cluster_config(ec.cluster, ec.node);
+      bad.code != errc::none) {
+    lg->error("bad cluster settings: {}", bad.detail);
+    return 2;
   }
   if (!ec.use_redis || !ec.use_postgres)
     lg->warn("NOT DURABLE: running on {}{}{}: waiting users and matches are "
@@ -194,6 +209,11 @@ int run(const matchd_config& mc) {
   lg->info("node {} listening on http://{}:{} (queue store: {}, database: {})",
            mc.node, mc.listen_host, srv->port(), eng->queue_store()->describe(),
            eng->match_store()->describe());
+  if (mc.cluster_port != 0)
+    lg->info("node {} in a cluster: gateway on {}:{}, {} static peer(s), "
+             "membership in Redis {}",
+             mc.node, mc.cluster_host, mc.cluster_port, mc.peers.size(),
+             mc.membership ? "on" : "off");
 
   int sig = 0;
   sigwait(&sigs, &sig);

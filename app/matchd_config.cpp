@@ -97,6 +97,21 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     ->capture_default_str();
   app.add_option("--pg-workers", cfg.pg_workers, "PostgreSQL connections")
     ->capture_default_str();
+  app.add_option("--cluster-port", cfg.cluster_port,
+                 "Publish this node's gateway on this port (0: single node)")
+    ->capture_default_str();
+  app.add_option("--cluster-host", cfg.cluster_host,
+                 "Address the other nodes reach this node's gateway at")
+    ->capture_default_str();
+  app.add_option("--peers", cfg.peers,
+                 "Static peers id=host:port (comma separated)")
+    ->delimiter(',');
+  app.add_option("--membership", cfg.membership,
+                 "Register in and discover peers through Redis (true/false)")
+    ->capture_default_str();
+  app.add_option("--member-ttl", cfg.member_ttl_ms,
+                 "ms after its last heartbeat before a node counts as gone")
+    ->capture_default_str();
   try {
     app.parse(argc, argv);
     // Below the command line: the environment, then the config file.
@@ -189,6 +204,27 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("redis-workers", "must be 1-64");
   if (cfg.pg_workers < 1 || cfg.pg_workers > 64)
     complain("pg-workers", "must be 1-64");
+  if (cfg.cluster_port != 0) {
+    if (cfg.redis.empty() || cfg.postgres.empty())
+      complain("cluster-port", "a cluster shares its stores: give --redis and "
+                               "--postgres too");
+    if (cfg.cluster_port == cfg.listen_port)
+      complain("cluster-port", "must differ from the --listen port");
+    if (cfg.cluster_host.empty())
+      complain("cluster-host", "required with --cluster-port");
+  } else if (!cfg.peers.empty()) {
+    complain("peers", "needs --cluster-port");
+  }
+  for (auto& p : cfg.peers) {
+    auto eq = p.find('=');
+    std::string h;
+    uint16_t port = 0;
+    if (eq == std::string::npos || eq == 0
+        || !split_host_port(p.substr(eq + 1), false, h, port))
+      complain("peers", "'" + p + "' is not id=host:port");
+  }
+  if (cfg.member_ttl_ms < 1000)
+    complain("member-ttl", "must be at least 1000 ms");
   for (auto& q : cfg.queues)
     if (q.empty() || q.size() > 128)
       complain("queues", "'" + q + "' must be 1-128 bytes");

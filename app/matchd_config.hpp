@@ -31,6 +31,12 @@ struct matchd_config {
   uint32_t heartbeat_ms = 10000;
   uint32_t redis_workers = 4;
   uint32_t pg_workers = 2;
+  // Cluster (docs/cluster.md): 0 = a single node.
+  uint16_t cluster_port = 0;
+  std::string cluster_host = "127.0.0.1"; ///< what peers connect to
+  std::vector<std::string> peers;         ///< static "id=host:port"
+  bool membership = true;                 ///< Redis membership records
+  uint32_t member_ttl_ms = 5000;
 
   // Derived by validation.
   std::string listen_host;

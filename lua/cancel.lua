@@ -6,7 +6,10 @@
 -- ARGV[1] user id, ARGV[2] token (from enqueue/claim)
 -- Replies:
 --   {'cancelled', ticket}
---   {'in_flight', ticket, state}   state: claimed | claimer
+--   {'in_flight', ticket, state, node}   state: claimed | claimer; node: the
+--       node whose finalizer owns the pair (claimed: the claimer's node, from
+--       the record's p_node; claimer: the ticket's own node). A cancel from
+--       another node routes its verdict request there (docs/cluster.md).
 --   {'stale_token', ticket}        the user's current ticket has another token
 --   {'not_found'}
 --   {'invalid', what}
@@ -23,6 +26,10 @@ if not rec then
   return {'not_found'}
 end
 if rec.token ~= token then return {'stale_token', current} end
-if rec.state ~= 'waiting' then return {'in_flight', current, rec.state} end
+if rec.state ~= 'waiting' then
+  local owner = rec.node
+  if rec.state == 'claimed' then owner = rec.p_node end
+  return {'in_flight', current, rec.state, owner}
+end
 remove_ticket(rec)
 return {'cancelled', current}

@@ -72,6 +72,61 @@ typename Inspector::result_type inspect(Inspector& f, match_event& x) {
            x.queue, x.user_a, x.ticket_a, x.user_b, x.ticket_b, x.payload);
 }
 
+/// What became of one delivery of a match event to sessions (directory ->
+/// relay, gateway -> directory, peer gateway -> gateway). Counts users.
+struct delivery_report {
+  uint32_t reached = 0; ///< sessions that got the event now, on any node
+  /// Users without a session on the node they were last seen on (or on no
+  /// node at all): the event is kept there for their reconnect.
+  uint32_t kept = 0;
+  /// Users whose node is live but could not be reached: the event is kept
+  /// on the asking node, and it is NOT delivered (the relay leaves it
+  /// unmarked, so it is delivered again).
+  uint32_t failed = 0;
+};
+
+/// True when every user of the event got it, or is connected nowhere (it
+/// is then kept for the user's reconnect): the relay may mark it delivered.
+/// Idempotent.
+inline bool complete(const delivery_report& x) noexcept {
+  return x.failed == 0;
+}
+
+/// Adds `y`'s counts to `x`. Not idempotent.
+inline delivery_report& operator+=(delivery_report& x,
+                                   const delivery_report& y) noexcept {
+  x.reached += y.reached;
+  x.kept += y.kept;
+  x.failed += y.failed;
+  return x;
+}
+
+inline bool operator==(const delivery_report& x,
+                       const delivery_report& y) noexcept {
+  return x.reached == y.reached && x.kept == y.kept && x.failed == y.failed;
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery_report& x) {
+  return f(caf::meta::type_name("delivery_report"), x.reached, x.kept,
+           x.failed);
+}
+
+/// A cluster peer as one node's gateway sees it (`peers_atom`).
+struct peer_info {
+  std::string node;
+  std::string address;    ///< "host:port"; empty when only a handle is known
+  bool connected = false; ///< the gateway holds a handle of the peer's gateway
+  bool static_peer = false; ///< from the configuration (never forgotten)
+  bool member = false;    ///< seen live in the membership records
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peer_info& x) {
+  return f(caf::meta::type_name("peer_info"), x.node, x.address, x.connected,
+           x.static_peer, x.member);
+}
+
 /// A pair that a claim took out of the queue: the claimer (who ran the claim)
 /// and the claimed waiter. The finalizer turns it into a match or undoes it.
 struct claim_pair {

@@ -106,12 +106,16 @@ struct cancel_result {
   cancel_outcome outcome = cancel_outcome::cancelled;
   std::string ticket;
   std::string state; ///< in_flight: claimed | claimer
+  /// in_flight: the node whose finalizer owns the pair and decides the
+  /// cancel — the claimer's node for a claimed ticket, the ticket's own node
+  /// for a claimer. Empty otherwise.
+  std::string node;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cancel_result& x) {
   return f(caf::meta::type_name("cancel_result"), x.outcome, x.ticket,
-           x.state);
+           x.state, x.node);
 }
 
 struct heartbeat_result {

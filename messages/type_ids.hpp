@@ -12,6 +12,7 @@
 #include <caf/type_id.hpp>
 #include <caf/error.hpp>
 #include <caf/replies_to.hpp>
+#include <caf/actor.hpp>
 #include <caf/typed_actor.hpp>
 
 #include "messages/errc.hpp"
@@ -42,6 +43,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (mm::swipe_request))
   CAF_ADD_TYPE_ID(matchmaker, (mm::swipe_result))
   CAF_ADD_TYPE_ID(matchmaker, (mm::mutual_pair))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::delivery_report))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::peer_info))
+  CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::peer_info>))
 
   CAF_ADD_ATOM(matchmaker, mm, enqueue_atom, "enqueue")
   CAF_ADD_ATOM(matchmaker, mm, claim_atom, "claim")
@@ -62,6 +66,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, flush_atom, "flush")
   CAF_ADD_ATOM(matchmaker, mm, swipe_atom, "swipe")
   CAF_ADD_ATOM(matchmaker, mm, acquire_atom, "acquire")
+  CAF_ADD_ATOM(matchmaker, mm, route_atom, "route")
+  CAF_ADD_ATOM(matchmaker, mm, peer_atom, "peer")
+  CAF_ADD_ATOM(matchmaker, mm, peers_atom, "peers")
+  CAF_ADD_ATOM(matchmaker, mm, hello_atom, "hello")
+  CAF_ADD_ATOM(matchmaker, mm, attach_atom, "attach")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -144,16 +153,56 @@ using finalizer_actor = caf::typed_actor<
   // within the claim hold is honoured (the pair can no longer commit).
   caf::reacts_to<grace_atom, std::string>>;
 
+/// Routes between the nodes of a cluster (actors/node_gateway.hpp). One per
+/// node; published by the io middleman, so every message below can come
+/// from a peer node (all their types are in the block above).
+using node_gateway_actor = caf::typed_actor<
+  // Directory -> gateway: (user, event) for a user without a session on
+  // this node: delivered to the user's session on the node it registered
+  // on. All counts zero: the user is connected nowhere (the directory keeps
+  // the event). `failed`: the user's node is live but could not be reached.
+  // Idempotent per event id at the receiving session.
+  caf::replies_to<route_atom, std::string, match_event>::with<
+    delivery_report>,
+  // Peer -> gateway: (user, event) to the user's session on THIS node, or
+  // kept for it here. Never routed further. Idempotent per event id.
+  caf::replies_to<deliver_atom, std::string, match_event>::with<
+    delivery_report>,
+  // Session or peer -> gateway: (node, cancel) to the finalizer of `node`
+  // (the node that owns the claimed pair). Idempotent.
+  caf::replies_to<cancel_atom, std::string, inflight_cancel>::with<
+    cancel_verdict>,
+  // Directory -> gateway: a session of `user` started / ended on this node
+  // (the shared user -> node map; the reconnect replay). Idempotent.
+  caf::reacts_to<register_atom, std::string>,
+  caf::reacts_to<unregister_atom, std::string>,
+  // Peer -> gateway: the sender is the gateway of node `node`. Idempotent.
+  caf::reacts_to<hello_atom, std::string>,
+  // Host -> gateway: `gateway` (a node_gateway_actor) is the gateway of
+  // node `node`, for hosts and tests that connect nodes themselves.
+  // Idempotent.
+  caf::reacts_to<peer_atom, std::string, caf::actor>,
+  // The peers as this gateway sees them, by node id. Idempotent.
+  caf::replies_to<peers_atom>::with<std::vector<peer_info>>>;
+
 /// Maps users to their session actors on this node (actors/directory.hpp).
 using directory_actor = caf::typed_actor<
   // Idempotent.
   caf::reacts_to<register_atom, std::string, session_actor>,
   // Only removes the entry if it still points to that actor. Idempotent.
   caf::reacts_to<unregister_atom, std::string, session_actor>,
-  // Delivers to both users' sessions (kept for a user not connected yet);
-  // answers how many sessions it reached. Idempotent per event id at the
+  // Delivers to both users' sessions: here, or through the gateway on the
+  // user's node; kept here for a user connected nowhere (or whose node is
+  // unreachable). Answers what became of it. Idempotent per event id at the
   // receiving sessions.
-  caf::replies_to<deliver_atom, match_event>::with<uint32_t>>;
+  caf::replies_to<deliver_atom, match_event>::with<delivery_report>,
+  // (user, event): delivers to that user's session HERE only, or keeps it
+  // for the user (never routed). Idempotent per event id.
+  caf::replies_to<deliver_atom, std::string, match_event>::with<
+    delivery_report>,
+  // Routes users without a session here through `gateway` from now on (an
+  // invalid handle: routing off). Idempotent.
+  caf::reacts_to<attach_atom, node_gateway_actor>>;
 
 /// Delivers committed outbox events (actors/outbox_relay.hpp).
 using outbox_relay_actor = caf::typed_actor<

@@ -278,9 +278,9 @@ outcome<cancel_result> parse_cancel(const store_reply& reply) {
     return f.error();
   auto& x = *f;
   if (x[0] == "cancelled" && has(x, 2))
-    return cancel_result{cancel_outcome::cancelled, x[1], {}};
-  if (x[0] == "in_flight" && has(x, 3))
-    return cancel_result{cancel_outcome::in_flight, x[1], x[2]};
+    return cancel_result{cancel_outcome::cancelled, x[1], {}, {}};
+  if (x[0] == "in_flight" && has(x, 4))
+    return cancel_result{cancel_outcome::in_flight, x[1], x[2], x[3]};
   return refusal(x);
 }
 

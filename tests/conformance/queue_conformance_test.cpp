@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/cluster_config.hpp"
 #include "tests/support/race.hpp"
 #include "tests/support/store_harness.hpp"
 
@@ -31,6 +32,11 @@ protected:
   std::unique_ptr<store_client> client_;
   std::string q_;
 };
+
+/// The cluster keys (header-only constants): nodes, beats, users.
+const char* const cluster_test_keys[] = {cluster_keys::nodes,
+                                         cluster_keys::beats,
+                                         cluster_keys::users};
 
 #define ASSERT_OK(x)                                                           \
   ASSERT_TRUE(x) << to_string((x).error().code) << ": " << (x).error().detail
@@ -251,12 +257,28 @@ TEST_P(queue_conformance, cancel_with_an_old_token_never_removes_a_newer) {
 TEST_P(queue_conformance, cancel_of_a_claimed_ticket_is_in_flight) {
   auto a = c().enqueue(spec(q_, "alice", "ta"));
   ASSERT_OK(a);
-  ASSERT_OK(c().claim(spec(q_, "bob", "tb")));
+  auto b = c().claim(spec(q_, "bob", "tb", 30000, "n2"));
+  ASSERT_OK(b);
   auto x = c().cancel(ref("alice", a->token));
   ASSERT_OK(x);
   EXPECT_EQ(x->outcome, cancel_outcome::in_flight);
   EXPECT_EQ(x->state, "claimed");
+  // The claimer's node owns the pair: the verdict is asked there.
+  EXPECT_EQ(x->node, "n2");
   EXPECT_EQ(c().user_ticket(q_, "alice"), "ta");
+  // The claimer's own cancel names its own node.
+  auto y = c().cancel(ref("bob", b->token));
+  ASSERT_OK(y);
+  EXPECT_EQ(y->outcome, cancel_outcome::in_flight);
+  EXPECT_EQ(y->state, "claimer");
+  EXPECT_EQ(y->node, "n2");
+  // A waiting ticket's cancel names no node.
+  auto w = c().enqueue(spec(q_, "carol", "tc"));
+  ASSERT_OK(w);
+  auto z = c().cancel(ref("carol", w->token));
+  ASSERT_OK(z);
+  EXPECT_EQ(z->outcome, cancel_outcome::cancelled);
+  EXPECT_EQ(z->node, "");
 }
 
 // -- heartbeat, requeue, release, sweep -----------------------------------------
@@ -430,6 +452,81 @@ TEST_P(queue_conformance, same_millisecond_tickets_are_claimed_in_order) {
     ASSERT_EQ(r->outcome, claim_outcome::matched);
     EXPECT_EQ(r->partner.user, "w" + std::to_string(i));
   }
+}
+
+// -- cluster membership and routing (lua/cluster_*.lua) --------------------------
+
+/// The string elements of a script's array reply ({"error: ..."} else).
+std::vector<std::string> strings(const store_reply& r) {
+  if (r.code != errc::none)
+    return {"error: " + r.detail};
+  if (r.value.type != store_value::kind::array)
+    return {"error: " + r.value.str};
+  std::vector<std::string> out;
+  for (auto& e : r.value.elements)
+    out.push_back(e.str);
+  return out;
+}
+
+using strs = std::vector<std::string>;
+
+TEST_P(queue_conformance, cluster_membership_routing_and_user_map) {
+  // The cluster keys are fixed (one cluster per store): start clean.
+  std::vector<store_command> clean{
+    {"DEL", cluster_test_keys[0], cluster_test_keys[1], cluster_test_keys[2]}};
+  ASSERT_EQ(c().conn().execute(clean).at(0).code, errc::none);
+  auto run = [&](script_id id, strs keys, strs args) {
+    std::vector<script_call> calls{script_call{id, keys, args}};
+    return strings(c().conn().run(calls).at(0));
+  };
+  strs members_keys{cluster_test_keys[0], cluster_test_keys[1]};
+  strs user_keys{cluster_test_keys[2]};
+  strs route_keys{cluster_test_keys[2], cluster_test_keys[0],
+                  cluster_test_keys[1]};
+  auto beat = [&](const std::string& node, const std::string& addr,
+                  const std::string& ttl) {
+    return run(script_id::cluster_beat, members_keys, {node, addr, ttl});
+  };
+  EXPECT_EQ(beat("n1", "h1:1", "1000"), (strs{"members", "n1", "h1:1"}));
+  // Live members in deadline order.
+  EXPECT_EQ(beat("n2", "h2:2", "100000"),
+            (strs{"members", "n1", "h1:1", "n2", "h2:2"}));
+  EXPECT_EQ(beat("n2", "h2:2", "100000"),
+            (strs{"members", "n1", "h1:1", "n2", "h2:2"})); // idempotent
+  EXPECT_EQ(run(script_id::cluster_user, user_keys, {"set", "u1", "n1"}),
+            strs{"set"});
+  EXPECT_EQ(run(script_id::cluster_user, user_keys, {"set", "u2", "n2"}),
+            strs{"set"});
+  EXPECT_EQ(run(script_id::cluster_route, route_keys, {"u1", "u2", "u3"}),
+            (strs{"route", "n1", "h1:1", "1", "n2", "h2:2", "1", "", "",
+                  "0"}));
+  // unset is compare-and-delete: another node's unset keeps the entry.
+  EXPECT_EQ(run(script_id::cluster_user, user_keys, {"unset", "u1", "n2"}),
+            (strs{"kept", "n1"}));
+  EXPECT_EQ(run(script_id::cluster_user, user_keys, {"unset", "u1", "n1"}),
+            strs{"unset"});
+  EXPECT_EQ(run(script_id::cluster_user, user_keys, {"unset", "u1", "n1"}),
+            strs{"unset"});
+  EXPECT_EQ(run(script_id::cluster_route, route_keys, {"u1"}),
+            (strs{"route", "", "", "0"}));
+  // n1 stops beating: past its deadline it is not live, and the next beat
+  // of anybody removes its record.
+  ASSERT_EQ(run(script_id::cluster_user, user_keys, {"set", "u1", "n1"}),
+            strs{"set"});
+  store_.advance(1100);
+  EXPECT_EQ(run(script_id::cluster_route, route_keys, {"u1"}),
+            (strs{"route", "n1", "h1:1", "0"}));
+  EXPECT_EQ(beat("n2", "h2:2", "100000"), (strs{"members", "n2", "h2:2"}));
+  EXPECT_EQ(run(script_id::cluster_route, route_keys, {"u1", "u2"}),
+            (strs{"route", "n1", "", "0", "n2", "h2:2", "1"}));
+  // Refusals change nothing.
+  EXPECT_EQ(beat("n2", "h2:2", "0"), (strs{"invalid", "ttl"}));
+  EXPECT_EQ(beat("bad node", "h2:2", "1000"), (strs{"invalid", "node"}));
+  EXPECT_EQ(run(script_id::cluster_user, user_keys, {"move", "u1", "n1"}),
+            (strs{"invalid", "op"}));
+  EXPECT_EQ(run(script_id::cluster_route, route_keys, {}),
+            (strs{"invalid", "users"}));
+  ASSERT_EQ(c().conn().execute(clean).at(0).code, errc::none);
 }
 
 // -- races over separate connections ---------------------------------------------

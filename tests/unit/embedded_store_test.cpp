@@ -733,7 +733,7 @@ TEST_F(embedded_store_test, claim_heartbeat_requeue_release_cancel) {
             AS({"alive", "t1", "claimed", std::to_string(now + 20000)}));
   // cancel of a claimed ticket is refused: the finalizer owns it.
   EXPECT_EQ(script(script_id::cancel, {"u1", "1"}),
-            AS({"in_flight", "t1", "claimed"}));
+            AS({"in_flight", "t1", "claimed", "n2"}));
 
   // requeue puts t1 back at its original score; again is a no-op.
   EXPECT_EQ(script(script_id::requeue, {"t1"}), AS({"requeued", "t1", "1"}));

@@ -378,7 +378,7 @@ CAF_TEST(deliver reaches both registered sessions) {
   auto rh = self->request(dir, caf::infinite, deliver_atom_v,
                           event("e1", "alice", "bob"));
   run();
-  rh.receive([](uint32_t n) { CAF_CHECK_EQUAL(n, 2u); },
+  rh.receive([](delivery_report& r) { CAF_CHECK_EQUAL(r.reached, 2u); },
              [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   CAF_CHECK_EQUAL(got("alice", "e1"), 1);
   CAF_CHECK_EQUAL(got("bob", "e1"), 1);
@@ -390,7 +390,7 @@ CAF_TEST(a user without a session gets its events when it registers) {
   auto rh = self->request(dir, caf::infinite, deliver_atom_v,
                           event("e1", "alice", "bob"));
   run();
-  rh.receive([](uint32_t n) { CAF_CHECK_EQUAL(n, 1u); },
+  rh.receive([](delivery_report& r) { CAF_CHECK_EQUAL(r.reached, 1u); },
              [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   // A redelivery of the same event is kept once.
   self->send(dir, deliver_atom_v, event("e1", "alice", "bob"));
@@ -432,7 +432,7 @@ CAF_TEST(unregister removes only the entry that still points at the actor) {
   auto rh = self->request(dir, caf::infinite, deliver_atom_v,
                           event("e2", "alice", "bob"));
   run();
-  rh.receive([](uint32_t n) { CAF_CHECK_EQUAL(n, 0u); },
+  rh.receive([](delivery_report& r) { CAF_CHECK_EQUAL(r.reached, 0u); },
              [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   CAF_CHECK_EQUAL(got("alice", "e2"), 0);
 }
@@ -444,7 +444,7 @@ CAF_TEST(a session that goes down is dropped) {
   auto rh = self->request(dir, caf::infinite, deliver_atom_v,
                           event("e1", "alice", "bob"));
   run();
-  rh.receive([](uint32_t n) { CAF_CHECK_EQUAL(n, 0u); },
+  rh.receive([](delivery_report& r) { CAF_CHECK_EQUAL(r.reached, 0u); },
              [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   connect("alice"); // the reconnect gets what arrived meanwhile
   CAF_CHECK_EQUAL(got("alice", "e1"), 1);

@@ -1,0 +1,457 @@
+// Two engines as two nodes of one cluster, simulated deterministically by
+// CAF's io test DSL: each planet (earth = node n1, mars = node n2) has its own
+// actor system, test coordinator and simulated network; both engines share
+// ONE embedded queue store and ONE in-memory match store (one factory each,
+// passed to both), so they share queues, membership and database like nodes
+// sharing Redis and PostgreSQL. Their gateways talk through the simulated
+// middleman (BASP), exactly as across processes.
+//
+// The stock io_dsl helpers run `exec_all`, which fires timeouts until nothing
+// happens anymore; an engine re-arms periodic timers (relay polling, sweeps,
+// heartbeats), so this suite moves both clocks itself (`advance`) and runs
+// messages and network traffic without firing timeouts (`settle`).
+
+#define CAF_SUITE cluster
+#define FAIL(msg) CAF_FAIL(msg) // Debian's dsl.hpp calls an undefined FAIL
+#include <caf/test/io_dsl.hpp>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/engine.hpp"
+#include "persistence/match_store.hpp"
+#include "persistence/queue_store.hpp"
+
+using namespace mm;
+
+namespace {
+
+/// Every node: the engine's types and the io middleman.
+struct cluster_cfg : caf::actor_system_config {
+  cluster_cfg() {
+    register_types(*this);
+    load<caf::io::middleman>();
+  }
+};
+
+/// What the sessions of one node reported to their subscriber.
+struct record {
+  std::map<std::string, session_state> last;              ///< by user
+  std::map<std::string, std::vector<match_event>> events; ///< by user
+};
+
+using record_ptr = std::shared_ptr<record>;
+
+/// The subscriber of one session (of `user`) on one node.
+subscriber_actor::behavior_type recorder(subscriber_actor::pointer,
+                                         record_ptr r, std::string user) {
+  return {
+    [r](session_state& st) { r->last[st.user] = st; },
+    [r, user](match_event& ev) { r->events[user].push_back(ev); },
+  };
+}
+
+constexpr uint16_t port_n1 = 4241; ///< advertised only
+constexpr uint16_t port_n2 = 4242; ///< mars publishes its gateway here
+
+using planet_base = test_coordinator_fixture<cluster_cfg>;
+
+struct fixture : point_to_point_fixture<planet_base> {
+  std::shared_ptr<std::atomic<int64_t>> clock_ms
+    = std::make_shared<std::atomic<int64_t>>(1'700'000'000'000);
+  std::shared_ptr<queue_store_factory> queues;
+  std::shared_ptr<match_store_factory> db;
+  std::shared_ptr<engine> n1; ///< on earth
+  std::shared_ptr<engine> n2; ///< on mars
+  record_ptr seen1 = std::make_shared<record>(); ///< sessions on n1
+  record_ptr seen2 = std::make_shared<record>(); ///< sessions on n2
+  std::vector<subscriber_actor> recorders;
+
+  fixture() {
+    auto c = clock_ms;
+    embedded_options opts;
+    opts.clock = [c] { return c->load(); };
+    queues = make_embedded_store(opts);
+    db = make_memory_match_store();
+    prepare_connection(mars, earth, "mars", port_n2);
+  }
+
+  ~fixture() {
+    // The published gateway (and every other engine actor) must be gone
+    // before the base fixtures run their `exec_all`.
+    if (n1)
+      n1->stop();
+    if (n2)
+      n2->stop();
+    for (auto& r : recorders)
+      caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    settle();
+    // Timers of stopped actors fire into nothing.
+    while (earth.sched.trigger_timeout() || mars.sched.trigger_timeout())
+      settle();
+  }
+
+  /// Runs every message and all network traffic on both planets, without
+  /// firing timeouts. Idempotent once nothing is left.
+  void settle() {
+    auto step = [](planet_type& p) {
+      return p.sched.try_run_once() || p.mpx.read_data()
+             || p.mpx.try_exec_runnable() || p.mpx.try_accept_connection();
+    };
+    while (step(earth) || step(mars))
+      ; // repeat
+  }
+
+  /// Moves the shared store clock and both planets' clocks by `ms`, 10 ms at
+  /// a time, settling after each step.
+  void advance(int64_t ms) {
+    for (int64_t done = 0; done < ms;) {
+      auto step = std::min<int64_t>(10, ms - done);
+      *clock_ms += step;
+      earth.sched.clock().advance_time(std::chrono::milliseconds(step));
+      mars.sched.clock().advance_time(std::chrono::milliseconds(step));
+      settle();
+      done += step;
+    }
+  }
+
+  /// Engine settings of node `id`: short timers, the shared stores, and a
+  /// cluster whose connections the test makes itself.
+  engine_config node_config(const std::string& id, uint16_t port) {
+    engine_config cfg;
+    cfg.node = id;
+    cfg.session.ttl_ms = 3000;
+    cfg.session.heartbeat_ms = 1000;
+    cfg.session.grace_ms = 500;
+    cfg.broker.hold_ms = 2000;
+    cfg.broker.sweep_interval_ms = 1000;
+    cfg.finalizer.batch_delay_ms = 5;
+    cfg.relay.poll_ms = 50;
+    cfg.cluster.port = port;
+    cfg.cluster.host = id == "n1" ? "earth" : "mars";
+    cfg.cluster.auto_connect = false; // publish / remote_actor: see start()
+    cfg.queue_factory = queues;
+    cfg.match_factory = db;
+    return cfg;
+  }
+
+  /// Starts both engines, publishes n2's gateway on mars, connects earth
+  /// to it and introduces it to n1's gateway (which greets it back, so one
+  /// connection serves both directions).
+  void start(engine_config c1, engine_config c2) {
+    auto e1 = engine::start(earth.sys, std::move(c1));
+    CAF_REQUIRE(e1);
+    n1 = *e1;
+    auto e2 = engine::start(mars.sys, std::move(c2));
+    CAF_REQUIRE(e2);
+    n2 = *e2;
+    settle();
+    CAF_REQUIRE_EQUAL(mars.publish(n2->gateway(), port_n2), port_n2);
+    // earth.remote_actor() would run exec_all (timeouts forever): the same
+    // steps, settling instead.
+    earth.sched.inline_next_enqueue();
+    earth.sched.after_next_enqueue([this] { settle(); });
+    auto gw2 = earth.mm.remote_actor<node_gateway_actor>("mars", port_n2);
+    CAF_REQUIRE(gw2);
+    caf::anon_send(n1->gateway(), peer_atom_v, std::string{"n2"},
+                   caf::actor_cast<caf::actor>(*gw2));
+    settle();
+  }
+
+  /// The session of `user` on node n1 (1) or n2 (2), with its own
+  /// recorder.
+  session_actor session(int node, const std::string& user) {
+    auto& p = node == 1 ? earth : mars;
+    auto rec = p.sys.spawn(recorder, node == 1 ? seen1 : seen2, user);
+    recorders.push_back(rec);
+    auto s = (node == 1 ? n1 : n2)->session(user, rec);
+    settle();
+    return s;
+  }
+
+  std::string phase(const record_ptr& r, const std::string& user) {
+    auto i = r->last.find(user);
+    return i == r->last.end() ? "none" : to_string(i->second.phase);
+  }
+
+  session_state last(const record_ptr& r, const std::string& user) {
+    auto i = r->last.find(user);
+    return i == r->last.end() ? session_state{} : i->second;
+  }
+
+  const std::vector<match_event>& events(const record_ptr& r,
+                                         const std::string& user) {
+    static const std::vector<match_event> none;
+    auto i = r->events.find(user);
+    return i == r->events.end() ? none : i->second;
+  }
+
+  /// The peers that `gw` knows, by node id.
+  std::map<std::string, peer_info> peers_of(planet_type& p,
+                                            const node_gateway_actor& gw) {
+    auto rh = p.self->request(gw, caf::infinite, peers_atom_v);
+    settle();
+    std::map<std::string, peer_info> out;
+    rh.receive(
+      [&](std::vector<peer_info>& xs) {
+        for (auto& x : xs)
+          out[x.node] = x;
+      },
+      [&](caf::error& e) { CAF_FAIL("peers: " << p.sys.render(e)); });
+    return out;
+  }
+
+  /// Asks `relay` to deliver what is pending; answers how many it marked.
+  uint32_t flush(planet_type& p, const outbox_relay_actor& relay) {
+    auto rh = p.self->request(relay, caf::infinite, flush_atom_v);
+    settle();
+    uint32_t n = 0;
+    rh.receive([&](uint32_t x) { n = x; },
+               [&](caf::error& e) { CAF_FAIL("flush: " << p.sys.render(e)); });
+    return n;
+  }
+
+  /// Events nobody has marked delivered and nobody holds a lease on.
+  std::vector<outbox_event> undelivered() {
+    auto evs = db->connect()->fetch_undelivered(100, 1);
+    CAF_REQUIRE(evs);
+    return *evs;
+  }
+
+  /// Runs one cluster script on the shared store.
+  void script(script_id id, std::vector<std::string> keys,
+              std::vector<std::string> args) {
+    std::vector<script_call> calls{script_call{id, std::move(keys),
+                                               std::move(args)}};
+    auto r = queues->connect()->run(calls).at(0);
+    CAF_REQUIRE(r.code == errc::none);
+    CAF_REQUIRE(r.value.type == store_value::kind::array);
+  }
+
+  /// Commits a match of (a, b) directly in the shared database.
+  std::string commit(const std::string& a, const std::string& b) {
+    match_request req;
+    req.queue = "voice";
+    req.user_a = a;
+    req.ticket_a = "t-" + a;
+    req.user_b = b;
+    req.ticket_b = "t-" + b;
+    auto res = db->connect()->commit_matches({req});
+    CAF_REQUIRE(res.at(0));
+    return res.at(0)->session_id;
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(cluster_tests, fixture)
+
+CAF_TEST(the nodes see each other through membership and one connection) {
+  start(node_config("n1", port_n1), node_config("n2", port_n2));
+  // n1 beat before n2 started: it sees n2 at its next heartbeat.
+  advance(1100);
+  auto at1 = peers_of(earth, n1->gateway());
+  CAF_REQUIRE_EQUAL(at1.count("n2"), 1u);
+  CAF_CHECK(at1["n2"].member);
+  CAF_CHECK(at1["n2"].connected);
+  CAF_CHECK_EQUAL(at1["n2"].address, "mars:4242");
+  // n2 learned n1's gateway from its greeting, over earth's connection.
+  auto at2 = peers_of(mars, n2->gateway());
+  CAF_REQUIRE_EQUAL(at2.count("n1"), 1u);
+  CAF_CHECK(at2["n1"].member);
+  CAF_CHECK(at2["n1"].connected);
+  CAF_CHECK_EQUAL(at2["n1"].address, "earth:4241");
+}
+
+CAF_TEST(a match across two nodes reaches both sessions) {
+  auto c1 = node_config("n1", port_n1);
+  auto c2 = node_config("n2", port_n2);
+  c2.run_relay = false; // n1's relay delivers bob's event through n2
+  start(c1, c2);
+  auto alice = session(1, "alice");
+  auto bob = session(2, "bob");
+  settle();
+  caf::anon_send(alice, join_atom_v, join_request{"voice", "ta", ""});
+  settle();
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "queued");
+  caf::anon_send(bob, join_atom_v, join_request{"voice", "tb", ""});
+  // bob (n2) claims alice (n1); n2's finalizer commits the pair; n1's relay
+  // leases the event: alice is local there, bob is routed to n2.
+  advance(200);
+  CAF_CHECK_EQUAL(phase(seen2, "bob"), "matched");
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "matched");
+  auto sid = last(seen2, "bob").session_id;
+  CAF_CHECK(!sid.empty());
+  CAF_CHECK_EQUAL(last(seen1, "alice").session_id, sid);
+  CAF_REQUIRE_EQUAL(events(seen1, "alice").size(), 1u);
+  CAF_REQUIRE_EQUAL(events(seen2, "bob").size(), 1u);
+  auto& ev_a = events(seen1, "alice").front();
+  auto& ev_b = events(seen2, "bob").front();
+  CAF_CHECK_EQUAL(ev_a.event_id, match_created_event_id(sid));
+  CAF_CHECK_EQUAL(ev_b.event_id, ev_a.event_id);
+  CAF_CHECK_EQUAL(ev_b.session_id, sid);
+  // Both users got it: marked delivered.
+  CAF_CHECK(undelivered().empty());
+  CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 1u);
+  CAF_CHECK_EQUAL(n2->metrics()->matches.load(), 1u);
+  // alice moves to n2 (her app reconnects there): the new session gets her
+  // active match replayed — same event id, so the client dedupes it.
+  auto alice2 = session(2, "alice");
+  settle();
+  CAF_REQUIRE_EQUAL(events(seen2, "alice").size(), 1u);
+  CAF_CHECK_EQUAL(events(seen2, "alice").front().event_id, ev_a.event_id);
+  CAF_CHECK_EQUAL(events(seen2, "alice").front().session_id, sid);
+  CAF_CHECK_EQUAL(phase(seen2, "alice"), "none"); // no join: no state change
+  CAF_CHECK(alice2 != alice);
+}
+
+CAF_TEST(a cancel of a ticket claimed from another node is decided there) {
+  auto c1 = node_config("n1", port_n1);
+  auto c2 = node_config("n2", port_n2);
+  // The pair waits 500 ms for its group commit on n2: the cancel comes first.
+  c1.finalizer.batch_delay_ms = 500;
+  c2.finalizer.batch_delay_ms = 500;
+  start(c1, c2);
+  auto alice = session(1, "alice");
+  auto bob = session(2, "bob");
+  settle();
+  caf::anon_send(alice, join_atom_v, join_request{"voice", "ta", ""});
+  settle();
+  caf::anon_send(bob, join_atom_v, join_request{"voice", "tb", ""});
+  settle();
+  CAF_CHECK_EQUAL(phase(seen2, "bob"), "finalizing");
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "queued"); // she does not know yet
+  // alice's ticket is claimed by bob: in flight, owned by n2's finalizer.
+  // Her local finalizer (n1) never sees the pair; asked there, it would
+  // wait its cancel_wait_ms (15 s) while n2 commits the match (I3 broken).
+  auto rh = earth.self->request(alice, caf::infinite, cancel_atom_v);
+  settle();
+  advance(600);
+  rh.receive(
+    [&](session_state& st) {
+      CAF_CHECK_EQUAL(to_string(st.phase), std::string{"cancelled"});
+    },
+    [&](caf::error& e) { CAF_FAIL("cancel: " << earth.sys.render(e)); });
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "cancelled");
+  // n2 honoured it at its first checkpoint: no match, no event; bob claimed
+  // again as a new arrival and waits.
+  CAF_CHECK_EQUAL(phase(seen2, "bob"), "queued");
+  CAF_CHECK_EQUAL(n2->metrics()->matches.load(), 0u);
+  CAF_CHECK(undelivered().empty());
+  auto active = db->connect()->active_session_of("alice");
+  CAF_REQUIRE(active);
+  CAF_CHECK(!active->has_value());
+  CAF_CHECK(events(seen1, "alice").empty());
+  // Later arrivals never get alice.
+  auto carol = session(1, "carol");
+  settle();
+  caf::anon_send(carol, join_atom_v, join_request{"voice", "tc", ""});
+  advance(600);
+  CAF_CHECK_EQUAL(phase(seen1, "carol"), "matched");
+  CAF_CHECK_EQUAL(phase(seen2, "bob"), "matched");
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "cancelled");
+  CAF_CHECK_EQUAL(last(seen1, "carol").session_id,
+                  last(seen2, "bob").session_id);
+}
+
+CAF_TEST(an event stays undelivered while a live node cannot be reached) {
+  start(node_config("n1", port_n1), node_config("n2", port_n2));
+  auto erin = session(1, "erin");
+  auto alice = session(1, "alice");
+  settle();
+  // n3 is a live member nobody can connect to (auto_connect is off and no
+  // handle was introduced); carol's session is there. n9 is no member at
+  // all (crashed long ago); dave was last seen there.
+  script(script_id::cluster_beat,
+         {cluster_keys::nodes, cluster_keys::beats},
+         {"n3", "nowhere:1", "60000"});
+  script(script_id::cluster_user, {cluster_keys::users},
+         {"set", "carol", "n3"});
+  script(script_id::cluster_user, {cluster_keys::users},
+         {"set", "dave", "n9"});
+  // dave is connected nowhere: kept for his reconnect, and marked.
+  auto sid_ed = commit("erin", "dave");
+  flush(earth, n1->relay());
+  CAF_REQUIRE_EQUAL(events(seen1, "erin").size(), 1u);
+  CAF_CHECK_EQUAL(events(seen1, "erin").front().session_id, sid_ed);
+  CAF_CHECK(undelivered().empty());
+  CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 1u);
+  // carol's node is live but unreachable: alice gets it, the event is not
+  // marked (delivered again once its lease lapses).
+  auto sid_ac = commit("alice", "carol");
+  flush(earth, n1->relay());
+  CAF_REQUIRE_EQUAL(events(seen1, "alice").size(), 1u);
+  CAF_CHECK_EQUAL(events(seen1, "alice").front().session_id, sid_ac);
+  CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 1u);
+  // The relay's lease (30 s of real time) hides it from other fetches.
+  CAF_CHECK(undelivered().empty());
+  // dave reconnects on n2: his active match is replayed there.
+  auto dave = session(2, "dave");
+  settle();
+  CAF_REQUIRE_EQUAL(events(seen2, "dave").size(), 1u);
+  CAF_CHECK_EQUAL(events(seen2, "dave").front().session_id, sid_ed);
+  CAF_CHECK(erin != alice && dave != erin);
+}
+
+CAF_TEST(a node that stops leaves the membership at once) {
+  start(node_config("n1", port_n1), node_config("n2", port_n2));
+  advance(1100);
+  auto at1 = peers_of(earth, n1->gateway());
+  CAF_CHECK(at1["n2"].member);
+  CAF_CHECK(at1["n2"].connected);
+  // n2 stops: its record is taken out at once (not after member_ttl_ms),
+  // and n1 forgets it at its next heartbeat.
+  n2->stop();
+  n2 = nullptr;
+  advance(1100);
+  CAF_CHECK_EQUAL(peers_of(earth, n1->gateway()).count("n2"), 0u);
+}
+
+CAF_TEST(a crashed node lapses and its users count as connected nowhere) {
+  auto c1 = node_config("n1", port_n1);
+  auto c2 = node_config("n2", port_n2);
+  c1.relay.lease_ms = 1; // real time: an unmarked event is soon due again
+  c2.run_relay = false;
+  start(c1, c2);
+  advance(1100);
+  auto alice = session(1, "alice");
+  auto bob = session(2, "bob");
+  // n2's gateway dies without leaving: its record lives until its deadline.
+  // (The simulated connection stays up, so n1 notices the dead gateway when
+  // it next calls it — a real crash drops the connection and n1's handle
+  // at once.)
+  caf::anon_send_exit(n2->gateway(), caf::exit_reason::kill);
+  settle();
+  CAF_CHECK(peers_of(earth, n1->gateway())["n2"].member);
+  // A match of alice (n1) and bob (n2, live but unreachable): alice gets
+  // it, the event is not marked.
+  auto sid = commit("alice", "bob");
+  flush(earth, n1->relay());
+  CAF_REQUIRE_EQUAL(events(seen1, "alice").size(), 1u);
+  CAF_CHECK_EQUAL(events(seen1, "alice").front().session_id, sid);
+  CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 0u);
+  CAF_CHECK(!peers_of(earth, n1->gateway())["n2"].connected);
+  // Past n2's deadline (member_ttl_ms = 5 s) n1 forgets it; bob counts as
+  // connected nowhere: the next delivery keeps the event for his reconnect
+  // and marks it.
+  advance(6000);
+  CAF_CHECK_EQUAL(peers_of(earth, n1->gateway()).count("n2"), 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5)); // lease lapses
+  flush(earth, n1->relay());
+  CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 1u);
+  CAF_CHECK(n1->metrics()->relay_retries.load() >= 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CAF_CHECK(undelivered().empty());
+  CAF_CHECK_EQUAL(events(seen1, "alice").size(), 1u); // deduped by event id
+  CAF_CHECK(alice != nullptr && bob != nullptr);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
