@@ -315,6 +315,16 @@ void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
     decide(self, p.queue, p.claimer_ticket, cancel_verdict{true, {}});
   } else if (claimer_guilty) {
     for_claimer.outcome = finalize_outcome::refused;
+    // The database names the session the claimer is already in (the match
+    // stores word it "user 'U' is already in active session S"): the claimer
+    // IS matched there, e.g. by a pair whose event is still on its way.
+    auto marker = "user '" + p.claimer_user + "' is already in active session ";
+    if (auto pos = for_claimer.detail.find(marker); pos != std::string::npos) {
+      auto start = pos + marker.size();
+      auto end = for_claimer.detail.find(';', start);
+      for_claimer.session_id = for_claimer.detail.substr(
+        start, end == std::string::npos ? std::string::npos : end - start);
+    }
   }
   auto rp = pp.rp;
   release(self, p.queue, p.claimer_ticket,

@@ -418,6 +418,15 @@ void on_finalized(ses_ptr self, uint64_t gen, finalize_result& r) {
       finish(self, session_phase::cancelled, {}, {});
       break;
     case finalize_outcome::refused:
+      if (!r.session_id.empty() && d.heals > 0) {
+        // This join re-enqueued itself because its ticket vanished: the
+        // active session the database names is where that ticket was
+        // matched (its event is late, e.g. leased by a relay that died; it
+        // follows from the outbox and its id dedupes it). Without a heal
+        // the session is an older join's: refused as before.
+        finish(self, session_phase::matched, r.session_id, "matched earlier");
+        break;
+      }
       finish(self, session_phase::failed, {}, r.detail);
       break;
     default:

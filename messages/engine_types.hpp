@@ -147,7 +147,8 @@ enum class finalize_outcome : uint8_t {
   committed, ///< session, members and match.created committed
   retry,     ///< not matched, not the claimer's fault: claim again as new
   cancelled, ///< the claimer's own cancel was honoured
-  refused,   ///< the claimer is already in an active session
+  refused,   ///< the claimer is already in an active session (then
+             ///< `session_id` names it: the claimer is matched there)
 };
 
 const char* to_string(finalize_outcome x) noexcept;

@@ -24,7 +24,7 @@ q() { psql -X -q -t -A -h 127.0.0.1 -p "$pg_port" -U postgres -d matchmaker -c "
 prefix="c$$-"
 load=("$matchctl" load "${urls[@]}" --secret "$secret" --users 30000
       --rate 2000 --queues 100 --cancel-rate 0.05 --cancel-delay-ms 10
-      --prefix "$prefix" --no-progress --json "$dir/report.json" --settle-ms 20000)
+      --prefix "$prefix" --no-progress --json "$dir/report.json" --settle-ms 45000)
 
 # Every committed event is delivered (a dead node's leased events come back
 # after their lease, 30 s, and another node's relay delivers them).
