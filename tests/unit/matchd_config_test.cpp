@@ -115,3 +115,26 @@ TEST_F(matchd_config_test, unknown_keys_and_types_are_refused) {
 }
 
 } // namespace
+
+namespace {
+
+/// The example configs in deploy/ must stay valid.
+TEST_F(matchd_config_test, the_deploy_examples_are_valid) {
+  ::setenv("MATCHD_SECRET", "0123456789abcdef-example", 1);
+  for (auto file : {"deploy/matchd.toml", "deploy/cluster/node-1.toml",
+                    "deploy/cluster/node-2.toml", "deploy/cluster/node-3.toml"}) {
+    args a{"--config", std::string{MM_SOURCE_DIR} + "/" + file};
+    matchd_config cfg;
+    auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+    EXPECT_FALSE(res.exit_now) << file << ":\n" << res.output;
+    EXPECT_FALSE(cfg.redis.empty()) << file;
+    EXPECT_FALSE(cfg.postgres.empty()) << file;
+  }
+  args c{"--config", std::string{MM_SOURCE_DIR} + "/deploy/cluster/node-2.toml"};
+  matchd_config cfg;
+  ASSERT_FALSE(parse_matchd_config(c.argc(), c.argv.data(), cfg).exit_now);
+  EXPECT_EQ(cfg.node, "node-2");
+  EXPECT_EQ(cfg.cluster_port, 9092);
+}
+
+} // namespace
