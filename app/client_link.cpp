@@ -39,6 +39,15 @@ session_state as_client(link_ptr self, session_state st) {
   return st;
 }
 
+/// True when `ticket` is the client's current or last ticket.
+bool owns(const link_data& d, const std::string& ticket) {
+  return !d.ticket.empty() && ticket == d.ticket;
+}
+
+caf::error unknown_ticket() {
+  return caf::make_error(errc::not_found, "no such ticket of this user");
+}
+
 void arm_presence(link_ptr self) {
   auto& d = self->state;
   if (d.ticking || d.cfg.client_ttl_ms == 0)
@@ -115,15 +124,14 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
     },
     [self](state_atom, std::string& ticket) -> caf::result<session_state> {
       auto& d = self->state;
-      if (ticket != d.ticket || d.ticket.empty())
-        return caf::make_error(errc::not_found, "no such ticket of this user");
+      if (!owns(d, ticket))
+        return unknown_ticket();
       auto rp = self->make_response_promise<session_state>();
       self->request(d.session, caf::infinite, state_atom_v)
         .then(
           [self, rp](session_state& st) mutable {
             if (st.phase == session_phase::idle)
-              rp.deliver(caf::make_error(errc::not_found,
-                                         "no such ticket of this user"));
+              rp.deliver(unknown_ticket());
             else
               rp.deliver(as_client(self, std::move(st)));
           },
@@ -133,8 +141,8 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
     [self](cancel_atom, std::string& ticket,
            std::string& reason) -> caf::result<session_state> {
       auto& d = self->state;
-      if (ticket != d.ticket || d.ticket.empty())
-        return caf::make_error(errc::not_found, "no such ticket of this user");
+      if (!owns(d, ticket))
+        return unknown_ticket();
       auto rp = self->make_response_promise<session_state>();
       cancel_join(self, std::move(reason), rp);
       return rp;

@@ -294,13 +294,7 @@ void http_pool::request(http::verb method, std::string target,
   queued q{method, std::move(target), std::move(authorization),
            std::move(body), std::move(done)};
   if (shut_down_) {
-    asio::post(io_, [this, q = std::move(q), alive = alive_]() mutable {
-      if (!*alive)
-        return;
-      http_result res;
-      res.ec = asio::error::operation_aborted;
-      finish(std::move(q), std::move(res));
-    });
+    abort_later(std::move(q));
     return;
   }
   queue_.push_back(std::move(q));
@@ -386,6 +380,16 @@ void http_pool::fail_front(const error_code& ec) {
   finish(std::move(q), std::move(res));
 }
 
+void http_pool::abort_later(queued&& q) {
+  asio::post(io_, [this, q = std::move(q), alive = alive_]() mutable {
+    if (!*alive)
+      return;
+    http_result res;
+    res.ec = asio::error::operation_aborted;
+    finish(std::move(q), std::move(res));
+  });
+}
+
 void http_pool::shutdown() {
   if (shut_down_)
     return;
@@ -399,15 +403,8 @@ void http_pool::shutdown() {
   // Callbacks must not run inside shutdown(): post the failures.
   auto waiting = std::move(queue_);
   queue_.clear();
-  for (auto& q : waiting) {
-    asio::post(io_, [this, q = std::move(q), alive = alive_]() mutable {
-      if (!*alive)
-        return;
-      http_result res;
-      res.ec = asio::error::operation_aborted;
-      finish(std::move(q), std::move(res));
-    });
-  }
+  for (auto& q : waiting)
+    abort_later(std::move(q));
 }
 
 void http_pool::abort() {

@@ -138,6 +138,9 @@ private:
   void on_closed(connection* c);
   void requeue_front(queued&& q);
   void fail_front(const error_code& ec);
+  /// Answers `q` with operation_aborted from the io loop (never inline:
+  /// callers may be inside request() or shutdown()).
+  void abort_later(queued&& q);
 
   asio::io_context& io_;
   http_endpoint where_;

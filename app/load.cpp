@@ -261,6 +261,15 @@ private:
     st_.errors++;
   }
 
+  /// A non-2xx answer: counted by its error name; a 503 shutting_down also
+  /// tells the user that its node is going away.
+  void count_refusal(user_record& r, const http_result& res) {
+    auto name = error_name(res);
+    if (name == "shutting_down")
+      r.flags |= uf::shutdown_notice;
+    count_error(name);
+  }
+
   // -- pacing ---------------------------------------------------------------
 
   void arm_tick() {
@@ -421,10 +430,7 @@ private:
       count_error("join_" + transport_name(res.ec));
     } else if (!res.ok()) {
       r.flags |= uf::join_refused;
-      auto name = error_name(res);
-      if (name == "shutting_down")
-        r.flags |= uf::shutdown_notice;
-      count_error(name);
+      count_refusal(r, res);
     } else {
       st_.ok_answers++;
       r.flags |= uf::join_ok;
@@ -470,10 +476,7 @@ private:
     if (res.ec) {
       count_error("cancel_" + transport_name(res.ec));
     } else if (!res.ok()) {
-      auto name = error_name(res);
-      if (name == "shutting_down")
-        r.flags |= uf::shutdown_notice;
-      count_error(name);
+      count_refusal(r, res);
     } else {
       st_.ok_answers++;
       auto body = json::parse(res.body, nullptr, false);

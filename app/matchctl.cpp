@@ -106,17 +106,24 @@ struct common_options {
   }
 };
 
+/// Resolves the first --url into `ep`; prints why not and answers false.
+bool resolve_first(mm::asio::io_context& io, const common_options& c,
+                   mm::http_endpoint& ep) {
+  std::string err;
+  if (mm::resolve_endpoint(io, c.parsed.front(), ep, err))
+    return true;
+  std::cerr << "matchctl: " << err << "\n";
+  return false;
+}
+
 /// One request to the first URL; prints "HTTP/1.1 <status> <reason>" and
 /// the body. Returns the exit code.
 int one_request(const common_options& c, verb method, const std::string& user,
                 const std::string& target, const std::string& body) {
   mm::asio::io_context io;
   mm::http_endpoint ep;
-  std::string err;
-  if (!mm::resolve_endpoint(io, c.parsed.front(), ep, err)) {
-    std::cerr << "matchctl: " << err << "\n";
+  if (!resolve_first(io, c, ep))
     return 1;
-  }
   mm::http_pool_options po;
   po.max_connections = 1;
   mm::http_pool pool(io, ep, po);
@@ -154,11 +161,8 @@ int watch(const common_options& c, const std::string& user, int64_t count,
           int64_t timeout_ms) {
   mm::asio::io_context io;
   mm::http_endpoint ep;
-  std::string err;
-  if (!mm::resolve_endpoint(io, c.parsed.front(), ep, err)) {
-    std::cerr << "matchctl: " << err << "\n";
+  if (!resolve_first(io, c, ep))
     return 1;
-  }
   mm::ws_options wo;
   auto ws = std::make_shared<mm::ws_client>(
     io, ep, "/v1/users/" + mm::path_escape(user) + "/events", c.bearer(user),

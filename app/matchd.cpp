@@ -24,7 +24,6 @@
 #include "app/hub.hpp"
 #include "app/matchd_config.hpp"
 #include "app/metrics_text.hpp"
-#include "messages/metrics.hpp"
 #include "persistence/logger.hpp"
 
 using namespace mm;
@@ -134,7 +133,6 @@ int run(const matchd_config& mc) {
 
   engine_config ec;
   ec.node = mc.node;
-  ec.metrics = std::make_shared<engine_metrics>();
   ec.session.ttl_ms = mc.ticket_ttl_ms;
   ec.session.heartbeat_ms = mc.heartbeat_ms;
   ec.broker.queues = mc.queues;

@@ -19,9 +19,8 @@ matchd=${MATCHD_BIN:-$root/build/app/matchd}
 cmd=${1:?start|stop|kill|restart}
 dir=${2:?directory}
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=../tests/support/free_port.sh
+. "$root/tests/support/free_port.sh"
 
 start_node() { # N
   local n=$1 port cport

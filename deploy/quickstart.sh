@@ -10,7 +10,9 @@ bash deploy/setup.sh
 bash deploy/build.sh
 
 work=$(mktemp -d /tmp/matchd-quickstart.XXXXXX)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# shellcheck source=../tests/support/free_port.sh
+. tests/support/free_port.sh
+port=$(free_port)
 secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 build/app/matchd --listen "127.0.0.1:$port" --secret "$secret" >"$work/matchd.log" 2>&1 &
 pid=$!

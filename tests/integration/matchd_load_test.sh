@@ -16,7 +16,9 @@ db="load_${mode}_$$"
 psql=(psql -X -q -t -A -h 127.0.0.1 -p "$pg_port" -U postgres)
 "${psql[@]}" -d postgres -c "CREATE DATABASE $db" >/dev/null
 conninfo="host=127.0.0.1 port=$pg_port user=postgres dbname=$db"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# shellcheck source=../support/free_port.sh
+. "$(dirname "$0")/../support/free_port.sh"
+port=$(free_port)
 secret="load-test-secret-0123456789"
 prefix="${mode}$$-"
 queue_count=100 # many queues: users wait long enough for most cancels to land

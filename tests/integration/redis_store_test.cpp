@@ -12,15 +12,13 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "persistence/queue_store.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/support/test_env.hpp"
 
 namespace {
@@ -85,21 +83,6 @@ mm::redis_options test_options() {
   o.max_attempts = 3;
   o.retry_delay_ms = 50;
   return o;
-}
-
-/// A port nobody listens on (bound once, then released).
-uint16_t closed_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 /// A direct hiredis connection for administrative commands, independent of
@@ -395,7 +378,7 @@ TEST_F(RedisStore, ReconnectsAfterClientKill) {
 
 TEST(RedisStoreDown, ClosedPortAnswersStoreUnavailableInBoundedTime) {
   auto opts = test_options();
-  opts.port = closed_port();
+  opts.port = mm::test::free_tcp_port();
   opts.max_attempts = 3;
   opts.retry_delay_ms = 50;
   auto factory = mm::make_redis_store(opts);
@@ -421,7 +404,7 @@ TEST(RedisStoreDown, ClosedPortAnswersStoreUnavailableInBoundedTime) {
 
 TEST(RedisStoreDown, ConnectsOnFirstUseOnceRedisIsUp) {
   auto opts = test_options();
-  opts.port = closed_port();
+  opts.port = mm::test::free_tcp_port();
   opts.max_attempts = 2;
   auto store = mm::make_redis_store(opts)->connect();
   auto q = queue_name();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "actors/engine.hpp"
+#include "actors/simulation.hpp"
 #include "persistence/match_store.hpp"
 #include "persistence/queue_store.hpp"
 
@@ -126,15 +127,8 @@ struct fixture : point_to_point_fixture<planet_base> {
   /// Engine settings of node `id`: short timers, the shared stores, and a
   /// cluster whose connections the test makes itself.
   engine_config node_config(const std::string& id, uint16_t port) {
-    engine_config cfg;
+    auto cfg = sim::default_engine_config();
     cfg.node = id;
-    cfg.session.ttl_ms = 3000;
-    cfg.session.heartbeat_ms = 1000;
-    cfg.session.grace_ms = 500;
-    cfg.broker.hold_ms = 2000;
-    cfg.broker.sweep_interval_ms = 1000;
-    cfg.finalizer.batch_delay_ms = 5;
-    cfg.relay.poll_ms = 50;
     cfg.cluster.port = port;
     cfg.cluster.host = id == "n1" ? "earth" : "mars";
     cfg.cluster.auto_connect = false; // publish / remote_actor: see start()
