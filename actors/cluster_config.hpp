@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "messages/errc.hpp"
-#include "messages/outcome.hpp"
-#include "persistence/queue_store.hpp"
+#include "core/errc.hpp"
+#include "core/outcome.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm {
 

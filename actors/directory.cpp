@@ -10,7 +10,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "persistence/logger.hpp"
+#include "core/logger.hpp"
 
 namespace mm {
 

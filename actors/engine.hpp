@@ -15,10 +15,10 @@
 #include "actors/queue_broker.hpp"
 #include "actors/session.hpp"
 #include "actors/swipe.hpp"
-#include "messages/metrics.hpp"
-#include "messages/outcome.hpp"
-#include "persistence/match_store.hpp"
-#include "persistence/queue_store.hpp"
+#include "core/metrics.hpp"
+#include "core/outcome.hpp"
+#include "persistence/matchdb/match_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm {
 

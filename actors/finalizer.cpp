@@ -9,9 +9,9 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "persistence/logger.hpp"
+#include "core/logger.hpp"
 
-#include "persistence/match_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
 
 namespace mm {
 

@@ -11,9 +11,9 @@
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
-#include "persistence/logger.hpp"
-#include "persistence/match_store.hpp"
-#include "persistence/queue_store.hpp"
+#include "core/logger.hpp"
+#include "persistence/matchdb/match_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm {
 

@@ -9,10 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "persistence/logger.hpp"
+#include "core/clock.hpp"
+#include "core/logger.hpp"
 
-#include "persistence/match_store.hpp"
-#include "persistence/queue_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm {
 
@@ -456,9 +457,7 @@ void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
         int64_t oldest = b->events[sent.front()].created_at;
         for (auto i : sent)
           oldest = std::min(oldest, b->events[i].created_at);
-        auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count();
+        auto now = wall_clock_ms();
         m->outbox_lag_ms.store(std::max<int64_t>(0, now - oldest),
                                std::memory_order_relaxed);
         m->events_delivered.fetch_add(sent.size(), std::memory_order_relaxed);

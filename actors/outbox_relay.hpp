@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "messages/metrics.hpp"
+#include "core/metrics.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {

@@ -12,9 +12,9 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "persistence/logger.hpp"
+#include "core/logger.hpp"
 
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm {
 

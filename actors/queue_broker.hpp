@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "messages/metrics.hpp"
+#include "core/metrics.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {

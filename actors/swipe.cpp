@@ -3,9 +3,9 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "persistence/logger.hpp"
-#include "persistence/match_store.hpp"
-#include "persistence/queue_codec.hpp"
+#include "core/logger.hpp"
+#include "persistence/matchdb/match_store.hpp"
+#include "persistence/queue/queue_codec.hpp"
 
 namespace mm {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "messages/metrics.hpp"
+#include "core/metrics.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {

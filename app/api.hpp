@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "messages/outcome.hpp"
+#include "core/outcome.hpp"
 
 namespace mm {
 

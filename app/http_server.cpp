@@ -12,7 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include "persistence/logger.hpp"
+#include "core/logger.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -24,7 +24,7 @@
 #include "app/hub.hpp"
 #include "app/matchd_config.hpp"
 #include "app/metrics_text.hpp"
-#include "persistence/logger.hpp"
+#include "core/logger.hpp"
 
 using namespace mm;
 

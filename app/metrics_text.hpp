@@ -7,7 +7,7 @@
 #include <string>
 
 #include "app/http_server.hpp"
-#include "messages/metrics.hpp"
+#include "core/metrics.hpp"
 
 namespace mm {
 

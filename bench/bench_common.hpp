@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm::bench {
 

@@ -16,7 +16,7 @@
 #include "actors/queue_broker.hpp"
 #include "bench/bench_caf.hpp"
 #include "bench/bench_common.hpp"
-#include "persistence/queue_codec.hpp"
+#include "persistence/queue/queue_codec.hpp"
 
 namespace mm::bench {
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "bench/bench_common.hpp"
-#include "persistence/queue_codec.hpp"
+#include "persistence/queue/queue_codec.hpp"
 
 namespace mm::bench {
 

@@ -44,8 +44,8 @@
 #include "bench/bench_cli.hpp"
 #include "bench/bench_common.hpp"
 #include "bench/bench_pg.hpp"
-#include "persistence/match_store.hpp"
-#include "persistence/queue_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm::fin_bench {
 

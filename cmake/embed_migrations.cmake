@@ -1,4 +1,4 @@
-# Generates mm_migrations.hpp/.cpp from persistence/migrations/NNNN_name.sql:
+# Generates mm_migrations.hpp/.cpp from persistence/matchdb/migrations/NNNN_name.sql:
 # every migration is compiled into the binary; nothing reads SQL files at run
 # time. Run with
 #   cmake -DMIGRATIONS_DIR=... -DOUT_DIR=... -P embed_migrations.cmake
@@ -28,7 +28,7 @@ list(LENGTH files count)
 if(count EQUAL 0)
   message(FATAL_ERROR "no migrations in ${MIGRATIONS_DIR}")
 endif()
-set(hpp "// Generated from persistence/migrations/ by cmake/embed_migrations.cmake.
+set(hpp "// Generated from persistence/matchdb/migrations/ by cmake/embed_migrations.cmake.
 // Do not edit.
 #pragma once
 
@@ -49,7 +49,7 @@ extern const migration_source migration_sources[migration_count];
 
 } // namespace mm
 ")
-set(cpp "// Generated from persistence/migrations/ by cmake/embed_migrations.cmake.
+set(cpp "// Generated from persistence/matchdb/migrations/ by cmake/embed_migrations.cmake.
 // Do not edit.
 #include \"mm_migrations.hpp\"
 

@@ -15,7 +15,7 @@
 #include <caf/actor.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "messages/errc.hpp"
+#include "core/errc.hpp"
 #include "messages/engine_types.hpp"
 #include "messages/queue_types.hpp"
 

@@ -23,7 +23,7 @@
 #include <libpq-fe.h>
 #include <nlohmann/json.hpp>
 
-#include "persistence/match_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
 #include "tests/support/pg_client.hpp"
 #include "tests/support/race.hpp"
 #include "tests/support/test_env.hpp"

@@ -17,7 +17,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/test_env.hpp"
 

@@ -28,8 +28,8 @@
 
 #include "actors/directory.hpp"
 #include "actors/outbox_relay.hpp"
-#include "persistence/match_store.hpp"
-#include "persistence/queue_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 #include "tests/support/pg_client.hpp"
 #include "tests/support/caf_config.hpp"
 #include "tests/support/test_env.hpp"

@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "persistence/queue_codec.hpp"
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/queue_codec.hpp"
+#include "persistence/queue/queue_store.hpp"
 #include "tests/support/test_env.hpp"
 
 namespace mm::test {

@@ -28,8 +28,8 @@
 
 #include "actors/engine.hpp"
 #include "actors/simulation.hpp"
-#include "persistence/match_store.hpp"
-#include "persistence/queue_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 using namespace mm;
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "persistence/embedded_dataset.hpp"
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/embedded_dataset.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm {
 

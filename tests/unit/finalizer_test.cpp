@@ -14,7 +14,7 @@
 #include "actors/outbox_relay.hpp"
 #include "actors/queue_broker.hpp"
 #include "actors/session.hpp"
-#include "persistence/match_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
 #include "tests/support/caf_config.hpp"
 #include "tests/support/store_harness.hpp"
 

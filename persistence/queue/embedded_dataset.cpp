@@ -8,7 +8,7 @@
 //                    scripts, conversion of script results
 //   engine         — the public face of both
 
-#include "persistence/embedded_dataset.hpp"
+#include "persistence/queue/embedded_dataset.hpp"
 
 #include <lua.hpp>
 

@@ -1,9 +1,9 @@
 // The embedded queue store: every connection of one factory shares one
-// `embedded::engine` (data set + Lua, persistence/embedded_dataset.hpp),
+// `embedded::engine` (data set + Lua, persistence/queue/embedded_dataset.hpp),
 // guarded by one mutex. A batch holds the mutex from its first call to its
 // last, so each script runs atomically, like on Redis.
 
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 #include <chrono>
 #include <memory>
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "persistence/embedded_dataset.hpp"
+#include "persistence/queue/embedded_dataset.hpp"
 
 namespace mm {
 
@@ -79,12 +79,7 @@ private:
 
 std::shared_ptr<queue_store_factory> make_embedded_store(embedded_options opts) {
   if (!opts.clock) {
-    opts.clock = [] {
-      using namespace std::chrono;
-      return static_cast<int64_t>(
-        duration_cast<milliseconds>(system_clock::now().time_since_epoch())
-          .count());
-    };
+    opts.clock = wall_clock_ms;
   }
   return std::make_shared<embedded_factory>(std::move(opts.clock));
 }

@@ -1,4 +1,4 @@
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm {
 

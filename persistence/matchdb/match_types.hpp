@@ -1,6 +1,6 @@
 #pragma once
 
-// Plain records of the match persistence layer (persistence/match_store.hpp).
+// Plain records of the match persistence layer (persistence/matchdb/match_store.hpp).
 // No CAF here: the actors wrap these in their own messages.
 
 #include <cstdint>

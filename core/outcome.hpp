@@ -3,7 +3,7 @@
 #include <utility>
 #include <variant>
 
-#include "messages/errc.hpp"
+#include "core/errc.hpp"
 
 namespace mm {
 

@@ -4,8 +4,8 @@
 // NOSCRIPT reply reloads them, a dropped connection reconnects and re-sends
 // the calls whose replies were not received yet.
 
-#include "persistence/logger.hpp"
-#include "persistence/queue_store.hpp"
+#include "core/logger.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 #include <algorithm>
 #include <array>

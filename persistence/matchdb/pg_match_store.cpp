@@ -35,8 +35,8 @@
 // lock taken in the statement before the upsert-and-read, so the read's
 // snapshot sees every swipe committed before this one.
 
-#include "persistence/logger.hpp"
-#include "persistence/match_store.hpp"
+#include "core/logger.hpp"
+#include "persistence/matchdb/match_store.hpp"
 
 #include <algorithm>
 #include <array>
@@ -57,7 +57,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "mm_migrations.hpp" // generated from persistence/migrations/
+#include "mm_migrations.hpp" // generated from persistence/matchdb/migrations/
 
 namespace mm {
 

@@ -1,7 +1,7 @@
 // Rules shared by both match stores, so that they validate, key and describe
 // matches identically.
 
-#include "persistence/match_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
 
 #include <cstdio>
 #include <exception>
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mm_migrations.hpp" // generated from persistence/migrations/
+#include "mm_migrations.hpp" // generated from persistence/matchdb/migrations/
 
 namespace mm {
 

@@ -1,4 +1,4 @@
-#include "messages/errc.hpp"
+#include "core/errc.hpp"
 
 namespace mm {
 

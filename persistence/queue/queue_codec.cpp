@@ -1,4 +1,4 @@
-#include "persistence/queue_codec.hpp"
+#include "persistence/queue/queue_codec.hpp"
 
 #include <cstdlib>
 

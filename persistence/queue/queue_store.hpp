@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "messages/errc.hpp"
+#include "core/clock.hpp"
+#include "core/errc.hpp"
 #include "mm_scripts.hpp" // generated from lua/: enum class script_id, sources
 
 namespace mm {
@@ -40,8 +41,8 @@ using store_command = std::vector<std::string>;
 
 /// A connection to the queue store. One instance is used by one thread at a
 /// time; get one per worker from a `queue_store_factory`. Implementations:
-/// Redis (persistence/redis_queue_store.hpp) and the embedded in-process store
-/// (persistence/embedded_queue_store.hpp); both pass tests/conformance.
+/// Redis (persistence/queue/redis_queue_store.cpp) and the embedded in-process store
+/// (persistence/queue/embedded_queue_store.cpp); both pass tests/conformance.
 class queue_store {
 public:
   virtual ~queue_store();
@@ -93,10 +94,6 @@ struct redis_options {
 
 /// Returns a factory for Redis connections (hiredis). Idempotent.
 std::shared_ptr<queue_store_factory> make_redis_store(redis_options opts);
-
-/// The clock of the embedded store, in ms since the epoch. It plays the role
-/// of the Redis server's clock: simulations inject one they control.
-using store_clock = std::function<int64_t()>;
 
 /// Settings of the embedded store.
 struct embedded_options {

@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "messages/errc.hpp"
-#include "messages/outcome.hpp"
-#include "persistence/match_types.hpp"
+#include "core/errc.hpp"
+#include "core/outcome.hpp"
+#include "persistence/matchdb/match_types.hpp"
 
 namespace mm {
 
@@ -67,7 +67,7 @@ public:
   virtual ~match_store();
 
   /// Brings the schema up to date: runs every embedded migration
-  /// (persistence/migrations/NNNN_name.sql) not yet recorded in
+  /// (persistence/matchdb/migrations/NNNN_name.sql) not yet recorded in
   /// `schema_migrations`, in version order, each in its own transaction,
   /// serialized across processes by an advisory lock so concurrent starters
   /// do not race. Returns the names this call applied (empty when up to

@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "messages/outcome.hpp"
+#include "core/outcome.hpp"
 #include "messages/queue_types.hpp"
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm::codec {
 

@@ -5,7 +5,8 @@
 // order, event ids, leases, cancel checkpoints, mutual pairs) are the
 // PostgreSQL store's.
 
-#include "persistence/match_store.hpp"
+#include "persistence/matchdb/match_store.hpp"
+#include "core/clock.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -23,9 +24,7 @@ namespace mm {
 namespace {
 
 int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch())
-    .count();
+  return wall_clock_ms();
 }
 
 /// What all connections of one factory share.

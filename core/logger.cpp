@@ -1,4 +1,4 @@
-#include "persistence/logger.hpp"
+#include "core/logger.hpp"
 
 #include <mutex>
 

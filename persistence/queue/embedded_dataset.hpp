@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "persistence/queue_store.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace mm::embedded {
 
