@@ -5,6 +5,9 @@
 // expiry against an injected clock) and an embedded Lua 5.1 that runs the
 // scripts against it the way Redis does (KEYS/ARGV, redis.call/pcall,
 // Redis<->Lua type conversion). No Lua or CAF headers leak from here.
+// The implementation is in persistence/queue/embedded/, split like Redis's
+// source: dataset (key space, command table), t_string/t_hash/t_zset/t_stream
+// (the commands per value type), script_lua (the Lua bridge), engine.cpp.
 //
 // Commands: TIME GET SET DEL EXISTS INCR PEXPIRE PTTL HGET HSET HDEL HEXISTS
 // HLEN HGETALL ZADD ZREM ZSCORE ZCARD ZRANGE ZRANGEBYSCORE XADD XLEN XRANGE.

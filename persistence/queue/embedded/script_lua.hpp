@@ -1,0 +1,70 @@
+#pragma once
+
+// The Lua bridge of the embedded store: one Lua 5.1 state that runs the lua/
+// scripts against a dataset the way Redis does (sandbox, KEYS/ARGV,
+// redis.call/pcall, Redis<->Lua conversion). Lua headers stay in the .cpp.
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "persistence/queue/embedded/lua_pool.hpp"
+#include "persistence/queue/queue_store.hpp"
+
+struct lua_State;
+
+namespace mm::embedded {
+
+class dataset;
+
+/// One Lua state with the scripts of lua/ loaded once, and the `redis` table
+/// bound to a data set. Not thread-safe: the owner serializes.
+class lua_runtime {
+public:
+  explicit lua_runtime(dataset& data);
+  ~lua_runtime();
+
+  lua_runtime(const lua_runtime&) = delete;
+  lua_runtime& operator=(const lua_runtime&) = delete;
+
+  /// Runs one script of lua/; a Lua error becomes an error value, never a
+  /// throw (except std::bad_alloc from building the reply).
+  store_value run(const script_call& call);
+
+  /// Compiles and runs `source` like `run`.
+  store_value eval(const std::string& source,
+                   const std::vector<std::string>& keys,
+                   const std::vector<std::string>& args);
+
+private:
+  static int redis_call(lua_State* L);
+  static int redis_pcall(lua_State* L);
+  static int redis_error_reply(lua_State* L);
+  static int redis_status_reply(lua_State* L);
+  static int redis_log(lua_State* L);
+
+  /// Runs redis.call/pcall with the arguments on the stack. Leaves exactly
+  /// one value on top; returns true when it is an error table. Never throws
+  /// and never raises a Lua error itself (so no C++ frame is jumped over).
+  bool dispatch(lua_State* L) noexcept;
+
+  /// Calls the function on top of the stack with KEYS and ARGV set.
+  store_value invoke(const std::vector<std::string>& keys,
+                     const std::vector<std::string>& args);
+  void push_args(const std::vector<std::string>& xs);
+  void to_value(int depth, store_value& out);
+
+  /// Gives the function on top of the stack the scripts' environment.
+  void set_env();
+
+  lua_pool pool_; // outlives L_
+  lua_State* L_ = nullptr;
+  dataset& data_;
+  int env_ref_; // LUA_NOREF until the sandbox is built
+  std::array<int, script_count> refs_{};
+  std::array<std::string, script_count> load_errors_;
+  std::vector<std::string> args_; // arguments of redis.call, reused
+  std::vector<int> open_;         // lua_sink's open tables, reused
+};
+
+} // namespace mm::embedded

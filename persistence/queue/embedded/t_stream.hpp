@@ -1,0 +1,36 @@
+#pragma once
+
+// The stream value type of the embedded data set and its entry ids; its
+// commands (XADD XLEN XRANGE) are in t_stream.cpp.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mm::embedded {
+
+struct stream_id {
+  uint64_t ms = 0;
+  uint64_t seq = 0;
+  friend bool operator<(const stream_id& x, const stream_id& y) {
+    return x.ms != y.ms ? x.ms < y.ms : x.seq < y.seq;
+  }
+  friend bool operator==(const stream_id& x, const stream_id& y) {
+    return x.ms == y.ms && x.seq == y.seq;
+  }
+  std::string to_string() const {
+    return std::to_string(ms) + '-' + std::to_string(seq);
+  }
+};
+
+struct stream_entry {
+  stream_id id;
+  std::vector<std::string> fields; // f1, v1, f2, v2, ...
+};
+
+struct stream_type {
+  std::vector<stream_entry> entries; // ascending ids
+  stream_id last;
+};
+
+} // namespace mm::embedded
