@@ -205,6 +205,23 @@ join_fn start_join(ses_ptr self) {
 }
 
 // -- states -----------------------------------------------------------------------
+//
+// One behavior per state; `enter` switches between them (docs/engine.md has
+// the long form, docs/design.md the problems cited here).
+//
+//            join                  claim: queued
+//   idle ──────────► claiming ──────────────────► queued ◄─┐
+//    ▲                 │  ▲                         │  │   │ re-scan: still
+//    │ join again      │  │ finalizer: retry        │  │   │ waiting (heartbeat)
+//    │ (other ticket   │  └───────────┐             │  └───┘
+//    │  or failed)     │ claim:       │             │ ticket gone, no match
+//    │                 │ claimed B    │             │ within grace: re-enqueue
+//    │                 ▼              │             ▼ (new ticket, -> claiming)
+//    │             finalizing ────────┘          match event
+//    │                 │ committed / refused        │
+//    │                 ▼                            ▼
+//    └──────────── done (matched | cancelled | failed) ◄── cancel, once certain,
+//                                                         from any state
 
 session_actor::behavior_type idle_b(ses_ptr self) {
   return make(
