@@ -279,7 +279,7 @@ void release(fin_ptr self, const std::string& queue, const std::string& ticket,
   self->request(self->state.broker, caf::infinite, release_atom_v, queue, ticket)
     .then([then](release_result&) { then(); },
           [self, then](caf::error& err) {
-            // The claim hold lapses on its own; the sides self-heal (I2).
+            // The claim hold lapses on its own; the sides self-heal (I2 of docs/design.md).
             log_failure("release", err, self);
             then();
           });

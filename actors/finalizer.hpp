@@ -12,7 +12,7 @@ namespace mm {
 
 class match_store_factory;
 
-/// The cancel checkpoints of a finalization (DESIGN problem 5).
+/// The cancel checkpoints of a finalization (problem 5 of docs/design.md).
 enum class checkpoint : uint8_t {
   before_create, ///< before the transaction writes anything
   after_create,  ///< the rows exist inside the open transaction

@@ -2,7 +2,7 @@
 
 // The outbox relay: committed match.created events -> the external sink (a
 // Redis Stream) and both users' sessions (through the directory), then
-// marked delivered. At-least-once (invariant I5); consumers dedupe by
+// marked delivered. At-least-once (invariant I5 of docs/design.md); consumers dedupe by
 // event_id.
 
 #include <cstdint>

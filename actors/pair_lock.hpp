@@ -10,7 +10,7 @@ namespace mm {
 
 class queue_store_factory;
 
-/// Settings of the pair lock (DESIGN problem 6).
+/// Settings of the pair lock (problem 6 of docs/design.md).
 struct pair_lock_config {
   uint32_t wait_ms = 4000;  ///< bound on one acquire; then `conflict`
   uint32_t lease_ms = 3000; ///< bound on one holding, locally and in Redis

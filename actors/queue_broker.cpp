@@ -141,7 +141,7 @@ std::optional<failure> unknown_queue(broker_ptr self, const std::string& q) {
   return failure{errc::not_found, "unknown queue '" + q + "'"};
 }
 
-/// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3).
+/// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3 of docs/design.md).
 void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
            uint32_t stale, sink<claim_result> out) {
   auto& cfg = self->state.cfg;

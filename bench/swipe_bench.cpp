@@ -1,5 +1,5 @@
 // swipe_bench: mutual swipes per second through the engine's swipe actor
-// (engine::swipes(), DESIGN problem 6), one lock per unordered pair against
+// (engine::swipes(), problem 6 of docs/design.md), one lock per unordered pair against
 // ONE lock shared by every pair (pair_lock_config::global, the baseline).
 //
 // Every variant gets a fresh database (CREATE DATABASE; engine::start applies

@@ -1,4 +1,4 @@
--- cancel: compare-and-delete by token (problem 8). A token that is not the
+-- cancel: compare-and-delete by token (problem 8 of docs/design.md). A token that is not the
 -- user's current one deletes nothing, so a late cancel never removes a newer
 -- ticket. A ticket that is claimed is not removed here: the finalizer owns it
 -- now and honours the cancel at its checkpoints (problem 5).

@@ -1,4 +1,4 @@
--- claim: claim-or-enqueue in one step (problems 1, 3, 4, 9).
+-- claim: claim-or-enqueue in one step (problems 1, 3, 4, 9 of docs/design.md).
 -- Scans the oldest `scan` waiting tickets; a candidate is taken only when it
 -- is live and this call's ZREM removed it. Stale candidates are removed and
 -- counted. With no live candidate the caller is enqueued in the same step.

@@ -1,5 +1,5 @@
 -- cluster_beat: one membership heartbeat of a node (docs/cluster.md). Records
--- the node's address with a deadline on the server's clock (problem 7: never
+-- the node's address with a deadline on the server's clock (problem 7 of docs/design.md: never
 -- a node's), drops the records of nodes whose deadline has passed, and
 -- answers every live member. Nodes call it every `heartbeat_ms`.
 -- KEYS[1] mm:{cluster}:nodes  hash  node id -> "host:port"

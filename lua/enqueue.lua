@@ -1,5 +1,5 @@
 -- enqueue: idempotent create of a waiting ticket (duplicate check, record,
--- FIFO score and presence deadline in one step: problem 8).
+-- FIFO score and presence deadline in one step: problem 8 of docs/design.md).
 -- KEYS: the five queue keys documented in lib/common.lua.
 -- ARGV[1] user id      ([%w._:@-], 1..128 bytes)
 -- ARGV[2] ticket id    (caller-chosen, same charset; the idempotency key)

@@ -1,6 +1,6 @@
 -- heartbeat: extends the presence deadline of the user's current ticket, only
 -- for its current token. A waiting ticket already past its deadline is not
--- revived (I6): it is removed and the answer is 'gone'. A claimed ticket past
+-- revived (I6 of docs/design.md): it is removed and the answer is 'gone'. A claimed ticket past
 -- its claim hold is gone too, so a waiter whose claimer died finds out and
 -- re-enqueues itself (I2).
 -- KEYS: the five queue keys documented in lib/common.lua.

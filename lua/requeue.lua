@@ -1,5 +1,5 @@
 -- requeue: puts a claimed ticket back at its ORIGINAL score, so a waiter whose
--- claimer cancelled or failed keeps its place (problem 5, I2, I7). A ticket
+-- claimer cancelled or failed keeps its place (problem 5 of docs/design.md, I2, I7). A ticket
 -- whose presence deadline passed meanwhile is removed instead (I6).
 -- Idempotent: requeueing a waiting ticket answers 'waiting' and does nothing.
 -- KEYS: the five queue keys documented in lib/common.lua.

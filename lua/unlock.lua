@@ -1,4 +1,4 @@
--- unlock: compare-and-delete of a pair lock (DESIGN problem 6,
+-- unlock: compare-and-delete of a pair lock (problem 6 of docs/design.md,
 -- actors/pair_lock.hpp). The lock is taken with SET key token NX PX lease;
 -- only the holder's token frees it, so a holder whose lease lapsed never
 -- frees the lock of the one after it (problem 8).

@@ -14,7 +14,7 @@
 local K_WAITING, K_SEQ, K_TICKETS, K_USERS, K_DEADLINES =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
--- The server's clock, never a node's (problem 7).
+-- The server's clock, never a node's (problem 7 of docs/design.md).
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -1,7 +1,7 @@
 #pragma once
 
 // The match persistence layer: committed match sessions, their members (one
-// active session per user, guarded by the database itself — invariant I1),
+// active session per user, guarded by the database itself — invariant I1 of docs/design.md),
 // a transactional outbox (one `match.created` event per committed match,
 // written in the same transaction — invariant I5), and mutual likes: swipes
 // per direction and exactly one match per unordered pair (invariant I4,

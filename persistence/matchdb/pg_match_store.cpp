@@ -13,7 +13,7 @@
 // savepoint and run each request in a savepoint of its own, so the refused
 // ones fail alone and the rest still commit in the same transaction.
 //
-// Cancel checkpoints (problem 5): after the rows are written (after the
+// Cancel checkpoints (problem 5 of docs/design.md): after the rows are written (after the
 // batch statement, or after each request's own statement in the fallback)
 // the caller's check is asked `after_create`; right before COMMIT it is
 // asked `before_commit` for the survivors, again after every round that

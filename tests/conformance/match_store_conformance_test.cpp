@@ -1122,7 +1122,7 @@ TEST_P(match_store_conformance, group_commit_throughput) {
   RecordProperty("matches_per_second", static_cast<int>(per_s));
 }
 
-// -- mutual likes (problem 6, invariant I4) -----------------------------------
+// -- mutual likes (problem 6 of docs/design.md, invariant I4) -----------------------------------
 
 /// A mutual request of the "likes" queue.
 match_request mutual_req(const std::string& a, const std::string& b,

@@ -419,7 +419,7 @@ TEST_P(queue_conformance, an_unfinalized_claim_lapses_after_its_hold) {
   store_.advance(100);
   auto gone = c().heartbeat(ref("alice", a->token), 30000);
   ASSERT_OK(gone);
-  EXPECT_FALSE(gone->alive); // the waiter finds out and can re-enqueue (I2)
+  EXPECT_FALSE(gone->alive); // the waiter finds out and can re-enqueue (I2 of docs/design.md)
   auto swept = c().sweep(q_);
   ASSERT_OK(swept);
   EXPECT_EQ(swept->removed, 1u); // the claimer's record

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Nodes whose wall clocks are off by +-10 minutes (faketime) see no change in
-# deadlines or order, on Redis and on the embedded store (problem 7).
+# deadlines or order, on Redis and on the embedded store (problem 7 of docs/design.md).
 #   clock_skew_test.sh PROBE REDIS_DIR
 set -euo pipefail
 probe=$1

@@ -180,7 +180,7 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
     if (++violations <= 20)
       ADD_FAILURE() << what;
   };
-  // I1: nobody is a member of two sessions (none is ever closed here).
+  // I1 of docs/design.md: nobody is a member of two sessions (none is ever closed here).
   for (auto& row : db.query("SELECT user_id, count(*) FROM session_members "
                             "GROUP BY user_id HAVING count(*) > 1"))
     violation("double booking: " + row[0] + " in " + row[1] + " sessions");

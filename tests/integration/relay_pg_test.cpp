@@ -2,7 +2,7 @@
 // database per test) and a real Redis: 2,000 committed matches, two relays
 // sharing the work, one of them killed in the middle. Every event must reach
 // the Redis Stream, be marked delivered, and reach both users' sessions at
-// least once (invariant I5).
+// least once (invariant I5 of docs/design.md).
 
 #include <gtest/gtest.h>
 

@@ -325,7 +325,7 @@ CAF_TEST(a cancel of a ticket claimed from another node is decided there) {
   CAF_CHECK_EQUAL(phase(seen1, "alice"), "queued"); // she does not know yet
   // alice's ticket is claimed by bob: in flight, owned by n2's finalizer.
   // Her local finalizer (n1) never sees the pair; asked there, it would
-  // wait its cancel_wait_ms (15 s) while n2 commits the match (I3 broken).
+  // wait its cancel_wait_ms (15 s) while n2 commits the match (I3 of docs/design.md broken).
   auto rh = earth.self->request(alice, caf::infinite, cancel_atom_v);
   settle();
   advance(600);

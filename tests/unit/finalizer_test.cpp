@@ -142,7 +142,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
     return n;
   }
 
-  /// A cancels or B cancels at checkpoint `at`; checks what problem 5 says.
+  /// A cancels or B cancels at checkpoint `at`; checks what problem 5 of docs/design.md says.
   void cancel_at(checkpoint at, bool claimer_cancels) {
     auto a = session("alice"); // the claimer
     auto b = session("bob");   // the claimed waiter
