@@ -1,3 +1,7 @@
+// The node gateway (interface in actors/node_gateway.hpp): membership, the
+// shared user -> node map, routing of events and cancels to the peers' links
+// (actors/peer_link.hpp), the replay on registration, its store workers.
+
 #include "actors/node_gateway.hpp"
 
 #include <chrono>
@@ -5,12 +9,11 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <unordered_map>
 
 #include <caf/all.hpp>
-#include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/peer_link.hpp"
 #include "core/logger.hpp"
 #include "persistence/matchdb/match_store.hpp"
 #include "persistence/queue/queue_store.hpp"
@@ -54,8 +57,17 @@ std::shared_ptr<spdlog::logger> gw_log() {
 
 // -- workers (detached: they block) ---------------------------------------------
 
-caf::behavior queue_worker(caf::event_based_actor*,
-                           std::shared_ptr<queue_store> conn) {
+/// The gateway's queue store worker: runs a job's calls, answers the job.
+using queue_worker_actor = caf::typed_actor<
+  caf::replies_to<gw_queue_job_ptr>::with<gw_queue_job_ptr>>;
+
+/// The gateway's match store worker: looks up a job's users, answers the
+/// job.
+using match_worker_actor = caf::typed_actor<
+  caf::replies_to<gw_match_job_ptr>::with<gw_match_job_ptr>>;
+
+queue_worker_actor::behavior_type
+queue_worker(queue_worker_actor::pointer, std::shared_ptr<queue_store> conn) {
   return {
     [conn](gw_queue_job_ptr& job) {
       job->replies = conn->run(job->calls);
@@ -64,8 +76,8 @@ caf::behavior queue_worker(caf::event_based_actor*,
   };
 }
 
-caf::behavior match_worker(caf::event_based_actor*,
-                           std::shared_ptr<match_store> conn) {
+match_worker_actor::behavior_type
+match_worker(match_worker_actor::pointer, std::shared_ptr<match_store> conn) {
   return {
     [conn](gw_match_job_ptr& job) {
       for (auto& user : job->users)
@@ -75,56 +87,29 @@ caf::behavior match_worker(caf::event_based_actor*,
   };
 }
 
-/// One connection attempt: blocks in `remote_actor`, answers, and quits (a
-/// one-shot actor, so an attempt that outlives its gateway leaves nothing
-/// behind).
-caf::behavior connector(caf::event_based_actor* self) {
-  return {
-    [self](caf::connect_atom, const std::string& host,
-           uint16_t port) -> caf::result<caf::actor> {
-      self->quit();
-      auto res = self->system().middleman().remote_actor<node_gateway_actor>(
-        host, port);
-      if (!res)
-        return std::move(res.error());
-      return caf::actor_cast<caf::actor>(std::move(*res));
-    },
-  };
-}
-
 // -- state ------------------------------------------------------------------------
 
-/// The gateway's own handle type: the public interface plus its timers
-/// (`tick_atom`: membership heartbeat; `tick_atom, id`: the bound of a call
-/// waiting for a connection).
+/// The gateway's own handle type: the public interface, its heartbeat timer
+/// and its links' reports.
 using gateway_impl_actor = node_gateway_actor::extend<
-  caf::reacts_to<tick_atom>, caf::reacts_to<tick_atom, uint64_t>>;
+  caf::reacts_to<tick_atom>, caf::reacts_to<link_report>>;
 
-using peer_cb = std::function<void(const node_gateway_actor&)>;
-
-/// One peer node. Its connection, as seen from here:
+/// One peer node. Its connection is its link's (actors/peer_link.hpp):
 ///
-///   unknown ──membership / route / static──► known ──first call──► connecting
-///      ▲                                      ▲  ▲                   │    │
-///      │ lapsed (not static)                  │  └─fail: back off────┘    │ ok
-///      └──────────────────────────────────────┴──handle down── connected ◄┘
-///                                              (hello / peer_atom: connected)
+///   unknown --membership / route / hello / peer_atom / static--> known
+///      ^          (a link is spawned, monitored; calls go through it)  |
+///      +--------- lapsed (not static): the link is dropped ------------+
 ///
-/// Calls that need a connection wait in `waiters` (bounded by
-/// `forward_timeout_ms`); during a back-off they fail at once.
+/// A peer known only by a route's address hint is dropped at a heartbeat
+/// that does not list it, unless its link is connected, connecting or busy
+/// with a call.
 struct peer_entry {
   std::string address; ///< host:port; empty when only a handle is known
-  node_gateway_actor handle;
+  peer_link_actor link;
+  link_phase phase = link_phase::idle; ///< as the link last reported it
+  uint32_t calls = 0; ///< calls handed to the link, not answered yet
   bool static_peer = false;
-  bool member = false;     ///< live in the last membership answer
-  bool connecting = false; ///< a connector is at work
-  bool failing = false;    ///< the last attempt failed (logged once)
-  caf::actor_clock::time_point retry_at{}; ///< no attempt before
-};
-
-struct waiter {
-  std::string node;
-  peer_cb cb;
+  bool member = false; ///< live in the last membership answer
 };
 
 struct queue_op {
@@ -143,25 +128,19 @@ struct gateway_state {
   cluster_config cfg;
   gateway_links links;
   std::shared_ptr<queue_store> queue_inline; ///< non-blocking queue store
-  caf::actor queue_worker;                   ///< blocking queue store
+  queue_worker_actor queue_worker;           ///< blocking queue store
   std::vector<queue_op> queue_pending;
   bool queue_busy = false;
   std::shared_ptr<match_store> match_inline; ///< non-blocking match store
-  caf::actor match_worker;                   ///< blocking match store
+  match_worker_actor match_worker;           ///< blocking match store
   std::vector<match_op> match_pending;
   bool match_busy = false;
   std::map<std::string, peer_entry> peers; ///< by node id
-  std::unordered_map<uint64_t, waiter> waiters;
-  uint64_t next_waiter = 0;
   bool beat_failing = false;
   static inline const char* name = "node_gateway";
 };
 
 using gw_ptr = gateway_impl_actor::stateful_pointer<gateway_state>;
-
-std::chrono::milliseconds ms(uint32_t x) {
-  return std::chrono::milliseconds(x);
-}
 
 /// The string fields of a script reply, or why there are none.
 outcome<std::vector<std::string>> fields_of(const store_reply& r) {
@@ -284,121 +263,81 @@ void pump_matches(gw_ptr self) {
 // -- peers ---------------------------------------------------------------------------
 
 bool live(const gateway_state& st, const peer_entry& p) {
-  return p.static_peer || p.member || (!st.cfg.membership && p.handle);
+  return p.static_peer || p.member
+         || (!st.cfg.membership && p.phase == link_phase::connected);
 }
 
-/// Calls every waiter for `node` with `h` (invalid: not reachable).
-void answer_waiters(gw_ptr self, const std::string& node,
-                    node_gateway_actor h) {
+peer_link_actor spawn_link(gw_ptr self, const std::string& node,
+                           const std::string& address) {
   auto& st = self->state;
-  std::vector<peer_cb> due;
-  for (auto i = st.waiters.begin(); i != st.waiters.end();) {
-    if (i->second.node == node) {
-      due.push_back(std::move(i->second.cb));
-      i = st.waiters.erase(i);
-    } else {
-      ++i;
-    }
-  }
-  for (auto& cb : due)
-    cb(h);
+  auto link = spawn_peer_link(self->system(),
+                              caf::actor_cast<link_owner_actor>(self), st.node,
+                              node, address, st.cfg);
+  self->monitor(link);
+  return link;
 }
 
-/// Takes `h` as the gateway of `node` (monitored); greets it with our id
-/// when `greet`, so the peer needs no connection of its own to us.
-void adopt(gw_ptr self, const std::string& node, node_gateway_actor h,
-           bool greet) {
-  auto& p = self->state.peers[node];
-  if (p.handle == h)
+/// The entry of `node`; a new one gets its link.
+peer_entry& peer(gw_ptr self, const std::string& node) {
+  auto& st = self->state;
+  auto i = st.peers.find(node);
+  if (i != st.peers.end())
+    return i->second;
+  auto& p = st.peers[node];
+  p.link = spawn_link(self, node, p.address);
+  return p;
+}
+
+/// Records where the gateway of a peer is published, and tells its link.
+void locate(gw_ptr self, peer_entry& p, const std::string& address) {
+  if (p.address == address)
     return;
-  if (p.handle)
-    self->demonitor(p.handle.address());
-  p.handle = std::move(h);
-  p.failing = false;
-  self->monitor(p.handle);
-  if (greet)
-    self->send(p.handle, hello_atom_v, self->state.node);
-  answer_waiters(self, node, p.handle);
+  p.address = address;
+  self->send(p.link, link_address{address});
 }
 
+/// Drops a peer and its link (calls waiting for a connection there are
+/// answered as unreachable; calls at the peer finish).
 void forget(gw_ptr self, std::map<std::string, peer_entry>::iterator i) {
-  if (i->second.handle)
-    self->demonitor(i->second.handle.address());
+  self->demonitor(i->second.link.address());
+  self->send_exit(i->second.link, caf::exit_reason::user_shutdown);
   self->state.peers.erase(i);
 }
 
-void connect(gw_ptr self, const std::string& node) {
-  auto& st = self->state;
-  auto& p = st.peers[node];
-  auto hp = parse_address(p.address);
-  if (!hp) {
-    gw_log()->warn("gateway {}: peer {} has an unusable address: {}", st.node,
-                   node, hp.error().detail);
-    p.retry_at = self->clock().now() + ms(st.cfg.reconnect_ms);
-    answer_waiters(self, node, {});
-    return;
-  }
-  p.connecting = true;
-  auto c = self->spawn<caf::detached>(connector);
-  self
-    ->request(c, caf::infinite, caf::connect_atom_v, hp->first, hp->second)
-    .then(
-      [self, node](caf::actor& a) {
-        auto& p = self->state.peers[node];
-        p.connecting = false;
-        auto h = caf::actor_cast<node_gateway_actor>(a);
-        if (!h) {
-          answer_waiters(self, node, {});
-          return;
-        }
-        gw_log()->info("gateway {}: connected to node {} at {}",
-                       self->state.node, node, p.address);
-        if (!p.handle)
-          adopt(self, node, std::move(h), true);
-        else
-          answer_waiters(self, node, p.handle);
-      },
-      [self, node](caf::error& err) {
-        auto& st = self->state;
-        auto& p = st.peers[node];
-        p.connecting = false;
-        p.retry_at = self->clock().now() + ms(st.cfg.reconnect_ms);
-        if (!p.failing)
-          gw_log()->warn("gateway {}: cannot connect to node {} at {}: {} "
-                         "(retrying after {} ms)",
-                         st.node, node, p.address, self->system().render(err),
-                         st.cfg.reconnect_ms);
-        p.failing = true;
-        answer_waiters(self, node, p.handle);
-      });
+/// Hands a handle of `node`'s gateway to its link, which holds one next:
+/// `how` is `hello_atom` (kept unless it holds one) or `peer_atom`
+/// (replaces it, greeted).
+template <class Atom>
+void hand_over(gw_ptr self, const std::string& node, node_gateway_actor h,
+               Atom how) {
+  auto& p = peer(self, node);
+  p.phase = link_phase::connected; // as the link reports next
+  self->send(p.link, how, std::move(h));
 }
 
-/// Calls `cb` with the gateway of `node`: at once when connected (or when
-/// it cannot be had now), else once a connection is made, bounded by
-/// `forward_timeout_ms` (then with an invalid handle).
-void with_peer(gw_ptr self, const std::string& node,
-               const std::string& address_hint, peer_cb cb) {
-  auto& st = self->state;
-  auto& p = st.peers[node];
-  if (!address_hint.empty() && !p.static_peer)
-    p.address = address_hint;
-  if (p.handle) {
-    cb(p.handle);
-    return;
-  }
-  if (!st.cfg.auto_connect || p.address.empty()) {
-    cb({});
-    return;
-  }
-  if (!p.connecting && self->clock().now() < p.retry_at) {
-    cb({}); // backing off after a failed attempt: fail fast
-    return;
-  }
-  auto id = ++st.next_waiter;
-  st.waiters.emplace(id, waiter{node, std::move(cb)});
-  self->delayed_send(self, ms(st.cfg.forward_timeout_ms), tick_atom_v, id);
-  if (!p.connecting)
-    connect(self, node);
+/// Hands the call `xs...` to the link of `node` and answers `rp` with the
+/// link's answer, or with `on_error(err)` when the link ends first.
+template <class Result, class OnError, class... Ts>
+void call_link(gw_ptr self, caf::typed_response_promise<Result> rp,
+               const std::string& node, OnError on_error, Ts... xs) {
+  auto& p = peer(self, node);
+  ++p.calls;
+  auto link = p.link;
+  auto done = [self, node, link] {
+    auto i = self->state.peers.find(node);
+    if (i != self->state.peers.end() && i->second.link == link)
+      --i->second.calls;
+  };
+  self->request(link, caf::infinite, std::move(xs)...)
+    .then(
+      [rp, done](Result& r) mutable {
+        done();
+        rp.deliver(std::move(r));
+      },
+      [rp, done, on_error](caf::error& err) mutable {
+        done();
+        rp.deliver(on_error(err));
+      });
 }
 
 // -- membership ------------------------------------------------------------------------
@@ -431,13 +370,13 @@ void beat(gw_ptr self, std::function<void()> then) {
       if (node == st.node)
         continue;
       members.insert(node);
-      auto& p = st.peers[node];
+      auto& p = peer(self, node);
       if (!p.member)
         gw_log()->info("gateway {}: node {} is a member ({})", st.node, node,
                        (*f)[i + 1]);
       p.member = true;
       if (!p.static_peer)
-        p.address = (*f)[i + 1];
+        locate(self, p, (*f)[i + 1]);
     }
     for (auto i = st.peers.begin(); i != st.peers.end();) {
       auto& p = i->second;
@@ -448,10 +387,10 @@ void beat(gw_ptr self, std::function<void()> then) {
       if (p.member) {
         gw_log()->info("gateway {}: node {} lapsed: forgotten", st.node,
                        i->first);
-        p.member = false;
         auto dead = i++;
         forget(self, dead);
-      } else if (!p.handle && !p.connecting) {
+      } else if (p.phase != link_phase::connected
+                 && p.phase != link_phase::connecting && p.calls == 0) {
         auto stale = i++;
         forget(self, stale); // an address hint of a node that is gone
       } else {
@@ -480,26 +419,16 @@ void route_to(gw_ptr self, caf::typed_response_promise<delivery_report> rp,
     rp.deliver(delivery_report{}); // its node is gone: connected nowhere
     return;
   }
-  with_peer(self, node, address,
-            [self, rp, user, ev, node](const node_gateway_actor& h) mutable {
-              delivery_report failed;
-              failed.failed = 1;
-              if (!h) {
-                rp.deliver(failed);
-                return;
-              }
-              self
-                ->request(h, ms(self->state.cfg.forward_timeout_ms),
-                          deliver_atom_v, user, *ev)
-                .then([rp](delivery_report& r) mutable { rp.deliver(r); },
-                      [self, rp, failed, node, ev](caf::error& err) mutable {
-                        gw_log()->warn("gateway {}: node {} did not take "
-                                       "event {}: {}",
-                                       self->state.node, node, ev->event_id,
-                                       self->system().render(err));
-                        rp.deliver(failed);
-                      });
-            });
+  auto& p = peer(self, node);
+  if (!address.empty() && !p.static_peer)
+    locate(self, p, address);
+  auto unreachable = [](const caf::error&) {
+    delivery_report failed;
+    failed.failed = 1;
+    return failed;
+  };
+  call_link(self, rp, node, unreachable, deliver_atom_v, std::move(user),
+            std::move(*ev));
 }
 
 /// The `match.created` event of a committed session, as the relay would
@@ -546,21 +475,8 @@ void replay(gw_ptr self, const std::string& user) {
 /// Asks the finalizer of `node` (a live peer) for a verdict.
 void cancel_at_peer(gw_ptr self, caf::typed_response_promise<cancel_verdict> rp,
                     const std::string& node, inflight_cancel c) {
-  auto& st = self->state;
-  auto address = st.peers[node].address;
-  with_peer(self, node, address,
-            [self, rp, node, c](const node_gateway_actor& h) mutable {
-              if (!h) {
-                rp.deliver(caf::make_error(errc::store_unavailable,
-                                           "node " + node + " unreachable"));
-                return;
-              }
-              self
-                ->request(h, ms(self->state.cfg.cancel_timeout_ms),
-                          cancel_atom_v, node, c)
-                .then([rp](cancel_verdict& v) mutable { rp.deliver(v); },
-                      [rp](caf::error& err) mutable { rp.deliver(err); });
-            });
+  auto pass = [](const caf::error& err) { return err; };
+  call_link(self, rp, node, pass, cancel_atom_v, node, std::move(c));
 }
 
 // -- the actor -------------------------------------------------------------------------
@@ -596,21 +512,24 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
                         text);
         continue;
       }
-      auto& e = st.peers[p->node];
+      auto& e = peer(self, p->node);
       e.static_peer = true;
-      e.address = format_address(p->host, p->port);
+      locate(self, e, format_address(p->host, p->port));
     }
     if (st.cfg.membership)
       self->send(self, tick_atom_v);
   }
+  // A link ends only with its gateway or when dropped (demonitored first):
+  // one that fails is replaced, so its peer stays reachable.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     for (auto& [id, p] : st.peers)
-      if (p.handle && p.handle.address() == dm.source) {
-        gw_log()->info("gateway {}: lost node {} ({}); reconnecting on next "
-                       "use",
-                       st.node, id, self->system().render(dm.reason));
-        p.handle = nullptr;
+      if (p.link.address() == dm.source) {
+        gw_log()->error("gateway {}: link to node {} failed ({}); replaced",
+                        st.node, id, self->system().render(dm.reason));
+        p.link = spawn_link(self, id, p.address);
+        p.phase = link_phase::idle;
+        p.calls = 0;
       }
   });
   return {
@@ -719,39 +638,38 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
       auto h = caf::actor_cast<node_gateway_actor>(self->current_sender());
       if (!h || node == st.node)
         return;
-      auto& p = st.peers[node];
-      if (!p.handle) {
-        gw_log()->info("gateway {}: node {} connected to us", st.node, node);
-        adopt(self, node, std::move(h), false);
-      }
+      hand_over(self, node, std::move(h), hello_atom_v);
     },
     [self](peer_atom, std::string& node, caf::actor& gw) {
       auto& st = self->state;
       auto h = caf::actor_cast<node_gateway_actor>(gw);
       if (!h || node == st.node)
         return;
-      adopt(self, node, std::move(h), true);
+      hand_over(self, node, std::move(h), peer_atom_v);
     },
     [self](peers_atom) {
       std::vector<peer_info> out;
       for (auto& [id, p] : self->state.peers)
-        out.push_back(peer_info{id, p.address, static_cast<bool>(p.handle),
+        out.push_back(peer_info{id, p.address,
+                                p.phase == link_phase::connected,
                                 p.static_peer, p.member});
       return out;
     },
     [self](tick_atom) {
       auto& st = self->state;
       beat(self, {});
-      self->delayed_send(self, ms(st.cfg.heartbeat_ms), tick_atom_v);
+      self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_ms),
+                         tick_atom_v);
     },
-    [self](tick_atom, uint64_t id) {
+    [self](link_report& r) {
       auto& st = self->state;
-      auto i = st.waiters.find(id);
-      if (i == st.waiters.end())
-        return;
-      auto cb = std::move(i->second.cb);
-      st.waiters.erase(i);
-      cb({}); // no connection within the bound
+      auto i = st.peers.find(r.node);
+      // A dropped or replaced link may still report: only the current one
+      // counts.
+      if (i != st.peers.end()
+          && self->current_sender()
+               == caf::actor_cast<caf::strong_actor_ptr>(i->second.link))
+        i->second.phase = r.phase;
     },
   };
 }

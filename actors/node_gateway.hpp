@@ -61,8 +61,10 @@ struct gateway_links {
 /// deadline of `member_ttl_ms` on the store's clock, drops lapsed records,
 /// answers the live members) and forgets peers that were members and are
 /// not anymore (their handles too). Static peers (`cfg.peers`) are never
-/// forgotten. Connections are lazy: the first call for a peer without a
-/// handle connects (with `cfg.auto_connect`) in a detached worker through
+/// forgotten. Every known peer has a link actor of its own
+/// (actors/peer_link.hpp) that holds its connection: connections are lazy,
+/// the first call for a peer without a handle connects (with
+/// `cfg.auto_connect`) in a detached worker through
 /// `sys.middleman().remote_actor<node_gateway_actor>` — the actor system
 /// must have loaded the io middleman (`cfg.load<caf::io::middleman>()`);
 /// a failure backs off for `reconnect_ms`; a peer whose handle goes down
@@ -75,9 +77,9 @@ struct gateway_links {
 /// non-blocking ones (embedded, in-memory) inline, which keeps the gateway
 /// deterministic under the CAF test coordinator. The first connections are
 /// opened by this call: call it at start-up, not from inside an actor.
-/// Stop it with an exit message (its workers follow). Publishing is the
-/// caller's (the engine does it with `cfg.auto_connect`). Not idempotent:
-/// every call spawns a new gateway.
+/// Stop it with an exit message (its workers and links follow). Publishing
+/// is the caller's (the engine does it with `cfg.auto_connect`). Not
+/// idempotent: every call spawns a new gateway.
 node_gateway_actor spawn_node_gateway(
   caf::actor_system& sys, std::string node, cluster_config cfg,
   std::shared_ptr<queue_store_factory> queue,
