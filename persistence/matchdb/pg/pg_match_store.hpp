@@ -1,0 +1,208 @@
+#pragma once
+
+// The PostgreSQL match store's connection class. Its members are defined by
+// family: pg_match_store.cpp (connection, statements, transactions),
+// pg_commit.cpp, pg_sessions.cpp, pg_swipes.cpp, pg_outbox.cpp, pg_migrate.cpp.
+//
+// One synchronous libpq connection per match_store. Statements are prepared
+// lazily, once per connection (a fresh database has no tables to prepare
+// against until the migrations ran). A call that finds the connection broken
+// reconnects and runs again, once; then it fails with `store_unavailable`.
+// Running a call again is safe: every call is one transaction, and commits
+// are idempotent per request.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <libpq-fe.h>
+#include <spdlog/spdlog.h>
+
+#include "persistence/matchdb/match_store.hpp"
+#include "persistence/matchdb/pg/pg_statements.hpp"
+#include "persistence/matchdb/pg/pg_util.hpp"
+
+namespace mm::pg {
+
+/// One request of a batch (pg_commit.cpp).
+struct pending;
+
+class pg_match_store final : public match_store {
+public:
+  /// Connects once, eagerly; a store that cannot connect yet tries again on
+  /// each call.
+  pg_match_store(pg_options opts, std::string where);
+
+  outcome<std::vector<std::string>> apply_migrations() override;
+
+  std::vector<outcome<match_record>>
+  do_commit_matches(const std::vector<match_request>& requests,
+                    const commit_check& check) override;
+
+  outcome<bool> do_close_session(const std::string& session_id,
+                                 const std::string& reason) override;
+
+  outcome<std::optional<match_record>>
+  do_active_session_of(const std::string& user) override;
+
+  outcome<std::optional<match_record>>
+  do_find_session(const std::string& session_id) override;
+
+  outcome<swipe_record> do_record_swipe(const std::string& from,
+                                        const std::string& to,
+                                        bool like) override;
+
+  outcome<std::optional<match_record>>
+  do_mutual_match_of(const std::string& a, const std::string& b) override;
+
+  outcome<std::vector<outbox_event>>
+  do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) override;
+
+  outcome<size_t>
+  mark_delivered(const std::vector<std::string>& event_ids) override;
+
+  outcome<bool> wait_for_events(uint32_t timeout_ms) override;
+
+  bool blocking() const noexcept override {
+    return true;
+  }
+
+private:
+  // -- connection management --------------------------------------------------
+
+  /// Opens a fresh connection with keepalive and the statement timeout. On
+  /// failure leaves the store disconnected with `last_error_`.
+  bool connect_now();
+
+  /// Runs `body` as one call: connects if needed, and after a lost
+  /// connection reconnects and runs it again, once. Exceptions never leave.
+  template <class T, class F>
+  outcome<T> run(const char* what, F&& body);
+
+  /// Ends an open transaction after a refusal; drops a connection that
+  /// cannot even do that.
+  void rollback_quietly() noexcept;
+
+  // -- statements -------------------------------------------------------------
+
+  /// Throws `connection_lost` when `r` shows a broken connection; returns
+  /// `r` otherwise, refused or not.
+  result_ptr checked(result_ptr r);
+
+  result_ptr exec(const std::string& sql);
+
+  result_ptr exec_params(const char* sql,
+                         std::initializer_list<std::string> params);
+
+  /// Prepares `s` on its first use on this connection.
+  result_ptr exec_prepared(stmt s,
+                           std::initializer_list<const std::string*> params);
+
+  /// Throws `db_refusal` when the database refused `r`.
+  static void must(const result_ptr& r, const std::string& what);
+
+  /// Commits; with `notify`, sends the outbox notification in the same
+  /// round trip (it is delivered on commit only).
+  void commit(bool notify = false);
+
+  /// The session in the first row of `r`, if any (pg_sessions.cpp).
+  outcome<std::optional<match_record>> one_session(result_ptr r,
+                                                   const char* what);
+
+  // -- group commit (pg_commit.cpp) -------------------------------------------
+
+  /// What one transaction attempt of a batch knows, by todo index.
+  struct batch_state;
+
+  /// One transaction attempt for the whole batch `todo`.
+  std::vector<outcome<match_record>>
+  commit_batch(const std::vector<match_request>& requests,
+               const std::vector<pending>& todo, const commit_check& check,
+               std::vector<std::optional<failure>>& withdrawn);
+
+  /// Runs request `k` alone in a savepoint of its own, and asks the
+  /// `after_create` checkpoint before releasing it.
+  void commit_one(const match_request& req, const std::vector<pending>& todo,
+                  size_t k, const std::unordered_map<size_t, size_t>& slot,
+                  const commit_check& check, batch_state& b,
+                  std::vector<std::optional<failure>>& withdrawn);
+
+  /// Marks request `k` withdrawn at `stage`, and with it every other request
+  /// of the batch with the same fate key (same claimed pair; for mutual
+  /// requests the same pair of users) that has no answer yet or answers k's
+  /// session (duplicates). Its rows are still there unless the caller rolled
+  /// them back: see `remove_withdrawn`.
+  static void withdraw(const std::vector<pending>& todo, size_t k,
+                       commit_stage stage, batch_state& b,
+                       std::vector<std::optional<failure>>& withdrawn);
+
+  /// Deletes the rows that this transaction wrote for the withdrawn requests
+  /// `gone`; the rest of the transaction stays as it is.
+  void remove_withdrawn(const std::vector<pending>& todo,
+                        const std::vector<size_t>& gone);
+
+  /// Names the users of `req` that are in an active session; empty if none.
+  /// In request order, worded like the in-memory store.
+  std::string conflict_detail(const match_request& req);
+
+  /// Records the sessions that the commit statement inserted.
+  void take_inserted(const PGresult* r, const std::vector<pending>& todo,
+                     const std::unordered_map<size_t, size_t>& slot,
+                     batch_state& b);
+
+  /// Answers the requests that inserted nothing with the session that holds
+  /// their key: committed by an earlier call (a retry), earlier in this
+  /// batch, or — for a mutual request, whose pair comes first — by a
+  /// concurrent transaction that this one waited for.
+  void take_retried(const std::vector<pending>& todo, batch_state& b);
+
+  pg_options opts_;
+  std::string where_; ///< for logs, without secrets
+  conn_ptr conn_;     ///< null while disconnected
+  std::string last_error_;
+  std::array<bool, st_count> prepared_{};
+  bool listening_ = false;
+};
+
+template <class T, class F>
+outcome<T> pg_match_store::run(const char* what, F&& body) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
+      if (!connect_now())
+        continue;
+    }
+    try {
+      if (PQtransactionStatus(conn_.get()) != PQTRANS_IDLE)
+        must(exec("ROLLBACK"), "ROLLBACK leftover transaction");
+      outcome<T> res = body();
+      return res;
+    } catch (const connection_lost& e) {
+      last_error_ = e.detail;
+      store_logger()->debug("{}: {}: connection lost: {}", where_, what,
+                            e.detail);
+      conn_.reset();
+    } catch (const db_refusal& e) {
+      rollback_quietly();
+      if (e.why.code != errc::invalid_argument)
+        store_logger()->error("{}: {}: {}", where_, what, e.why.detail);
+      return e.why;
+    } catch (const std::exception& e) {
+      rollback_quietly();
+      auto detail = std::string{what} + ": " + e.what();
+      store_logger()->error("{}: {}", where_, detail);
+      return outcome<T>{errc::protocol_error, std::move(detail)};
+    }
+  }
+  auto detail = where_ + " unavailable (" + what + "): " + last_error_;
+  store_logger()->error("{}", detail);
+  return outcome<T>{errc::store_unavailable, std::move(detail)};
+}
+
+} // namespace mm::pg

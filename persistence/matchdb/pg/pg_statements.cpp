@@ -1,0 +1,166 @@
+// The SQL text of the PostgreSQL match store's prepared statements: group
+// commit, withdrawal, session lookups, swipes and the outbox lease.
+
+#include "persistence/matchdb/pg/pg_statements.hpp"
+
+namespace mm::pg {
+
+/// ms since the epoch of a timestamptz column, 0 for NULL.
+#define MM_MS(col)                                                             \
+  "coalesce(floor(extract(epoch FROM " col ") * 1000)::int8, 0)"
+
+/// The columns that `read_session` parses, for a table aliased `s`.
+#define MM_SESSION_COLS                                                        \
+  "s.id, s.queue, s.user_a, s.ticket_a, s.user_b, s.ticket_b, s.status, "     \
+  MM_MS("s.created_at") ", " MM_MS("s.closed_at")                             \
+  ", coalesce(s.close_reason, ''), s.match_key"
+
+const statement statements[st_count] = {
+  // $1: JSON array of requests. One statement writes the whole batch. Members
+  // are inserted in user-id order, so concurrent batches wait for each other
+  // on the unique index in one global order and cannot deadlock; pair rows
+  // of mutual requests likewise in pair order. A mutual request writes its
+  // session only when its pair row went in (the pair had no match yet; of
+  // two requests of one pair in a batch, the first); its members are
+  // inactive. The pair row names the session before the session exists in
+  // this statement: the foreign key is checked at the end of the statement.
+  {"mm_commit",
+   "WITH req AS ("
+   "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
+   "    idx int, id text, event_id text, match_key text, queue text,"
+   "    user_a text, ticket_a text, attrs_a text,"
+   "    user_b text, ticket_b text, attrs_b text, payload text,"
+   "    mutual boolean, pair_min text, pair_max text)"
+   "), mm AS ("
+   "  INSERT INTO mutual_matches (pair_min, pair_max, session_id)"
+   "  SELECT pair_min, pair_max, id FROM req"
+   "  WHERE mutual AND NOT EXISTS ("
+   "    SELECT 1 FROM match_sessions x WHERE x.match_key = req.match_key)"
+   "  ORDER BY pair_min COLLATE \"C\", pair_max COLLATE \"C\", idx"
+   "  ON CONFLICT (pair_min, pair_max) DO NOTHING"
+   "  RETURNING session_id"
+   "), s AS ("
+   "  INSERT INTO match_sessions (id, match_key, queue, user_a, ticket_a,"
+   "                              attrs_a, user_b, ticket_b, attrs_b)"
+   "  SELECT id, match_key, queue, user_a, ticket_a, attrs_a, user_b,"
+   "         ticket_b, attrs_b"
+   "  FROM req WHERE NOT mutual OR id IN (SELECT session_id FROM mm)"
+   "  ORDER BY idx"
+   "  ON CONFLICT (match_key) DO NOTHING"
+   "  RETURNING id, created_at"
+   "), m AS ("
+   "  INSERT INTO session_members (session_id, user_id, active)"
+   "  SELECT s.id, u.user_id, NOT req.mutual"
+   "  FROM s JOIN req ON req.id = s.id"
+   "  CROSS JOIN LATERAL (VALUES (req.user_a), (req.user_b)) AS u (user_id)"
+   "  ORDER BY u.user_id COLLATE \"C\""
+   "), o AS ("
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
+   "  SELECT req.event_id, s.id, 'match.created', req.payload::jsonb,"
+   "         s.created_at"
+   "  FROM s JOIN req ON req.id = s.id ORDER BY req.idx"
+   ")"
+   " SELECT req.idx, s.id, " MM_MS("s.created_at")
+   " FROM s JOIN req ON req.id = s.id"},
+  // $1: JSON array of session ids that this transaction inserted and the
+  // caller withdrew: removes their outbox rows, members, pair rows and
+  // sessions before anybody saw them. Answers how many sessions it removed.
+  {"mm_withdraw",
+   "WITH ids AS ("
+   "  SELECT jsonb_array_elements_text($1::jsonb) AS id"
+   "), p AS ("
+   "  DELETE FROM mutual_matches WHERE session_id IN (SELECT id FROM ids)"
+   "), o AS ("
+   "  DELETE FROM outbox WHERE aggregate_id IN (SELECT id FROM ids)"
+   "), m AS ("
+   "  DELETE FROM session_members WHERE session_id IN (SELECT id FROM ids)"
+   "), s AS ("
+   "  DELETE FROM match_sessions WHERE id IN (SELECT id FROM ids)"
+   "  RETURNING id"
+   ")"
+   " SELECT count(*) FROM s"},
+  // $1: JSON array of match keys (sessions committed before: retries).
+  {"mm_by_key",
+   "SELECT " MM_SESSION_COLS " FROM match_sessions s"
+   " WHERE s.match_key IN (SELECT jsonb_array_elements_text($1::jsonb))"},
+  // $1: JSON array of [pair_min, pair_max] (mutual requests that inserted
+  // nothing: their pair has its match).
+  {"mm_by_pair",
+   "SELECT " MM_SESSION_COLS ", p.pair_min, p.pair_max"
+   " FROM mutual_matches p JOIN match_sessions s ON s.id = p.session_id"
+   " WHERE (p.pair_min, p.pair_max) IN ("
+   "   SELECT x->>0, x->>1 FROM jsonb_array_elements($1::jsonb) AS x)"},
+  // $1 from, $2 to, $3 'LIKE' | 'DISLIKE', $4/$5 the pair. Runs after the
+  // pair's advisory lock was taken, so its snapshot holds every swipe of the
+  // pair committed before. The main query reads the snapshot from the
+  // statement's start: it sees the other direction, not this write (which it
+  // does not need). Repeating the current kind changes nothing.
+  {"mm_swipe",
+   "WITH w AS ("
+   "  INSERT INTO likes AS l (from_user, to_user, kind) VALUES ($1, $2, $3)"
+   "  ON CONFLICT (from_user, to_user) DO UPDATE"
+   "  SET kind = excluded.kind, updated_at = now()"
+   "  WHERE l.kind <> excluded.kind"
+   "  RETURNING 1"
+   ")"
+   " SELECT EXISTS (SELECT 1 FROM likes"
+   "                WHERE from_user = $2 AND to_user = $1 AND kind = 'LIKE'),"
+   "        (SELECT session_id FROM mutual_matches"
+   "         WHERE pair_min = $4 AND pair_max = $5),"
+   "        (SELECT count(*) FROM w)"},
+  {"mm_mutual_of",
+   "SELECT " MM_SESSION_COLS
+   " FROM mutual_matches p JOIN match_sessions s ON s.id = p.session_id"
+   " WHERE p.pair_min = $1 AND p.pair_max = $2"},
+  {"mm_conflicts",
+   "SELECT user_id, session_id FROM session_members"
+   " WHERE active AND user_id IN ($1, $2)"},
+  // Closes once; the second close finds the row closed (after waiting for
+  // a concurrent closer's row lock) and changes nothing.
+  {"mm_close",
+   "WITH s AS ("
+   "  UPDATE match_sessions SET status = 'closed', closed_at = now(),"
+   "                            close_reason = $2"
+   "  WHERE id = $1 AND status = 'active' RETURNING id"
+   "), m AS ("
+   "  UPDATE session_members SET active = false"
+   "  WHERE session_id IN (SELECT id FROM s) AND active"
+   ")"
+   " SELECT (SELECT count(*) FROM s),"
+   "        EXISTS (SELECT 1 FROM match_sessions WHERE id = $1)"},
+  {"mm_active_of",
+   "SELECT " MM_SESSION_COLS
+   " FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
+   " WHERE m.user_id = $1 AND m.active"},
+  {"mm_by_id", "SELECT " MM_SESSION_COLS " FROM match_sessions s"
+               " WHERE s.id = $1"},
+  // Lease, not an open transaction: the rows are picked with FOR UPDATE
+  // SKIP LOCKED (a concurrent fetcher skips what this one is taking) and
+  // leased in the same statement, which commits at once. A row whose lease
+  // was just taken by a concurrent fetcher fails the recheck of the WHERE
+  // clause on its new version, so it is skipped too.
+  {"mm_fetch",
+   "WITH c AS ("
+   "  SELECT id FROM outbox"
+   "  WHERE delivered_at IS NULL"
+   "    AND (locked_until IS NULL OR locked_until <= now())"
+   "  ORDER BY id LIMIT $1"
+   "  FOR UPDATE SKIP LOCKED"
+   ")"
+   " UPDATE outbox o"
+   " SET locked_until = now() + $2::int8 * interval '1 millisecond',"
+   "     attempts = o.attempts + 1"
+   " FROM c WHERE o.id = c.id"
+   " RETURNING o.id, o.event_id, o.aggregate_id, o.type, o.payload::text, "
+   MM_MS("o.created_at") ", " MM_MS("o.delivered_at") ", "
+   MM_MS("o.locked_until") ", o.attempts"},
+  {"mm_mark",
+   "UPDATE outbox SET delivered_at = now(), locked_until = NULL"
+   " WHERE event_id IN (SELECT jsonb_array_elements_text($1::jsonb))"
+   "   AND delivered_at IS NULL"},
+};
+
+#undef MM_SESSION_COLS
+#undef MM_MS
+
+} // namespace mm::pg

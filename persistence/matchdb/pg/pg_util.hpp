@@ -1,0 +1,90 @@
+#pragma once
+
+// Shared pieces of the PostgreSQL match store: RAII for libpq objects, the
+// two failures a call throws, and readers for results and error fields.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <libpq-fe.h>
+
+#include "core/errc.hpp"
+#include "persistence/matchdb/match_types.hpp"
+
+namespace spdlog {
+class logger;
+} // namespace spdlog
+
+namespace mm::pg {
+
+// -- RAII for libpq objects ---------------------------------------------------
+
+struct conn_deleter {
+  void operator()(PGconn* c) const noexcept {
+    if (c != nullptr)
+      PQfinish(c);
+  }
+};
+using conn_ptr = std::unique_ptr<PGconn, conn_deleter>;
+
+struct result_deleter {
+  void operator()(PGresult* r) const noexcept {
+    if (r != nullptr)
+      PQclear(r);
+  }
+};
+using result_ptr = std::unique_ptr<PGresult, result_deleter>;
+
+struct notify_deleter {
+  void operator()(PGnotify* n) const noexcept {
+    if (n != nullptr)
+      PQfreemem(n);
+  }
+};
+using notify_ptr = std::unique_ptr<PGnotify, notify_deleter>;
+
+// -- failures -----------------------------------------------------------------
+
+/// The shared logger "match_store"; created on first use when the
+/// application has not registered one.
+std::shared_ptr<spdlog::logger> store_logger();
+
+/// Thrown inside a call when the connection is gone; `run` reconnects once.
+struct connection_lost {
+  std::string detail;
+};
+
+/// Thrown inside a call when the database refused a statement.
+struct db_refusal {
+  failure why;
+};
+
+/// Maps a statement the database refused to the project's error codes.
+failure to_failure(const PGresult* r, const std::string& what);
+
+// -- reading results ----------------------------------------------------------
+
+/// The SQLSTATE of a refused statement; empty without one.
+std::string sqlstate_of(const PGresult* r);
+
+/// One error field of `r` (`PG_DIAG_...`); empty when absent.
+std::string field_of(const PGresult* r, int field);
+
+/// `s` without trailing newlines and blanks; empty for null.
+std::string trimmed(const char* s);
+
+/// True when `r` is a success with or without rows.
+bool ok(const PGresult* r);
+
+/// The value at (`row`, `col`) as text.
+std::string text(const PGresult* r, int row, int col);
+
+/// The value at (`row`, `col`) as an integer; 0 for NULL.
+int64_t int_of(const PGresult* r, int row, int col);
+
+/// The session in `row`, from the columns of `MM_SESSION_COLS`
+/// (pg_statements.cpp) in their order.
+match_record read_session(const PGresult* r, int row);
+
+} // namespace mm::pg
