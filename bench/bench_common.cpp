@@ -3,6 +3,8 @@
 
 #include "bench/bench_common.hpp"
 
+#include "core/stats.hpp"
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -253,12 +255,7 @@ uint64_t redis_cpu_ns(queue_store& conn) {
 // -- figures ------------------------------------------------------------------
 
 double percentile_ms(std::vector<uint64_t>& xs, double q) {
-  if (xs.empty())
-    return 0;
-  auto k = static_cast<size_t>(q * static_cast<double>(xs.size() - 1));
-  std::nth_element(xs.begin(), xs.begin() + static_cast<ptrdiff_t>(k),
-                   xs.end());
-  return static_cast<double>(xs[k]) / 1e6;
+  return percentile(xs, q, rank_rule::lower) / 1e6;
 }
 
 std::string describe_shares(const std::map<std::string, uint64_t>& counts,

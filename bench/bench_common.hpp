@@ -239,6 +239,7 @@ void drop_queue(queue_store& conn, const std::string& queue);
 // -- figures ------------------------------------------------------------------
 
 /// The q-quantile of `xs` (ns) in ms; 0 when empty. Reorders `xs`.
+/// (core/stats.hpp, rank_rule::lower.)
 double percentile_ms(std::vector<uint64_t>& xs, double q);
 
 /// "a 60%, b 30%, other 10%": the shares of the counts, largest first, those

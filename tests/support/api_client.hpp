@@ -1,28 +1,32 @@
 #pragma once
 
-// A small synchronous HTTP and WebSocket client for end-to-end tests
-// (Boost.Beast), speaking to matchd over real sockets.
+// Synchronous test helpers on matchctl's client (app/http_client.hpp) for
+// matchd on loopback: one request at a time, a user's event WebSocket read
+// on a thread of its own, and the status of a WebSocket upgrade.
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/websocket.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/http/verb.hpp>
 #include <nlohmann/json.hpp>
+
+#include "app/http_client.hpp"
 
 namespace mm::test {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-using tcp = boost::asio::ip::tcp;
+namespace http = boost::beast::http;
 using json = nlohmann::json;
 
 struct http_answer {
@@ -40,100 +44,98 @@ struct http_answer {
   }
 };
 
-/// One keep-alive connection; reconnects when the server closed it.
+/// matchd on 127.0.0.1:`port`; throws when that does not resolve.
+inline http_endpoint loopback(uint16_t port) {
+  asio::io_context io;
+  http_url url;
+  url.host = "127.0.0.1";
+  url.port = std::to_string(port);
+  http_endpoint ep;
+  std::string err;
+  if (!resolve_endpoint(io, url, ep, err))
+    throw std::runtime_error(err);
+  return ep;
+}
+
+/// "Bearer <token>", or nothing for no token.
+inline std::string bearer(const std::string& token) {
+  return token.empty() ? std::string{} : "Bearer " + token;
+}
+
+/// One keep-alive connection (an http_pool of one, which reconnects when the
+/// server closed it). Each request waits for its answer; a transport error
+/// throws.
 class http_conn {
 public:
-  explicit http_conn(uint16_t port) : port_(port), stream_(ioc_) {
+  explicit http_conn(uint16_t port) : pool_(io_, loopback(port), one()) {
   }
 
   http_answer request(http::verb method, const std::string& target,
                       const std::string& token = {},
                       const std::string& body = {}) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      try {
-        if (!connected_) {
-          stream_.connect(tcp::endpoint{boost::asio::ip::make_address("127.0.0.1"),
-                                        port_});
-          connected_ = true;
-        }
-        http::request<http::string_body> req{method, target, 11};
-        req.set(http::field::host, "127.0.0.1");
-        if (!token.empty())
-          req.set(http::field::authorization, "Bearer " + token);
-        if (!body.empty() || method == http::verb::post) {
-          req.set(http::field::content_type, "application/json");
-          req.body() = body;
-        }
-        req.prepare_payload();
-        req.keep_alive(true);
-        http::write(stream_, req);
-        beast::flat_buffer buf;
-        http::response<http::string_body> res;
-        http::read(stream_, buf, res);
-        if (!res.keep_alive())
-          close();
-        return http_answer{res.result_int(), res.body()};
-      } catch (const std::exception&) {
-        close();
-        if (attempt == 1)
-          throw;
-      }
-    }
-    return {};
-  }
-
-  void close() {
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.close();
-    connected_ = false;
+    std::optional<http_result> res;
+    pool_.request(method, target, bearer(token), body,
+                  [&res](http_result&& r) { res = std::move(r); });
+    io_.restart();
+    while (!res && io_.run_one() > 0)
+      ;
+    if (!res || res->ec)
+      throw std::runtime_error(target + ": "
+                               + (res ? res->ec.message() : "no answer"));
+    return http_answer{res->status, std::move(res->body)};
   }
 
 private:
-  boost::asio::io_context ioc_;
-  uint16_t port_;
-  beast::tcp_stream stream_;
-  bool connected_ = false;
+  static http_pool_options one() {
+    http_pool_options opts;
+    opts.max_connections = 1;
+    return opts;
+  }
+
+  asio::io_context io_;
+  http_pool pool_;
 };
 
-/// A user's event WebSocket. A reader thread queues what arrives (sync
-/// Beast reads have no timeout), `next` waits on that queue.
+/// A user's event WebSocket. Its client runs on a thread of its own and
+/// queues what arrives; `next` waits on that queue.
 class ws_conn {
 public:
   /// Opens /v1/users/{user}/events; throws on a refused handshake.
   ws_conn(uint16_t port, const std::string& user, const std::string& token)
-    : ws_(ioc_) {
-    beast::get_lowest_layer(ws_).connect(
-      tcp::endpoint{boost::asio::ip::make_address("127.0.0.1"), port});
-    ws_.set_option(websocket::stream_base::decorator(
-      [token](websocket::request_type& req) {
-        req.set(http::field::authorization, "Bearer " + token);
-      }));
-    ws_.handshake("127.0.0.1", "/v1/users/" + user + "/events");
-    reader_ = std::thread([this] {
-      for (;;) {
-        beast::flat_buffer buf;
-        beast::error_code ec;
-        ws_.read(buf, ec);
-        std::lock_guard<std::mutex> guard{mtx_};
-        if (ec) {
-          closed_ = true;
-          cv_.notify_all();
-          return;
-        }
-        inbox_.push_back(
-          json::parse(beast::buffers_to_string(buf.data()), nullptr, false));
-        cv_.notify_all();
-      }
-    });
+    : where_(loopback(port)),
+      ws_(std::make_shared<ws_client>(io_, where_,
+                                      "/v1/users/" + user + "/events",
+                                      bearer(token))) {
+    ws_handlers h;
+    h.on_open = [this] { update([this] { opened_ = true; }); };
+    h.on_message = [this](std::string_view text) {
+      auto m = json::parse(text, nullptr, false);
+      update([this, &m] { inbox_.push_back(std::move(m)); });
+    };
+    h.on_close = [this](const ws_close_info& info) {
+      update([this, &info] {
+        closed_ = true;
+        refused_ = info.http_status;
+      });
+    };
+    ws_->start(std::move(h));
+    io_thread_ = std::thread([this] { io_.run(); });
+    std::unique_lock<std::mutex> guard{mtx_};
+    cv_.wait(guard, [this] { return opened_ || closed_; });
+    if (!opened_) {
+      guard.unlock();
+      stop();
+      throw std::runtime_error("WebSocket refused: HTTP "
+                               + std::to_string(refused_));
+    }
   }
 
   ~ws_conn() {
-    beast::error_code ec;
-    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both,
-                                                   ec);
-    reader_.join();
+    stop();
   }
+
+  ws_conn(const ws_conn&) = delete;
+  ws_conn& operator=(const ws_conn&) = delete;
 
   /// The next message within `timeout`, or nothing.
   std::optional<json> next(std::chrono::milliseconds timeout) {
@@ -169,37 +171,62 @@ public:
   }
 
 private:
-  boost::asio::io_context ioc_;
-  websocket::stream<beast::tcp_stream> ws_;
-  std::thread reader_;
+  template <class F>
+  void update(F f) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    f();
+    cv_.notify_all();
+  }
+
+  /// Drops the connection (the client is used on its own thread only) and
+  /// ends that thread. Idempotent.
+  void stop() {
+    if (!io_thread_.joinable())
+      return;
+    asio::post(io_, [ws = ws_] { ws->abort(); });
+    {
+      std::unique_lock<std::mutex> guard{mtx_};
+      cv_.wait_for(guard, std::chrono::seconds(5), [this] { return closed_; });
+    }
+    io_.stop();
+    io_thread_.join();
+  }
+
+  http_endpoint where_; // the client refers to it
+  asio::io_context io_;
+  std::shared_ptr<ws_client> ws_;
+  std::thread io_thread_;
   std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<json> inbox_;
+  bool opened_ = false;
   bool closed_ = false;
+  unsigned refused_ = 0;
 };
 
 /// Sends a WebSocket upgrade request to `target` and answers the HTTP status
 /// of the answer (101 when it was accepted).
 inline unsigned ws_handshake_status(uint16_t port, const std::string& target,
                                     const std::string& token) {
-  boost::asio::io_context ioc;
-  beast::tcp_stream stream{ioc};
-  stream.connect(tcp::endpoint{boost::asio::ip::make_address("127.0.0.1"), port});
-  http::request<http::empty_body> req{http::verb::get, target, 11};
-  req.set(http::field::host, "127.0.0.1");
-  req.set(http::field::connection, "Upgrade");
-  req.set(http::field::upgrade, "websocket");
-  req.set(http::field::sec_websocket_version, "13");
-  req.set(http::field::sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ==");
-  if (!token.empty())
-    req.set(http::field::authorization, "Bearer " + token);
-  http::write(stream, req);
-  beast::flat_buffer buf;
-  http::response_parser<http::empty_body> parser;
-  parser.skip(true); // a 101 has no body; a refusal's body does not matter
-  beast::error_code ec;
-  http::read_header(stream, buf, parser, ec);
-  return parser.get().result_int();
+  auto where = loopback(port);
+  asio::io_context io;
+  auto ws = std::make_shared<ws_client>(io, where, target, bearer(token));
+  unsigned status = 0;
+  bool closed = false;
+  ws_handlers h;
+  h.on_open = [&] {
+    status = 101;
+    ws->abort();
+  };
+  h.on_close = [&](const ws_close_info& info) {
+    if (!info.opened)
+      status = info.http_status;
+    closed = true;
+  };
+  ws->start(std::move(h));
+  while (!closed && io.run_one() > 0)
+    ;
+  return status;
 }
 
 } // namespace mm::test

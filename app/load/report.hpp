@@ -1,0 +1,60 @@
+#pragma once
+
+// The report of `matchctl load`: the figures summed up from the records, the
+// text on stdout (its last line is for scripts) and the JSON file.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "app/load.hpp"
+
+namespace mm::load {
+
+/// What the io threads gathered besides the records.
+struct run_extras {
+  std::map<std::string, uint64_t> errors;
+  std::vector<extra_event> extras;
+  uint64_t duplicates = 0;
+  uint64_t ok_answers = 0;
+  double duration_s = 0;
+};
+
+/// Latencies in ms, by the nearest rank (core/stats.hpp).
+struct distribution {
+  double p50 = 0, p95 = 0, p99 = 0, max = 0;
+};
+
+/// The figures of the report.
+struct load_summary {
+  uint64_t started = 0, joined = 0, matched = 0, cancel_requested = 0,
+           cancelled = 0, cancel_too_late = 0, waiting = 0, notices = 0,
+           unreachable = 0, ended = 0, ws_failed = 0, error_total = 0;
+  std::size_t sessions = 0;
+  double matches_per_s = 0;
+  distribution time_to_match, ws_connect, join;
+  std::map<std::string, uint64_t> ended_details;
+  std::vector<std::string> matched_users, cancelled_users, waiting_users;
+  std::vector<std::string> cancel_requested_users; ///< sent a DELETE
+};
+
+/// Sums the records up. Idempotent.
+load_summary summarize(const load_options& opts,
+                       const std::vector<user_record>& recs,
+                       const run_extras& run);
+
+/// Prints the report to `out`; its last line ("verdict=...") is for
+/// scripts. Idempotent.
+void print_report(std::ostream& out, const load_options& opts,
+                  const std::vector<user_record>& recs, const run_extras& run,
+                  const load_summary& s, const checker_result& c);
+
+/// Writes the report as JSON to `file`; false when that failed. Idempotent.
+bool write_json(const std::string& file, const load_options& opts,
+                const run_extras& run, const load_summary& s,
+                const checker_result& c);
+
+} // namespace mm::load
