@@ -66,28 +66,28 @@ struct cluster_config {
   /// costs one database query per session start.
   bool replay_on_register = true;
 
-  /// True when this node is part of a cluster (`port != 0`). Idempotent.
+  /// True when this node is part of a cluster (`port != 0`).
   bool enabled() const noexcept {
     return port != 0;
   }
 };
 
 /// Parses "id=host:port" (IPv6 hosts in brackets). Fails with
-/// `invalid_argument` naming what is wrong. Idempotent.
+/// `invalid_argument` naming what is wrong.
 outcome<peer_address> parse_peer(const std::string& text);
 
 /// Parses "host:port" (IPv6 hosts in brackets) into host and port. Fails
-/// with `invalid_argument`. Idempotent.
+/// with `invalid_argument`.
 outcome<std::pair<std::string, uint16_t>>
 parse_address(const std::string& text);
 
-/// "host:port", with brackets around an IPv6 host. Idempotent.
+/// "host:port", with brackets around an IPv6 host.
 std::string format_address(const std::string& host, uint16_t port);
 
 /// Checks a cluster section for node `node`: valid node id, parsable and
 /// distinct static peers (none named `node`), `heartbeat_ms` below
 /// `member_ttl_ms`, non-zero bounds, no static peers without `port`.
-/// `code == errc::none` when valid. Idempotent.
+/// `code == errc::none` when valid.
 failure check_cluster_config(const cluster_config& cfg,
                              const std::string& node);
 

@@ -100,6 +100,14 @@ namespace mm {
 
 namespace {
 
+/// A detached worker of the pool; owns one blocking database connection.
+/// Local only (the job never leaves the node), so it needs no type ID.
+using commit_worker_actor = caf::typed_actor<
+  // Runs the job's pairs as one group commit, with the cancel checkpoints,
+  // and answers the same job with one outcome per pair. Idempotent per pair
+  // (a pair committed before comes back `created == false`).
+  caf::replies_to<job_ptr>::with<job_ptr>>;
+
 using hook_fn = std::function<void(checkpoint, const claim_pair&)>;
 
 /// Runs one batch: checkpoint 1 before the transaction, checkpoints 2 and 3
@@ -176,10 +184,10 @@ void run_job(match_store& store, const cancel_registry& cancels,
 }
 
 /// Owns one blocking database connection; runs one batch at a time.
-caf::behavior commit_worker(caf::event_based_actor*,
-                            std::shared_ptr<match_store_factory> factory,
-                            std::shared_ptr<cancel_registry> cancels,
-                            hook_fn hook) {
+commit_worker_actor::behavior_type
+commit_worker(commit_worker_actor::pointer,
+              std::shared_ptr<match_store_factory> factory,
+              std::shared_ptr<cancel_registry> cancels, hook_fn hook) {
   std::shared_ptr<match_store> store = factory->connect();
   return {
     [store, cancels, hook](job_ptr& job) {
@@ -219,7 +227,7 @@ struct finalizer_state {
   finalizer_config cfg;
   queue_broker_actor broker;
   std::unique_ptr<match_store> inline_store; // non-blocking stores
-  std::vector<caf::actor> idle;
+  std::vector<commit_worker_actor> idle; // blocking stores: free workers
   std::vector<pending_pair> pending;
   bool tick_armed = false;
   /// Tickets of pairs in `pending` or in a running batch.

@@ -30,7 +30,7 @@ public:
   /// Records a cancel of `ticket` in `queue`. Idempotent.
   void add(const std::string& queue, const std::string& ticket);
 
-  /// True when `ticket` in `queue` was cancelled. Idempotent.
+  /// True when `ticket` in `queue` was cancelled.
   bool contains(const std::string& queue, const std::string& ticket) const;
 
 private:

@@ -46,6 +46,25 @@ std::shared_ptr<spdlog::logger> relay_log() {
   return log;
 }
 
+/// A detached worker that owns one blocking connection (the match store or
+/// the sink). Local only (the job carries a closure), so it needs no type ID.
+template <class Store>
+using store_worker_actor = caf::typed_actor<
+  // Runs the job's closure on the connection and answers the same job, its
+  // results written where the closure put them. A job sent twice runs twice.
+  typename caf::replies_to<std::shared_ptr<store_job<Store>>>::template with<
+    std::shared_ptr<store_job<Store>>>>;
+
+using match_worker_actor = store_worker_actor<match_store>;
+using sink_worker_actor = store_worker_actor<queue_store>;
+
+/// A detached worker that blocks on the match store's event notifications
+/// and wakes the relay; nobody but itself sends it anything.
+using listen_worker_actor = caf::typed_actor<
+  // One wait of at most `wait_ms`; ticks the relay when notified, then
+  // sends itself the next tick.
+  caf::reacts_to<tick_atom>>;
+
 /// The relay's own handle type: the public interface plus its timers
 /// (`tick_atom, tag`), which nobody else needs to see.
 using relay_impl_actor
@@ -61,8 +80,9 @@ constexpr uint64_t next_tag = 1; ///< the next batch of a cycle
 constexpr auto directory_timeout = std::chrono::seconds(10);
 
 template <class Store>
-caf::behavior store_worker(caf::event_based_actor*,
-                           std::shared_ptr<Store> store) {
+typename store_worker_actor<Store>::behavior_type
+store_worker(typename store_worker_actor<Store>::pointer,
+             std::shared_ptr<Store> store) {
   return {
     [store](std::shared_ptr<store_job<Store>>& job) {
       job->work(*store);
@@ -74,9 +94,10 @@ caf::behavior store_worker(caf::event_based_actor*,
 /// Blocks in `wait_for_events` round after round (one message per round, so
 /// an exit from the linked relay ends it within one wait) and ticks the
 /// relay on every notification.
-caf::behavior listen_worker(caf::event_based_actor* self,
-                            std::shared_ptr<match_store_factory> factory,
-                            outbox_relay_actor relay, uint32_t wait_ms) {
+listen_worker_actor::behavior_type
+listen_worker(listen_worker_actor::pointer self,
+              std::shared_ptr<match_store_factory> factory,
+              outbox_relay_actor relay, uint32_t wait_ms) {
   std::shared_ptr<match_store> store = factory->connect();
   auto failing = std::make_shared<bool>(false);
   self->send(self, tick_atom_v);
@@ -125,9 +146,9 @@ struct relay_state {
   relay_config cfg;
   directory_actor directory;
   std::shared_ptr<match_store> inline_store; ///< non-blocking match store
-  caf::actor store_worker;                   ///< blocking match store
+  match_worker_actor store_worker;           ///< blocking match store
   std::shared_ptr<queue_store> inline_sink;  ///< non-blocking sink
-  caf::actor sink_worker;                    ///< blocking sink
+  sink_worker_actor sink_worker;             ///< blocking sink
   bool busy = false;   ///< a cycle is running
   bool dirty = false;  ///< woken during the cycle: run one more
   uint64_t cycle = 0;  ///< number of the current / last cycle

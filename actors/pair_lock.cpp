@@ -49,6 +49,14 @@ namespace mm {
 
 namespace {
 
+/// The detached worker that owns the lock's blocking connection. Local only
+/// (the batch carries continuations), so it needs no type ID.
+using lock_worker_actor = caf::typed_actor<
+  // Runs the batch's ops in order (see run_ops) and answers the same batch
+  // with one reply per op. A batch sent twice runs twice: a SET NX then
+  // finds its own key and fails, an unlock finds nothing.
+  caf::replies_to<lock_batch_ptr>::with<lock_batch_ptr>>;
+
 std::shared_ptr<spdlog::logger> lock_log() {
   static auto log = logger("pair_lock");
   return log;
@@ -102,8 +110,9 @@ void run_ops(queue_store& store, const std::vector<store_op>& ops,
 }
 
 /// Owns one blocking connection; runs one batch at a time.
-caf::behavior lock_worker(caf::event_based_actor*,
-                          std::shared_ptr<queue_store_factory> factory) {
+lock_worker_actor::behavior_type
+lock_worker(lock_worker_actor::pointer,
+            std::shared_ptr<queue_store_factory> factory) {
   std::shared_ptr<queue_store> store = factory->connect();
   return {
     [store](lock_batch_ptr& b) {
@@ -139,7 +148,7 @@ struct pair_entry {
 struct pair_lock_state {
   pair_lock_config cfg;
   std::unique_ptr<queue_store> inline_store; // non-blocking stores
-  caf::actor worker;                         // blocking stores
+  lock_worker_actor worker;                  // blocking stores
   bool worker_busy = false;
   std::deque<std::pair<store_op, reply_fn>> pending;
   std::unordered_map<std::string, pair_entry> pairs;

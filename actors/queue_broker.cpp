@@ -40,14 +40,23 @@ namespace mm {
 
 namespace {
 
+/// A detached worker that owns one blocking queue store connection. Local
+/// only (the batch carries continuations), so it needs no type ID.
+using store_worker_actor = caf::typed_actor<
+  // Runs the batch's calls in one pipelined round trip and answers the same
+  // batch with one reply per call, in order. A batch sent twice runs twice:
+  // only as idempotent as its calls.
+  caf::replies_to<batch_ptr>::with<batch_ptr>>;
+
 std::shared_ptr<spdlog::logger> broker_log() {
   static auto log = logger("broker");
   return log;
 }
 
 /// Owns one blocking connection; runs one batch at a time.
-caf::behavior store_worker(caf::event_based_actor*,
-                           std::shared_ptr<queue_store_factory> factory) {
+store_worker_actor::behavior_type
+store_worker(store_worker_actor::pointer,
+             std::shared_ptr<queue_store_factory> factory) {
   std::shared_ptr<queue_store> store = factory->connect();
   return {
     [store](batch_ptr& b) {
@@ -60,7 +69,7 @@ caf::behavior store_worker(caf::event_based_actor*,
 struct broker_state {
   broker_config cfg;
   std::unique_ptr<queue_store> inline_store; // non-blocking stores
-  std::vector<caf::actor> idle;              // blocking stores: free workers
+  std::vector<store_worker_actor> idle;      // blocking stores: free workers
   std::deque<std::pair<script_call, reply_fn>> pending;
   std::set<std::string> queues; // seen, for the periodic sweep
   static inline const char* name = "queue_broker";

@@ -29,8 +29,18 @@ namespace mm {
 
 namespace {
 
-caf::behavior swipe_worker(caf::event_based_actor*,
-                           std::shared_ptr<match_store_factory> factory) {
+/// A detached worker of the pool; owns one blocking database connection.
+/// Local only, so it needs no type ID.
+using swipe_worker_actor = caf::typed_actor<
+  // Records the job's swipe (match_store::record_swipe) and answers the same
+  // job with the record or the store's failure. Idempotent: the same swipe
+  // again changes nothing.
+  caf::replies_to<swipe_job_ptr>::with<swipe_job_ptr>>;
+
+/// Owns one blocking connection; records one swipe at a time.
+swipe_worker_actor::behavior_type
+swipe_worker(swipe_worker_actor::pointer,
+             std::shared_ptr<match_store_factory> factory) {
   std::shared_ptr<match_store> store = factory->connect();
   return {
     [store](swipe_job_ptr& job) {
@@ -46,7 +56,7 @@ struct swipe_state {
   pair_lock_actor lock;
   finalizer_actor finalizer;
   std::unique_ptr<match_store> inline_store;
-  std::vector<caf::actor> workers;
+  std::vector<swipe_worker_actor> workers;
   size_t next = 0;
   static inline const char* name = "swipe";
 };

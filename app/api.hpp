@@ -48,7 +48,6 @@ public:
                       ticket_cb cb) = 0;
 
   /// The state of the user's `ticket`; `not_found` for another ticket.
-  /// Idempotent.
   virtual void state(const std::string& user, const std::string& ticket,
                      ticket_cb cb) = 0;
 
@@ -95,15 +94,15 @@ public:
               const std::string& authorization, const std::string& body,
               reply_fn done) const;
 
-  /// Checks a WebSocket upgrade to `target`. Idempotent.
+  /// Checks a WebSocket upgrade to `target`.
   ws_admission admit_ws(const std::string& target,
                         const std::string& authorization) const;
 
-  /// The JSON error body for `name`/`detail`. Idempotent.
+  /// The JSON error body for `name`/`detail`.
   static api_reply error(unsigned status, const std::string& name,
                          const std::string& detail);
 
-  /// The HTTP status of an engine refusal. Idempotent.
+  /// The HTTP status of an engine refusal.
   static unsigned status_of(errc code) noexcept;
 
   const std::shared_ptr<api_context>& context() const {
@@ -116,10 +115,9 @@ private:
 };
 
 /// True for 1-128 bytes of [A-Za-z0-9_.:@-] (users, queues, tickets).
-/// Idempotent.
 bool valid_api_id(const std::string& id) noexcept;
 
-/// The JSON text of `t`, `e` (for WebSockets and tests). Idempotent.
+/// The JSON text of `t`, `e` (for WebSockets and tests).
 std::string to_json(const ticket_view& t);
 
 } // namespace mm

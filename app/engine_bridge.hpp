@@ -45,7 +45,7 @@ public:
   /// Idempotent.
   virtual void stop() = 0;
 
-  /// Users with a link on this node. Idempotent.
+  /// Users with a link on this node.
   virtual size_t users() const = 0;
 };
 

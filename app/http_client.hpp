@@ -31,13 +31,13 @@ struct http_url {
   std::string host;
   std::string port = "80";
 
-  /// The value of the Host header: "host:port". Idempotent.
+  /// The value of the Host header: "host:port".
   std::string host_header() const;
 };
 
 /// Parses `http://host[:port][/]` (also `host:port` without a scheme and
 /// `[v6addr]:port`). Returns false and sets `err` on anything else, e.g.
-/// https or a path. Idempotent.
+/// https or a path.
 bool parse_http_url(std::string_view text, http_url& out, std::string& err);
 
 /// A host resolved once, before the io_context runs. Copyable.
@@ -48,12 +48,12 @@ struct http_endpoint {
 
 /// Resolves `url` synchronously (call it before starting the io threads; a
 /// numeric address never touches DNS). Returns false and sets `err` when the
-/// name does not resolve. Idempotent.
+/// name does not resolve.
 bool resolve_endpoint(asio::io_context& io, const http_url& url,
                       http_endpoint& out, std::string& err);
 
 /// Percent-encodes everything outside [A-Za-z0-9_.~:@-] so that a value can
-/// be one path segment. Idempotent.
+/// be one path segment.
 std::string path_escape(std::string_view segment);
 
 /// The outcome of one HTTP request: a transport error (`ec` set, `status`
@@ -63,7 +63,7 @@ struct http_result {
   unsigned status = 0;
   std::string body;
 
-  /// True for a response with a 2xx status. Idempotent.
+  /// True for a response with a 2xx status.
   bool ok() const noexcept { return !ec && status >= 200 && status < 300; }
 };
 
@@ -86,7 +86,7 @@ struct http_pool_options {
 /// the pool closes its connections; callbacks still pending then never run.
 class http_pool {
 public:
-  /// Opens no connection yet. Idempotent.
+  /// Opens no connection yet.
   http_pool(asio::io_context& io, http_endpoint where, http_pool_options opts);
   ~http_pool();
 
@@ -101,10 +101,10 @@ public:
                std::string authorization, std::string body,
                http_callback done);
 
-  /// Requests queued or on the wire. Idempotent.
+  /// Requests queued or on the wire.
   std::size_t pending() const noexcept { return pending_; }
 
-  /// Open connections (busy, connecting or idle). Idempotent.
+  /// Open connections (busy, connecting or idle).
   std::size_t connections() const noexcept { return open_; }
 
   /// Closes idle connections and fails queued requests with
@@ -115,7 +115,7 @@ public:
   /// too. Idempotent.
   void abort();
 
-  /// The host this pool talks to. Idempotent.
+  /// The host this pool talks to.
   const http_endpoint& endpoint() const noexcept { return where_; }
 
   class connection; // implementation detail, public for the .cpp only
@@ -186,7 +186,7 @@ class ws_client : public std::enable_shared_from_this<ws_client> {
 public:
   /// `where` must outlive the client; `target` is the path (and query) of
   /// the upgrade request, `authorization` the whole header value or empty.
-  /// Connects nothing yet. Idempotent.
+  /// Connects nothing yet.
   ws_client(asio::io_context& io, const http_endpoint& where,
             std::string target, std::string authorization,
             ws_options opts = {});
@@ -205,7 +205,7 @@ public:
   /// Drops the TCP connection at once; `on_close` follows. Idempotent.
   void abort();
 
-  /// True between a successful handshake and the end. Idempotent.
+  /// True between a successful handshake and the end.
   bool is_open() const noexcept;
 
   struct impl;

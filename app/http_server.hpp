@@ -47,7 +47,7 @@ public:
 
   virtual ~http_server();
 
-  /// The bound port. Idempotent.
+  /// The bound port.
   virtual uint16_t port() const = 0;
 
   /// Stops accepting connections; open ones go on. Idempotent.

@@ -49,18 +49,18 @@ public:
   /// Idempotent.
   void touch(const std::string& user);
 
-  /// True while `user` has an open WebSocket. Idempotent.
+  /// True while `user` has an open WebSocket.
   bool connected(const std::string& user) const;
 
   /// Time since the user's last sign of life (zero while connected; large
-  /// for a user never seen). Idempotent.
+  /// for a user never seen).
   clock::duration idle(const std::string& user) const;
 
   /// Drops backlogs older than the TTL and entries with nothing left.
   /// Idempotent.
   void prune();
 
-  /// Open WebSockets right now. Idempotent.
+  /// Open WebSockets right now.
   size_t sinks() const;
 
 private:

@@ -37,7 +37,7 @@ struct load_options {
   /// close handshake: fewer packets and syscalls on both sides.
   bool abrupt_close = false;
 
-  /// The name of virtual user `i`: the prefix and the number. Idempotent.
+  /// The name of virtual user `i`: the prefix and the number.
   std::string user_name(std::size_t i) const {
     return prefix + std::to_string(i);
   }

@@ -53,7 +53,7 @@ struct config_result {
 };
 
 /// Parses and validates. On a bad value `exit_code` is 2 and `output` holds
-/// one line per problem, naming the option. Idempotent.
+/// one line per problem, naming the option.
 config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg);
 
 } // namespace mm

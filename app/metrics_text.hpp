@@ -22,7 +22,7 @@ public:
   /// Counts one answered request with `status`. Thread-safe.
   void count_status(unsigned status);
 
-  /// The exposition text. Idempotent (reads only).
+  /// The exposition text.
   std::string render() const;
 
 private:

@@ -18,10 +18,9 @@ enum class token_error : uint8_t {
 };
 
 /// "missing_token", "malformed_token", "expired_token", "bad_signature".
-/// Idempotent.
 const char* to_string(token_error x) noexcept;
 
-/// Signs a token for `user` that expires at `expiry_unix_s`. Idempotent.
+/// Signs a token for `user` that expires at `expiry_unix_s`.
 std::string sign_token(const std::string& secret, const std::string& user,
                        int64_t expiry_unix_s);
 
@@ -31,14 +30,14 @@ struct token_check {
 };
 
 /// Verifies `token` against `secret` at `now_unix_s` (constant-time
-/// signature comparison). Idempotent.
+/// signature comparison).
 token_check verify_token(const std::string& secret, const std::string& token,
                          int64_t now_unix_s);
 
-/// base64url without padding. Idempotent.
+/// base64url without padding.
 std::string base64url_encode(const std::string& in);
 
-/// Decodes base64url without padding; false on a bad character. Idempotent.
+/// Decodes base64url without padding; false on a bad character.
 bool base64url_decode(const std::string& in, std::string& out);
 
 } // namespace mm

@@ -24,10 +24,10 @@ enum class errc : uint8_t {
   shutting_down,     ///< the engine no longer accepts new work
 };
 
-/// Returns the stable name of `x`, e.g. "duplicate_ticket". Idempotent.
+/// Returns the stable name of `x`, e.g. "duplicate_ticket".
 const char* to_string(errc x) noexcept;
 
-/// Parses a stable name back into a code; `errc::none` if unknown. Idempotent.
+/// Parses a stable name back into a code; `errc::none` if unknown.
 errc errc_from_string(const std::string& name) noexcept;
 
 /// An error code with a human-readable detail.

@@ -87,7 +87,6 @@ struct delivery_report {
 
 /// True when every user of the event got it, or is connected nowhere (it
 /// is then kept for the user's reconnect): the relay may mark it delivered.
-/// Idempotent.
 inline bool complete(const delivery_report& x) noexcept {
   return x.failed == 0;
 }

@@ -110,7 +110,7 @@ using queue_broker_actor = caf::typed_actor<
   // answers how many it removed and the queue's depth (waiting tickets
   // left). Idempotent.
   caf::replies_to<sweep_atom, std::string>::with<sweep_result>,
-  // Timer: sweeps every queue seen so far, then re-arms itself. Idempotent.
+  // Timer: sweeps every queue seen so far, then re-arms itself.
   caf::reacts_to<tick_atom>>;
 
 /// Receives a user's session updates and match events (the host's side).
@@ -129,7 +129,7 @@ using session_actor = caf::typed_actor<
   // Cancels the current join. Answers only when certain: `cancelled` (never
   // matched) or `matched` (too late). Idempotent.
   caf::replies_to<cancel_atom>::with<session_state>,
-  // The current state. Idempotent.
+  // The current state.
   caf::replies_to<state_atom>::with<session_state>,
   // A committed match (from the outbox relay; at least once, deduped here).
   caf::reacts_to<deliver_atom, match_event>,
@@ -182,7 +182,7 @@ using node_gateway_actor = caf::typed_actor<
   // node `node`, for hosts and tests that connect nodes themselves.
   // Idempotent.
   caf::reacts_to<peer_atom, std::string, caf::actor>,
-  // The peers as this gateway sees them, by node id. Idempotent.
+  // The peers as this gateway sees them, by node id.
   caf::replies_to<peers_atom>::with<std::vector<peer_info>>>;
 
 /// Maps users to their session actors on this node (actors/directory.hpp).
@@ -230,6 +230,27 @@ using swipe_actor = caf::typed_actor<
   // could not be had within the wait bound: retry), writing nothing.
   // Idempotent: the same swipe again changes nothing.
   caf::replies_to<swipe_atom, swipe_request>::with<swipe_result>>;
+
+/// The API side of one user inside matchd (app/client_link.hpp): subscriber
+/// of the user's session and forwarder of its events to the user's
+/// WebSockets.
+using client_link_actor = caf::typed_actor<
+  // From the user's session: state changes and match events.
+  caf::reacts_to<session_state>, caf::reacts_to<match_event>,
+  // Joins through the session; remembers the client's ticket id. Idempotent
+  // per ticket (the session is).
+  caf::replies_to<join_atom, join_request>::with<session_state>,
+  // (ticket): the state of the user's current or last join; `not_found` for
+  // another ticket.
+  caf::replies_to<state_atom, std::string>::with<session_state>,
+  // (ticket, reason): cancels; answers when certain. The reason goes into
+  // the WebSocket notice ("" for a client's own cancel). Idempotent.
+  caf::replies_to<cancel_atom, std::string, std::string>::with<session_state>,
+  // Drain: cancels the live join, if any, with reason "shutting_down";
+  // answers true once its outcome is certain. Idempotent.
+  caf::replies_to<flush_atom>::with<bool>,
+  // Timer: presence check.
+  caf::reacts_to<tick_atom>>;
 
 /// Registers every type of the block and the error category with `cfg`.
 /// Call it on EVERY node before the actor system starts. Idempotent.

@@ -43,7 +43,7 @@ constexpr uint32_t default_lease_ms = 30000;
 /// rounds as created requests plus one).
 enum class commit_stage : uint8_t { after_create, before_commit };
 
-/// Returns "after_create" or "before_commit". Idempotent.
+/// Returns "after_create" or "before_commit".
 const char* to_string(commit_stage x) noexcept;
 
 /// Asked (from the calling thread) for each request still in the batch, with
@@ -143,7 +143,7 @@ public:
 
   /// Returns the mutual match of the unordered pair {a, b} (active or
   /// closed, `created == false`), if it has one; `invalid_argument` for
-  /// malformed ids or `a == b`. Idempotent.
+  /// malformed ids or `a == b`.
   outcome<std::optional<match_record>>
   mutual_match_of(const std::string& a, const std::string& b);
 
@@ -154,12 +154,11 @@ public:
   outcome<bool> close_session(const std::string& session_id,
                               const std::string& reason);
 
-  /// Returns the active session of `user`, if any. Idempotent.
+  /// Returns the active session of `user`, if any.
   outcome<std::optional<match_record>>
   active_session_of(const std::string& user);
 
   /// Returns the session `session_id`, active or closed, if it exists.
-  /// Idempotent.
   outcome<std::optional<match_record>>
   find_session(const std::string& session_id);
 
@@ -187,7 +186,7 @@ public:
   /// notified, false on timeout. Not idempotent: consumes notifications.
   virtual outcome<bool> wait_for_events(uint32_t timeout_ms) = 0;
 
-  /// True when calls block the calling thread on I/O. Idempotent.
+  /// True when calls block the calling thread on I/O.
   virtual bool blocking() const noexcept = 0;
 
 protected:
@@ -242,7 +241,6 @@ public:
   virtual std::unique_ptr<match_store> connect() = 0;
 
   /// A short description for logs, e.g. "postgres host=... dbname=...".
-  /// Idempotent.
   virtual std::string describe() const = 0;
 };
 
@@ -259,46 +257,44 @@ struct pg_options {
   uint32_t statement_timeout_ms = 5000;
 };
 
-/// Returns a factory for PostgreSQL connections (libpq). Idempotent.
+/// Returns a factory for PostgreSQL connections (libpq).
 std::shared_ptr<match_store_factory> make_pg_match_store(pg_options opts);
 
 /// Returns a factory whose connections all share ONE in-memory data set
 /// with the semantics of the PostgreSQL store. Every call creates a new,
-/// empty data set. Idempotent per factory.
+/// empty data set.
 std::shared_ptr<match_store_factory> make_memory_match_store();
 
 // -- shared rules of both implementations -------------------------------------
 
-/// Checks a request; `code == errc::none` when it is well-formed. Idempotent.
+/// Checks a request; `code == errc::none` when it is well-formed.
 failure check_match_request(const match_request& req);
 
 /// Checks a user or session id: 1..128 bytes of UTF-8, no control
-/// characters. `code == errc::none` when valid. Idempotent.
+/// characters. `code == errc::none` when valid.
 failure check_id(const std::string& what, const std::string& id);
 
 /// Checks a close reason: at most 256 bytes of UTF-8 without NUL (may be
-/// empty). `code == errc::none` when valid. Idempotent.
+/// empty). `code == errc::none` when valid.
 failure check_close_reason(const std::string& reason);
 
-/// Checks the arguments of `fetch_undelivered`. Idempotent.
+/// Checks the arguments of `fetch_undelivered`.
 failure check_fetch_args(uint32_t limit, uint32_t lease_ms);
 
 /// The idempotency key of a request: queue and both user:ticket pairs, in a
-/// canonical order (A–B and B–A give the same key). Idempotent.
+/// canonical order (A–B and B–A give the same key).
 std::string match_key(const match_request& req);
 
 /// The unordered pair {a, b} as (min, max) in byte order — the order of
 /// `COLLATE "C"` and of the engine's pair key `min(a,b):max(a,b)`.
-/// Idempotent.
 std::pair<std::string, std::string> pair_bounds(const std::string& a,
                                                 const std::string& b);
 
-/// The event id of a session's `match.created` event. Idempotent.
+/// The event id of a session's `match.created` event.
 std::string match_created_event_id(const std::string& session_id);
 
 /// The payload of the `match.created` event of a session: a JSON object
 /// with event_id, type, session_id, queue and users [{user, ticket}, ...].
-/// Idempotent.
 std::string match_created_payload(const std::string& session_id,
                                   const match_request& req);
 
@@ -306,7 +302,7 @@ std::string match_created_payload(const std::string& session_id,
 std::string new_session_id();
 
 /// The names of the embedded migrations ("0001_init", ...), in the order
-/// they are applied. Idempotent.
+/// they are applied.
 std::vector<std::string> known_migrations();
 
 } // namespace mm

@@ -42,7 +42,7 @@ struct swipe_record {
 
 enum class session_status : uint8_t { active, closed };
 
-/// Returns "active" or "closed". Idempotent.
+/// Returns "active" or "closed".
 inline const char* to_string(session_status x) noexcept {
   return x == session_status::active ? "active" : "closed";
 }

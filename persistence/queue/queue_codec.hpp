@@ -21,17 +21,17 @@ constexpr uint32_t max_scan = 100;
 constexpr uint32_t max_hold_ms = 600000;
 
 /// Checks a queue name: [A-Za-z0-9._:-], 1..64 bytes (no hash-tag braces).
-/// Returns an empty string when valid, else what is wrong. Idempotent.
+/// Returns an empty string when valid, else what is wrong.
 std::string check_queue(const std::string& queue);
 
-/// Checks every field of a spec; empty when valid. Idempotent.
+/// Checks every field of a spec; empty when valid.
 std::string check_spec(const ticket_spec& spec);
 
-/// The five keys of a queue, all under the hash tag `{queue}`. Idempotent.
+/// The five keys of a queue, all under the hash tag `{queue}`.
 std::vector<std::string> queue_keys(const std::string& queue);
 
 /// Builders. Each validates first and returns `invalid_argument` naming the
-/// bad field, so a malformed request never reaches the store. Idempotent.
+/// bad field, so a malformed request never reaches the store.
 outcome<script_call> enqueue_call(const ticket_spec& spec);
 outcome<script_call> claim_call(const ticket_spec& spec, uint32_t scan,
                                 uint32_t hold_ms, bool rescan);
@@ -47,7 +47,6 @@ outcome<script_call> sweep_call(const std::string& queue, uint32_t batch);
 /// ('invalid' -> invalid_argument, 'duplicate' -> duplicate_ticket,
 /// 'stale_token' -> stale_token, 'not_found' -> not_found, transport
 /// failures -> store_unavailable, anything unreadable -> protocol_error).
-/// Idempotent.
 outcome<enqueue_result> parse_enqueue(const store_reply& reply);
 outcome<claim_result> parse_claim(const store_reply& reply);
 outcome<cancel_result> parse_cancel(const store_reply& reply);

@@ -61,7 +61,7 @@ public:
   execute(const std::vector<store_command>& commands) = 0;
 
   /// True when calls block the calling thread on I/O (then they belong in a
-  /// detached actor). Idempotent.
+  /// detached actor).
   virtual bool blocking() const noexcept = 0;
 };
 
@@ -75,7 +75,7 @@ public:
   /// Not idempotent: every call opens another connection.
   virtual std::unique_ptr<queue_store> connect() = 0;
 
-  /// A short description for logs, e.g. "redis 127.0.0.1:6379". Idempotent.
+  /// A short description for logs, e.g. "redis 127.0.0.1:6379".
   virtual std::string describe() const = 0;
 };
 
@@ -92,7 +92,7 @@ struct redis_options {
   uint32_t retry_delay_ms = 100;
 };
 
-/// Returns a factory for Redis connections (hiredis). Idempotent.
+/// Returns a factory for Redis connections (hiredis).
 std::shared_ptr<queue_store_factory> make_redis_store(redis_options opts);
 
 /// Settings of the embedded store.
@@ -103,7 +103,7 @@ struct embedded_options {
 
 /// Returns a factory whose connections all share ONE in-memory data set that
 /// runs the lua/ scripts in an embedded Lua 5.1. Every call of `make_*`
-/// creates a new, empty data set. Idempotent per factory.
+/// creates a new, empty data set.
 std::shared_ptr<queue_store_factory> make_embedded_store(embedded_options opts);
 
 } // namespace mm
