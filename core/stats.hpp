@@ -21,7 +21,7 @@ enum class rank_rule {
 };
 
 /// The index of the q-quantile (0 <= q <= 1) among `n` > 0 sorted samples.
-/// Idempotent.
+///
 std::size_t percentile_index(std::size_t n, double q, rank_rule rule);
 
 /// The q-quantile (0 <= q <= 1) of `xs`; 0 when `xs` is empty. Reorders

@@ -22,7 +22,7 @@ struct checker_result {
   /// A few offending users per violation, for the report: (kind, user).
   std::vector<std::pair<std::string, uint32_t>> examples;
 
-  /// "ok" or "violations". Idempotent.
+  /// "ok" or "violations".
   const char* verdict() const noexcept {
     return double_bookings + lost_users + undelivered_events
                + cancelled_but_matched
@@ -43,7 +43,7 @@ struct checker_result {
 ///   were told cancelled/failed) and who are matched all the same;
 /// - lost_users: joined, not told cancelled/failed/shutting down, and at
 ///   the end neither matched nor waiting (the last GET said so, or failed).
-/// Idempotent.
+///
 checker_result check_records(const std::vector<user_record>& users,
                              const std::vector<extra_event>& extras);
 

@@ -41,18 +41,18 @@ struct load_summary {
   std::vector<std::string> cancel_requested_users; ///< sent a DELETE
 };
 
-/// Sums the records up. Idempotent.
+/// Sums the records up.
 load_summary summarize(const load_options& opts,
                        const std::vector<user_record>& recs,
                        const run_extras& run);
 
 /// Prints the report to `out`; its last line ("verdict=...") is for
-/// scripts. Idempotent.
+/// scripts.
 void print_report(std::ostream& out, const load_options& opts,
                   const std::vector<user_record>& recs, const run_extras& run,
                   const load_summary& s, const checker_result& c);
 
-/// Writes the report as JSON to `file`; false when that failed. Idempotent.
+/// Writes the report as JSON to `file`; false when that failed.
 bool write_json(const std::string& file, const load_options& opts,
                 const run_extras& run, const load_summary& s,
                 const checker_result& c);

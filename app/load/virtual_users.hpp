@@ -64,7 +64,7 @@ constexpr std::chrono::milliseconds request_timeout{15000};
 class virtual_users {
 public:
   /// `released` runs after a user is done, unless the final phase began.
-  /// Starts nothing yet. Idempotent.
+  /// Starts nothing yet.
   virtual_users(const load_options& opts, shared_state& st,
                 std::vector<user_record>& recs, unsigned id, unsigned count,
                 asio::io_context& io,
@@ -75,23 +75,23 @@ public:
   virtual_users(const virtual_users&) = delete;
   virtual_users& operator=(const virtual_users&) = delete;
 
-  /// How many users belong to this thread. Idempotent.
+  /// How many users belong to this thread.
   std::size_t size() const noexcept {
     return active_.size();
   }
 
-  /// The run-wide index of this thread's `l`-th user. Idempotent.
+  /// The run-wide index of this thread's `l`-th user.
   uint32_t global(std::size_t l) const noexcept {
     return static_cast<uint32_t>(l * count_ + id_);
   }
 
-  /// Users started and not yet done. Idempotent.
+  /// Users started and not yet done.
   std::size_t in_progress() const noexcept {
     return in_progress_;
   }
 
   /// When the last join was sent / a user was last done (us since the
-  /// start). Idempotent.
+  /// start).
   int64_t last_join_us() const noexcept {
     return last_join_us_;
   }
@@ -99,7 +99,7 @@ public:
     return last_done_us_;
   }
 
-  /// True once `begin_final` ran. Idempotent.
+  /// True once `begin_final` ran.
   bool finishing() const noexcept {
     return final_;
   }
@@ -115,7 +115,7 @@ public:
   std::size_t begin_final(std::function<void()> answered);
 
   /// Drops every WebSocket and every request still on the wire; everyone
-  /// still open is done. Idempotent.
+  /// still open is done.
   void close_all();
 
   /// Counts an error by name, also for the progress line. Not idempotent.
