@@ -34,6 +34,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   cfg.session.metrics = cfg.metrics;
   cfg.relay.metrics = cfg.metrics;
   cfg.swipe.metrics = cfg.metrics;
+  cfg.lifecycle.metrics = cfg.metrics;
   std::shared_ptr<engine> e{new engine(sys, cfg)};
   if (cfg.queue_factory) {
     e->queue_store_ = cfg.queue_factory;
@@ -83,6 +84,9 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
     }
     e->published_port_ = *port;
   }
+  auto lcfg = cfg.lifecycle;
+  lcfg.relay = e->relay_; // ended sessions' events go out at once
+  e->lifecycle_ = spawn_lifecycle(sys, e->match_store_, lcfg);
   e->lock_ = spawn_pair_lock(sys, e->queue_store_, cfg.lock);
   e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
                           cfg.swipe);
@@ -97,10 +101,24 @@ session_actor engine::session(const std::string& user,
     return i->second;
   auto s = spawn_session(sys_, user,
                          session_links{broker_, finalizer_, directory_,
-                                       std::move(subscriber), gateway_},
+                                       std::move(subscriber), gateway_,
+                                       lifecycle_},
                          cfg_.session);
   sessions_.emplace(user, s);
   return s;
+}
+
+void engine::release(const std::string& user) {
+  session_actor s;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = sessions_.find(user);
+    if (i == sessions_.end())
+      return;
+    s = std::move(i->second);
+    sessions_.erase(i);
+  }
+  caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
 }
 
 void engine::stop() {
@@ -130,6 +148,7 @@ void engine::stop() {
       caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   };
   bye(gateway_);
+  bye(lifecycle_);
   bye(relay_);
   bye(swipe_);
   bye(lock_);
@@ -137,6 +156,7 @@ void engine::stop() {
   bye(directory_);
   bye(broker_);
   gateway_ = nullptr;
+  lifecycle_ = nullptr;
   relay_ = nullptr;
   swipe_ = nullptr;
   lock_ = nullptr;

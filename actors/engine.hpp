@@ -10,6 +10,7 @@
 
 #include "actors/cluster_config.hpp"
 #include "actors/finalizer.hpp"
+#include "actors/lifecycle.hpp"
 #include "actors/outbox_relay.hpp"
 #include "actors/pair_lock.hpp"
 #include "actors/queue_broker.hpp"
@@ -40,6 +41,9 @@ struct engine_config {
   relay_config relay;
   pair_lock_config lock; ///< mutual likes: wait and lease bounds
   swipe_config swipe;
+  /// Sessions end: maximum duration, sweep period, retention of delivered
+  /// events and closed sessions (docs/engine.md).
+  lifecycle_config lifecycle;
   /// Run the outbox relay (off only for tests that drive it themselves).
   bool run_relay = true;
   /// This node's part in a cluster (docs/cluster.md); `cluster.port == 0`
@@ -90,6 +94,11 @@ public:
   session_actor session(const std::string& user,
                         subscriber_actor subscriber = {});
 
+  /// Stops the session actor of `user` and forgets it: the next
+  /// `session(user)` spawns a fresh one, which knows nothing of the user
+  /// (the stores do). Idempotent.
+  void release(const std::string& user);
+
   /// Stops every actor of the engine (sessions included). With a cluster it
   /// first takes this node's membership record out of the queue store (so
   /// the other nodes count its users as connected nowhere at once) and
@@ -118,6 +127,11 @@ public:
   /// user's active match; with a cluster it routes between nodes).
   node_gateway_actor gateway() const {
     return gateway_;
+  }
+
+  /// Ends sessions (`end_atom`), expires old ones, prunes the database.
+  lifecycle_actor lifecycle() const {
+    return lifecycle_;
   }
 
   /// Mutual likes: send `swipe_atom, swipe_request`. Thread-safe.
@@ -158,6 +172,7 @@ private:
   directory_actor directory_;
   outbox_relay_actor relay_;
   node_gateway_actor gateway_;
+  lifecycle_actor lifecycle_;
   uint16_t published_port_ = 0; ///< 0: the engine did not publish
   pair_lock_actor lock_;
   swipe_actor swipe_;

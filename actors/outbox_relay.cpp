@@ -242,6 +242,7 @@ bool parse_event(const outbox_event& ev, match_event& out, std::string& why) {
   out.event_id = ev.event_id;
   out.session_id = ev.aggregate_id;
   out.payload = ev.payload;
+  out.type = ev.type; // match.created or session.ended: same users shape
   try {
     auto j = nlohmann::json::parse(ev.payload);
     out.queue = j.at("queue").get<std::string>();

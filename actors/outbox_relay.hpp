@@ -1,9 +1,9 @@
 #pragma once
 
-// The outbox relay: committed match.created events -> the external sink (a
-// Redis Stream) and both users' sessions (through the directory), then
-// marked delivered. At-least-once (invariant I5 of docs/design.md); consumers dedupe by
-// event_id.
+// The outbox relay: committed events (match.created, session.ended) -> the
+// external sink (a Redis Stream) and both users' sessions (through the
+// directory), then marked delivered. At-least-once (invariant I5 of
+// docs/design.md); consumers dedupe by event_id.
 
 #include <cstdint>
 #include <memory>

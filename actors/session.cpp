@@ -33,6 +33,9 @@ struct session_data {
   bool cancel_requested = false;
   bool join_counted = false;        // this join is in metrics->joins
   std::string owner_node;           // whose finalizer owns our claimed pair
+  // The user has no active match session: this actor saw it end, or the
+  // database said so. Until then a join asks the database first.
+  bool free_known = false;
   std::vector<state_promise> join_waiters;
   std::vector<state_promise> cancel_waiters;
   std::set<std::string> seen;       // event ids (at-least-once delivery)
@@ -103,6 +106,8 @@ void enter(ses_ptr self, session_phase phase) {
 
 void finish(ses_ptr self, session_phase phase, std::string session_id,
             std::string detail) {
+  if (phase == session_phase::matched)
+    self->state.free_known = false;
   self->state.st.session_id = std::move(session_id);
   self->state.st.detail = std::move(detail);
   enter(self, phase);
@@ -113,6 +118,43 @@ void fail(ses_ptr self, const caf::error& err) {
   ses_log()->warn("{}: join of {} failed: {}", self->state.st.user,
                   self->state.st.ticket, what);
   finish(self, session_phase::failed, {}, what);
+}
+
+/// The user's session `session_id` ended (its `session.ended` event, or our
+/// own end): if it is the one we are matched in, the user is free again.
+void session_over(ses_ptr self, const std::string& session_id,
+                  const std::string& reason) {
+  auto& d = self->state;
+  if (d.st.phase != session_phase::matched || d.st.session_id != session_id)
+    return;
+  d.free_known = true;
+  d.st.phase = session_phase::idle;
+  d.st.token.clear();
+  d.st.detail = "session " + session_id + " ended: " + reason;
+  ++d.gen;
+  self->become(idle_b(self));
+  publish(self);
+}
+
+/// Ends `session_id` through the lifecycle actor on behalf of this user.
+caf::result<end_result> end_session(ses_ptr self, std::string session_id,
+                                    std::string reason) {
+  auto& d = self->state;
+  if (!d.links.lifecycle)
+    return caf::make_error(errc::shutting_down,
+                           "sessions cannot be ended on this engine");
+  auto rp = self->make_response_promise<end_result>();
+  self
+    ->request(d.links.lifecycle,
+              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms), end_atom_v,
+              session_id, d.base_user, std::move(reason))
+    .then(
+      [self, rp](end_result& r) mutable {
+        session_over(self, r.session_id, r.reason);
+        rp.deliver(std::move(r));
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
 }
 
 // -- handlers shared by every state --------------------------------------------
@@ -132,6 +174,9 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
       return rp;
     },
     [self](state_atom) { return self->state.st; },
+    [self](end_atom, std::string& session_id, std::string& reason) {
+      return end_session(self, std::move(session_id), std::move(reason));
+    },
     [self](deliver_atom, match_event& ev) {
       auto& d = self->state;
       if (!d.seen.insert(ev.event_id).second)
@@ -143,6 +188,10 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
       }
       if (d.links.subscriber)
         self->send(d.links.subscriber, ev);
+      if (ev.type == session_ended_event) {
+        session_over(self, ev.session_id, "ended");
+        return;
+      }
       auto mine = (ev.user_a == d.st.user && d.tickets.count(ev.ticket_a))
                   || (ev.user_b == d.st.user && d.tickets.count(ev.ticket_b));
       if (!mine || terminal(d.st.phase))
@@ -185,23 +234,52 @@ join_fn join_while_busy(ses_ptr self) {
   };
 }
 
+void begin_join(ses_ptr self, join_request& r, state_promise rp);
+
+/// A new join: first makes sure the user is not in an active match session
+/// (I8 of docs/design.md: a user in a session never waits in a queue). The
+/// database is asked unless this actor saw the user's last session end; the
+/// ask holds the mailbox (`await`), so no other message sees a half-started
+/// join.
 join_fn start_join(ses_ptr self) {
   return [self](join_request& r, state_promise rp) {
     auto& d = self->state;
-    d.st.queue = r.queue;
-    d.st.ticket = r.ticket;
-    d.st.token.clear();
-    d.st.session_id.clear();
-    d.st.detail.clear();
-    d.base_ticket = r.ticket;
-    d.attrs = r.attrs;
-    d.tickets = {r.ticket};
-    d.heals = 0;
-    d.cancel_requested = false;
-    d.join_counted = false;
-    d.join_waiters.push_back(rp);
-    start_claim(self, false);
+    if (d.free_known || !d.links.lifecycle) {
+      begin_join(self, r, rp);
+      return;
+    }
+    self
+      ->request(d.links.lifecycle,
+                std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
+                state_atom_v, d.base_user)
+      .await(
+        [self, r, rp](std::string& session_id) mutable {
+          if (!session_id.empty()) {
+            rp.deliver(caf::make_error(errc::in_session, session_id));
+            return;
+          }
+          self->state.free_known = true;
+          begin_join(self, r, rp);
+        },
+        [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   };
+}
+
+void begin_join(ses_ptr self, join_request& r, state_promise rp) {
+  auto& d = self->state;
+  d.st.queue = r.queue;
+  d.st.ticket = r.ticket;
+  d.st.token.clear();
+  d.st.session_id.clear();
+  d.st.detail.clear();
+  d.base_ticket = r.ticket;
+  d.attrs = r.attrs;
+  d.tickets = {r.ticket};
+  d.heals = 0;
+  d.cancel_requested = false;
+  d.join_counted = false;
+  d.join_waiters.push_back(rp);
+  start_claim(self, false);
 }
 
 // -- states -----------------------------------------------------------------------
@@ -221,7 +299,13 @@ join_fn start_join(ses_ptr self) {
 //    │                 │ committed / refused        │
 //    │                 ▼                            ▼
 //    └──────────── done (matched | cancelled | failed) ◄── cancel, once certain,
-//                                                         from any state
+//    ▲                    │                               from any state
+//    └────────────────────┘ matched: the session ended (session.ended event
+//                           or our own end) -> idle, the user is free again
+//
+// A join from idle or done first asks the lifecycle actor whether the user
+// is still in an active session (unless this actor saw it end): if so the
+// join is refused with `in_session` and nothing changes.
 
 session_actor::behavior_type idle_b(ses_ptr self) {
   return make(

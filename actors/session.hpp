@@ -18,6 +18,8 @@ struct session_config {
   /// Bound of an in-flight cancel verdict asked of another node's finalizer
   /// through the gateway (that finalizer may take its `cancel_wait_ms`).
   uint32_t route_timeout_ms = 30000;
+  /// Bound of a call to the lifecycle actor (an end, the in-session check).
+  uint32_t lifecycle_timeout_ms = 10000;
   /// Where the session counts (null: nothing is counted): `joins` (a new
   /// join whose first claim-or-enqueue step the store answered; repeats,
   /// refusals, retries and self-heals are not new joins) and `cancels` (a
@@ -35,6 +37,10 @@ struct session_links {
   /// the claimed pair, when that is not this node (the claimer's node, as
   /// the queue tells it). May be invalid: then `finalizer` is always asked.
   node_gateway_actor gateway;
+  /// Ends match sessions and tells whether the user is in one (checked
+  /// before a join unless the session already knows the user is free). May
+  /// be invalid: then ends are refused and joins are not checked.
+  lifecycle_actor lifecycle;
 };
 
 /// Spawns the session actor of `user`. It registers with the directory,

@@ -58,8 +58,16 @@ api_reply ok(json body) {
 }
 
 api_reply refusal(const failure& f) {
-  return api_router::error(api_router::status_of(f.code), to_string(f.code),
-                           f.detail);
+  auto r = api_router::error(api_router::status_of(f.code), to_string(f.code),
+                             f.detail);
+  if (f.code == errc::in_session) {
+    // The refusal names the session the user must end (or wait out) first.
+    json j{{"error", to_string(f.code)},
+           {"detail", "the user is in an active match session"},
+           {"session_id", f.detail}};
+    r.body = j.dump();
+  }
+  return r;
 }
 
 /// Reads a string field; false (and `err` set) when absent-but-required or
@@ -138,6 +146,9 @@ unsigned api_router::status_of(errc code) noexcept {
       return 400;
     case errc::not_found:
       return 404;
+    case errc::forbidden:
+      return 403;
+    case errc::in_session:
     case errc::duplicate_ticket:
     case errc::conflict:
     case errc::stale_token:
@@ -226,7 +237,15 @@ void api_router::handle(const std::string& method, const std::string& target,
   }
   // -- /v1/users/{user}/... ---------------------------------------------------
   auto parts = split_path(path);
-  enum { r_none, r_join, r_ticket, r_heartbeat, r_swipe, r_events } route = r_none;
+  enum {
+    r_none,
+    r_join,
+    r_ticket,
+    r_heartbeat,
+    r_swipe,
+    r_events,
+    r_end
+  } route = r_none;
   if (parts.size() >= 3 && parts[0] == "v1" && parts[1] == "users") {
     if (parts.size() == 4 && parts[3] == "tickets")
       route = r_join;
@@ -239,6 +258,8 @@ void api_router::handle(const std::string& method, const std::string& target,
       route = r_swipe;
     else if (parts.size() == 4 && parts[3] == "events")
       route = r_events;
+    else if (parts.size() == 6 && parts[3] == "sessions" && parts[5] == "end")
+      route = r_end;
   }
   if (route == r_none) {
     reply(error(404, "unknown_route", "no route " + method + " " + path));
@@ -249,6 +270,7 @@ void api_router::handle(const std::string& method, const std::string& target,
       case r_join:
       case r_heartbeat:
       case r_swipe:
+      case r_end:
         return method == "POST";
       case r_ticket:
         return method == "GET" || method == "DELETE";
@@ -303,6 +325,36 @@ void api_router::handle(const std::string& method, const std::string& target,
     return;
   }
   api_reply err;
+  if (route == r_end) {
+    const auto& session = parts[4];
+    std::string reason = "ended";
+    if (!string_field(j, "reason", false, reason, err)) {
+      reply(err);
+      return;
+    }
+    if (!valid_api_id(session)) {
+      reply(bad_id("session"));
+      return;
+    }
+    if (reason.empty() || reason.size() > 256) {
+      reply(error(400, "invalid_argument", "reason: 1-256 bytes"));
+      return;
+    }
+    port_->end(user, session, reason, [reply](outcome<end_view> res) {
+      if (!res) {
+        reply(refusal(res.error()));
+        return;
+      }
+      json out{{"session_id", res->session_id},
+               {"state", "ended"},
+               {"queue", res->queue},
+               {"ended_by", res->ended_by},
+               {"reason", res->reason},
+               {"ended_now", res->ended_now}};
+      reply(api_reply{200, out.dump()});
+    });
+    return;
+  }
   if (route == r_join) {
     if (ctx_->draining.load()) {
       reply(error(503, "shutting_down", "the node is draining"));

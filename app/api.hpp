@@ -30,7 +30,17 @@ struct swipe_view {
   bool created = false;
 };
 
+/// What ending a match session answered.
+struct end_view {
+  std::string session_id;
+  std::string queue;
+  std::string ended_by; ///< "" when the session expired
+  std::string reason;
+  bool ended_now = false; ///< false: it had ended before this request
+};
+
 using ticket_cb = std::function<void(outcome<ticket_view>)>;
+using end_cb = std::function<void(outcome<end_view>)>;
 using swipe_cb = std::function<void(outcome<swipe_view>)>;
 
 /// What the API needs from the engine. Callbacks may run on any thread.
@@ -54,6 +64,12 @@ public:
   /// A swipe (`like` false: DISLIKE). Idempotent.
   virtual void swipe(const std::string& from, const std::string& to, bool like,
                      swipe_cb cb) = 0;
+
+  /// `user` ends its match session `session` with `reason`. Idempotent:
+  /// every end of one session answers its one final state. `forbidden`
+  /// when the user is not a member, `not_found` for an unknown session.
+  virtual void end(const std::string& user, const std::string& session,
+                   const std::string& reason, end_cb cb) = 0;
 };
 
 /// A reply to a request: status and JSON body.

@@ -122,6 +122,15 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
           });
       return rp;
     },
+    [self](end_atom, std::string& session, std::string& reason) {
+      auto rp = self->make_response_promise<end_result>();
+      self
+        ->request(self->state.session, caf::infinite, end_atom_v,
+                  std::move(session), std::move(reason))
+        .then([rp](end_result& r) mutable { rp.deliver(std::move(r)); },
+              [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    },
     [self](state_atom, std::string& ticket) -> caf::result<session_state> {
       auto& d = self->state;
       if (!owns(d, ticket))
@@ -185,12 +194,20 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
 } // namespace
 
 std::string event_json(const match_event& ev) {
-  json j{{"type", "match.created"},
+  json j{{"type", ev.type},
          {"event_id", ev.event_id},
          {"session_id", ev.session_id},
          {"queue", ev.queue},
          {"users", {ev.user_a, ev.user_b}},
          {"tickets", {ev.ticket_a, ev.ticket_b}}};
+  if (ev.type == session_ended_event) {
+    // Who ended it and why, from the outbox row's payload.
+    auto p = json::parse(ev.payload, nullptr, false);
+    if (p.is_object()) {
+      j["ended_by"] = p.value("ended_by", std::string{});
+      j["reason"] = p.value("reason", std::string{});
+    }
+  }
   return j.dump();
 }
 

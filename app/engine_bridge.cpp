@@ -75,6 +75,21 @@ public:
     });
   }
 
+  void end(const std::string& user, const std::string& session,
+           const std::string& reason, end_cb cb) override {
+    auto l = link(user);
+    auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
+    sys_.spawn([=](caf::event_based_actor* self) {
+      self->request(l, timeout, end_atom_v, session, reason)
+        .then(
+          [cb](end_result& r) {
+            cb(end_view{r.session_id, r.queue, r.ended_by, r.reason,
+                        r.ended_now});
+          },
+          [cb](caf::error& err) { cb(to_failure(err)); });
+    });
+  }
+
   bool drain(time_point deadline) override {
     std::vector<client_link_actor> all;
     {

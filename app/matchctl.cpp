@@ -5,6 +5,7 @@
 //     token USER
 //     join --user U --queue Q --ticket T [--attrs A]
 //     cancel|state|heartbeat --user U --ticket T
+//     end --user U --session S [--reason R]
 //     swipe --user U --to V --action LIKE|DISLIKE
 //     watch --user U [--count N] [--timeout-ms MS]
 //     load [--users N] [--rate R] ... (see `matchctl load --help`)
@@ -266,6 +267,12 @@ int main(int argc, char** argv) {
     cmd->add_option("--ticket", ticket)->required();
   }
 
+  std::string session, reason = "ended";
+  auto* end_cmd = app.add_subcommand("end", "end a match session");
+  end_cmd->add_option("--user", user, "a member of the session")->required();
+  end_cmd->add_option("--session", session)->required();
+  end_cmd->add_option("--reason", reason)->capture_default_str();
+
   auto* swipe_cmd = app.add_subcommand("swipe", "swipe on another user");
   swipe_cmd->add_option("--user", user)->required();
   swipe_cmd->add_option("--to", to)->required();
@@ -363,6 +370,13 @@ int main(int argc, char** argv) {
     return one_request(c, verb::get, user, ticket_path(), {});
   if (heartbeat_cmd->parsed())
     return one_request(c, verb::post, user, ticket_path() + "/heartbeat", {});
+  if (end_cmd->parsed()) {
+    json body{{"reason", reason}};
+    return one_request(c, verb::post, user,
+                       "/v1/users/" + mm::path_escape(user) + "/sessions/"
+                         + mm::path_escape(session) + "/end",
+                       compact(body));
+  }
   if (swipe_cmd->parsed()) {
     json body{{"to", to}, {"action", action}};
     return one_request(c, verb::post, user,

@@ -93,6 +93,14 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   app.add_option("--heartbeat", cfg.heartbeat_ms,
                  "Ticket refresh period in ms (less than --ticket-ttl)")
     ->capture_default_str();
+  app.add_option("--max-session", cfg.max_session_s,
+                 "Seconds after which a match session ends by itself "
+                 "(reason expired; 0: never)")
+    ->capture_default_str();
+  app.add_option("--retention", cfg.retention_s,
+                 "Seconds delivered events and closed sessions are kept "
+                 "(0: forever)")
+    ->capture_default_str();
   app.add_option("--redis-workers", cfg.redis_workers, "Redis connections")
     ->capture_default_str();
   app.add_option("--pg-workers", cfg.pg_workers, "PostgreSQL connections")

@@ -29,6 +29,8 @@ struct matchd_config {
   uint32_t drain_timeout_ms = 10000;
   uint32_t ticket_ttl_ms = 30000;
   uint32_t heartbeat_ms = 10000;
+  uint32_t max_session_s = 3600;     ///< sessions end by themselves after this
+  uint32_t retention_s = 7 * 86400;  ///< delivered events, closed sessions
   uint32_t redis_workers = 4;
   uint32_t pg_workers = 2;
   // Cluster (docs/cluster.md): 0 = a single node.

@@ -54,6 +54,10 @@ public:
     c("mm_claims_total", "Claim scripts run", m_->claims);
     c("mm_stale_removed_total", "Stale tickets removed", m_->stale_removed);
     c("mm_matches_total", "Matches committed", m_->matches);
+    c("mm_sessions_ended_total", "Match sessions ended (by a member or expired)",
+      m_->sessions_ended);
+    c("mm_pruned_rows_total", "Delivered events and closed sessions deleted",
+      m_->rows_pruned);
     c("mm_cancels_total", "Cancels acknowledged", m_->cancels);
     c("mm_requeues_total", "Waiters put back in their queue", m_->requeues);
     c("mm_conflicts_total", "Refusals and lost races", m_->conflicts);

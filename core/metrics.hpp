@@ -54,6 +54,8 @@ struct engine_metrics {
   std::atomic<uint64_t> conflicts{0};     ///< refused or lost races
   std::atomic<uint64_t> relay_retries{0}; ///< deliveries tried again
   std::atomic<uint64_t> events_delivered{0}; ///< outbox events delivered
+  std::atomic<uint64_t> sessions_ended{0};   ///< by members and by expiry
+  std::atomic<uint64_t> rows_pruned{0};      ///< old events and sessions
   /// Age of the oldest event in the relay's last delivered batch.
   std::atomic<int64_t> outbox_lag_ms{0};
   latency_histogram finalize_latency; ///< claim pair in -> commit answered

@@ -53,6 +53,28 @@ typename Inspector::result_type inspect(Inspector& f, session_state& x) {
            x.ticket, x.token, x.session_id, x.detail);
 }
 
+/// The `type` of the event that tells both members their session ended
+/// (the match store writes it as `session_ended_type`).
+constexpr const char* session_ended_event = "session.ended";
+
+/// What ending a match session answered (session / lifecycle `end_atom`).
+/// The same final state for every end of one session: the first end
+/// decided `ended_by` and `reason`, later ones answer them with
+/// `ended_now == false`.
+struct end_result {
+  std::string session_id;
+  std::string queue;
+  std::string ended_by; ///< the member who ended it; "" when it expired
+  std::string reason;   ///< the ender's reason, or "expired"
+  bool ended_now = false; ///< false: it had ended before this request
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, end_result& x) {
+  return f(caf::meta::type_name("end_result"), x.session_id, x.queue,
+           x.ended_by, x.reason, x.ended_now);
+}
+
 /// A committed match, delivered by the outbox relay to both users' sessions
 /// (at least once; dedupe by `event_id`) and to the external sink.
 struct match_event {
@@ -64,12 +86,16 @@ struct match_event {
   std::string user_b;
   std::string ticket_b;
   std::string payload; ///< the outbox row's JSON
+  /// "match.created" (a committed match) or "session.ended" (the session
+  /// ended: both users are free again; `payload` says who ended it, why).
+  std::string type = "match.created";
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, match_event& x) {
   return f(caf::meta::type_name("match_event"), x.event_id, x.session_id,
-           x.queue, x.user_a, x.ticket_a, x.user_b, x.ticket_b, x.payload);
+           x.queue, x.user_a, x.ticket_a, x.user_b, x.ticket_b, x.payload,
+           x.type);
 }
 
 /// What became of one delivery of a match event to sessions (directory ->

@@ -46,6 +46,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (mm::delivery_report))
   CAF_ADD_TYPE_ID(matchmaker, (mm::peer_info))
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::peer_info>))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::end_result))
 
   CAF_ADD_ATOM(matchmaker, mm, enqueue_atom, "enqueue")
   CAF_ADD_ATOM(matchmaker, mm, claim_atom, "claim")
@@ -71,6 +72,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, peers_atom, "peers")
   CAF_ADD_ATOM(matchmaker, mm, hello_atom, "hello")
   CAF_ADD_ATOM(matchmaker, mm, attach_atom, "attach")
+  CAF_ADD_ATOM(matchmaker, mm, end_atom, "end")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -133,6 +135,11 @@ using session_actor = caf::typed_actor<
   caf::replies_to<state_atom>::with<session_state>,
   // A committed match (from the outbox relay; at least once, deduped here).
   caf::reacts_to<deliver_atom, match_event>,
+  // (session, reason): ends the user's match session `session` (either
+  // member may). Idempotent: every end of one session answers its one final
+  // state. `forbidden` for a session the user is not a member of,
+  // `not_found` for an unknown one.
+  caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
   // Timers: heartbeat, and the grace time after a heartbeat answered gone.
   caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<grace_atom, uint64_t>>;
 
@@ -222,6 +229,20 @@ using pair_lock_actor = caf::typed_actor<
   // Timers: wait bounds and lease bounds.
   caf::reacts_to<tick_atom, std::string, uint64_t>>;
 
+/// The session lifecycle (actors/lifecycle.hpp): ends sessions, expires
+/// old ones, prunes the database, answers whether a user is in a session.
+using lifecycle_actor = caf::typed_actor<
+  // (session, user, reason): `user` ends the session; one transaction frees
+  // both members and writes the `session.ended` event. Idempotent: a second
+  // end (by either member) answers the same final state. `forbidden` for a
+  // non-member, `not_found` for an unknown session.
+  caf::replies_to<end_atom, std::string, std::string, std::string>::with<
+    end_result>,
+  // (user): the user's active session id, "" when the user is free.
+  caf::replies_to<state_atom, std::string>::with<std::string>,
+  // Timer (and tests): end expired sessions, prune old rows.
+  caf::reacts_to<tick_atom>>;
+
 /// Mutual-like matching (actors/swipe.hpp).
 using swipe_actor = caf::typed_actor<
   // Records the swipe and, when it completes a mutual like, creates the
@@ -249,6 +270,9 @@ using client_link_actor = caf::typed_actor<
   // Drain: cancels the live join, if any, with reason "shutting_down";
   // answers true once its outcome is certain. Idempotent.
   caf::replies_to<flush_atom>::with<bool>,
+  // (session, reason): ends the user's match session through its session
+  // actor. Idempotent (one final state per session).
+  caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
   // Timer: presence check.
   caf::reacts_to<tick_atom>>;
 

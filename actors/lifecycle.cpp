@@ -1,0 +1,247 @@
+#include "actors/lifecycle.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/logger.hpp"
+#include "persistence/matchdb/match_store.hpp"
+
+namespace mm {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> lc_log() {
+  static auto log = logger("lifecycle");
+  return log;
+}
+
+/// One database call on its way through the worker and back: `run` executes
+/// on the worker's thread, `done` back in the actor.
+struct lc_job {
+  std::function<void(match_store&)> run;
+};
+
+using lc_job_ptr = std::shared_ptr<lc_job>;
+
+} // namespace
+
+} // namespace mm
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::lc_job_ptr)
+
+namespace mm {
+
+namespace {
+
+/// The detached worker that owns the blocking connection. Local only (the
+/// job carries a closure), so it needs no type ID.
+using lc_worker_actor = caf::typed_actor<
+  // Runs the job's call and answers the same job. A job sent twice runs
+  // twice; every call it makes is idempotent except pruning's counts.
+  caf::replies_to<lc_job_ptr>::with<lc_job_ptr>>;
+
+lc_worker_actor::behavior_type lc_worker(lc_worker_actor::pointer,
+                                         std::shared_ptr<match_store> store) {
+  return {
+    [store](lc_job_ptr& job) {
+      job->run(*store);
+      return job;
+    },
+  };
+}
+
+struct lc_state {
+  lifecycle_config cfg;
+  std::shared_ptr<match_store> inline_store; // non-blocking stores
+  lc_worker_actor worker;                    // blocking stores
+  bool sweeping = false;
+  bool sweep_failing = false; // log a failing sweep once, not every period
+  static inline const char* name = "lifecycle";
+};
+
+using lc_ptr = lifecycle_actor::stateful_pointer<lc_state>;
+
+/// Runs `call` against the store (inline or on the worker), then `done` in
+/// the actor; `failed` when the worker did not answer in time.
+void with_store(lc_ptr self, std::function<void(match_store&)> call,
+                std::function<void()> done,
+                std::function<void(const caf::error&)> failed) {
+  auto& st = self->state;
+  if (st.inline_store) {
+    call(*st.inline_store);
+    done();
+    return;
+  }
+  auto job = std::make_shared<lc_job>(lc_job{std::move(call)});
+  self
+    ->request(st.worker, std::chrono::milliseconds(st.cfg.call_timeout_ms),
+              std::move(job))
+    .then([done](lc_job_ptr&) { done(); },
+          [failed](caf::error& err) { failed(err); });
+}
+
+caf::error as_error(const failure& f) {
+  return to_error(f);
+}
+
+void count_ended(lc_ptr self, size_t n) {
+  auto& st = self->state;
+  if (n == 0)
+    return;
+  if (st.cfg.metrics)
+    st.cfg.metrics->sessions_ended.fetch_add(n, std::memory_order_relaxed);
+  if (st.cfg.relay)
+    self->send(st.cfg.relay, tick_atom_v);
+}
+
+void sweep_done(lc_ptr self, const std::string& what, const failure& err) {
+  auto& st = self->state;
+  st.sweeping = false;
+  if (err.code != errc::none) {
+    if (!st.sweep_failing)
+      lc_log()->warn("session sweep: {} failed: {} ({})", what,
+                     to_string(err.code), err.detail);
+    st.sweep_failing = true;
+  } else if (st.sweep_failing) {
+    lc_log()->info("session sweep works again");
+    st.sweep_failing = false;
+  }
+}
+
+/// One sweep: end the sessions past `max_session_s`, then prune.
+void sweep(lc_ptr self) {
+  auto& st = self->state;
+  if (st.sweeping || (st.cfg.max_session_s == 0 && st.cfg.retention_s == 0))
+    return;
+  st.sweeping = true;
+  struct result {
+    size_t ended = 0;
+    size_t pruned = 0;
+    failure err;
+    std::string what;
+  };
+  auto res = std::make_shared<result>();
+  auto cfg = st.cfg;
+  with_store(
+    self,
+    [res, cfg](match_store& s) {
+      if (cfg.max_session_s > 0) {
+        auto max_age = static_cast<uint32_t>(
+          std::min<uint64_t>(uint64_t{cfg.max_session_s} * 1000, UINT32_MAX));
+        auto ended = s.expire_sessions(max_age, cfg.batch);
+        if (!ended) {
+          res->err = ended.error();
+          res->what = "expiry";
+          return;
+        }
+        res->ended = ended->size();
+      }
+      if (cfg.retention_s > 0) {
+        auto keep = static_cast<uint32_t>(
+          std::min<uint64_t>(uint64_t{cfg.retention_s} * 1000, UINT32_MAX));
+        auto pruned = s.prune(keep, cfg.batch);
+        if (!pruned) {
+          res->err = pruned.error();
+          res->what = "pruning";
+          return;
+        }
+        res->pruned = pruned->outbox + pruned->sessions;
+      }
+    },
+    [self, res] {
+      count_ended(self, res->ended);
+      if (auto& m = self->state.cfg.metrics)
+        m->rows_pruned.fetch_add(res->pruned, std::memory_order_relaxed);
+      sweep_done(self, res->what, res->err);
+    },
+    [self](const caf::error& err) {
+      sweep_done(self, "the database call",
+                 failure{errc::store_unavailable,
+                         self->system().render(err)});
+    });
+}
+
+lifecycle_actor::behavior_type
+lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
+               lifecycle_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  if (store->blocking())
+    st.worker = self->spawn<caf::detached + caf::linked>(lc_worker,
+                                                          std::move(store));
+  else
+    st.inline_store = std::move(store); // inline: only this actor uses it
+  if (st.cfg.sweep_ms > 0)
+    self->delayed_send(self, std::chrono::milliseconds(st.cfg.sweep_ms),
+                       tick_atom_v);
+  return {
+    [self](end_atom, std::string& session_id, std::string& user,
+           std::string& reason) -> caf::result<end_result> {
+      auto rp = self->make_response_promise<end_result>();
+      auto res = std::make_shared<outcome<end_record>>(errc::none);
+      with_store(
+        self,
+        [res, session_id, user, reason](match_store& s) {
+          *res = s.end_session(session_id, user, reason);
+        },
+        [self, rp, res]() mutable {
+          if (!*res) {
+            rp.deliver(as_error(res->error()));
+            return;
+          }
+          auto& r = **res;
+          if (r.ended_now)
+            count_ended(self, 1);
+          rp.deliver(end_result{r.session.session_id, r.session.queue,
+                                r.ended_by, r.reason, r.ended_now});
+        },
+        [rp](const caf::error& err) mutable {
+          rp.deliver(caf::make_error(errc::store_unavailable,
+                                     "the database did not answer in time"));
+        });
+      return rp;
+    },
+    [self](state_atom, std::string& user) -> caf::result<std::string> {
+      auto rp = self->make_response_promise<std::string>();
+      auto res = std::make_shared<outcome<std::optional<match_record>>>(
+        errc::none);
+      with_store(
+        self, [res, user](match_store& s) { *res = s.active_session_of(user); },
+        [rp, res]() mutable {
+          if (!*res)
+            rp.deliver(as_error(res->error()));
+          else
+            rp.deliver(**res ? (**res)->session_id : std::string{});
+        },
+        [rp](const caf::error&) mutable {
+          rp.deliver(caf::make_error(errc::store_unavailable,
+                                     "the database did not answer in time"));
+        });
+      return rp;
+    },
+    [self](tick_atom) {
+      sweep(self);
+      auto& st = self->state;
+      // Only the timer re-arms itself: a tick from a test adds no timer.
+      if (st.cfg.sweep_ms > 0 && self->current_sender() == self->ctrl())
+        self->delayed_send(self, std::chrono::milliseconds(st.cfg.sweep_ms),
+                           tick_atom_v);
+    },
+  };
+}
+
+} // namespace
+
+lifecycle_actor spawn_lifecycle(caf::actor_system& sys,
+                                std::shared_ptr<match_store_factory> store,
+                                lifecycle_config cfg) {
+  cfg.batch = std::clamp<uint32_t>(cfg.batch, 1, 10000);
+  cfg.call_timeout_ms = std::max<uint32_t>(cfg.call_timeout_ms, 1);
+  std::shared_ptr<match_store> conn = store->connect();
+  return sys.spawn(lifecycle_impl, std::move(conn), std::move(cfg));
+}
+
+} // namespace mm

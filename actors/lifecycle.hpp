@@ -1,0 +1,48 @@
+#pragma once
+
+// The session lifecycle: ends match sessions (by a member, or by age), tells
+// whether a user is in an active session, and prunes what the database no
+// longer needs. One per node; blocking databases run on a detached worker.
+
+#include <cstdint>
+#include <memory>
+
+#include "core/metrics.hpp"
+#include "messages/type_ids.hpp"
+
+namespace mm {
+
+class match_store_factory;
+
+/// Settings of the lifecycle actor (docs/engine.md, "Sessions end").
+struct lifecycle_config {
+  /// A session older than this ends by itself with reason "expired", so a
+  /// client that vanished never pins its partner. 0: sessions never expire.
+  uint32_t max_session_s = 3600;
+  /// Period of the expiry and pruning sweep. 0: no timer (tests and
+  /// simulations send `tick_atom` themselves).
+  uint32_t sweep_ms = 1000;
+  /// Delivered events and closed sessions older than this are deleted.
+  /// 0: kept forever.
+  uint32_t retention_s = 7 * 86400;
+  /// At most this many sessions expired and rows pruned per kind and sweep,
+  /// so no transaction is long.
+  uint32_t batch = 1000;
+  /// Bound of one database call seen from the actor (the worker's answer).
+  uint32_t call_timeout_ms = 30000;
+  /// Woken after sessions end, so their events go out at once. May be empty.
+  outbox_relay_actor relay;
+  /// Where it counts (null: nothing): `sessions_ended` (by members and by
+  /// expiry), `rows_pruned`.
+  std::shared_ptr<engine_metrics> metrics;
+};
+
+/// Spawns the lifecycle actor (interface `lifecycle_actor` in
+/// messages/type_ids.hpp). The first database connection is opened here
+/// (PostgreSQL connects eagerly): call it at start-up, not from an actor.
+/// Not idempotent: every call spawns another actor.
+lifecycle_actor spawn_lifecycle(caf::actor_system& sys,
+                                std::shared_ptr<match_store_factory> store,
+                                lifecycle_config cfg);
+
+} // namespace mm
