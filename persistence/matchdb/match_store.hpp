@@ -164,6 +164,15 @@ public:
   outcome<bool> close_session(const std::string& session_id,
                               const std::string& reason);
 
+  /// Returns the active session of `user`, if any. Idempotent.
+  outcome<std::optional<match_record>>
+  active_session_of(const std::string& user);
+
+  /// Returns the session `session_id`, active or closed, if it exists.
+  /// Idempotent.
+  outcome<std::optional<match_record>>
+  find_session(const std::string& session_id);
+
   /// `user` ends the session `session_id` (either member may; `reason` as
   /// for `close_session`). When it is active, ONE transaction closes it
   /// (status closed, `closed_at` on the store's clock, `reason`, `ended_by`
@@ -209,15 +218,6 @@ public:
   /// session. Returns how many rows of each kind this call deleted; while a
   /// count equals `limit`, more may be left. Idempotent.
   outcome<prune_counts> prune(uint32_t retention_ms, uint32_t limit);
-
-  /// Returns the active session of `user`, if any. Idempotent.
-  outcome<std::optional<match_record>>
-  active_session_of(const std::string& user);
-
-  /// Returns the session `session_id`, active or closed, if it exists.
-  /// Idempotent.
-  outcome<std::optional<match_record>>
-  find_session(const std::string& session_id);
 
   /// Claims up to `limit` (1..10000) undelivered events, oldest first, that
   /// nobody holds a lease on, and leases them for `lease_ms` (> 0). The claim
