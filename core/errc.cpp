@@ -7,7 +7,8 @@ namespace {
 constexpr const char* names[] = {
   "none",           "invalid_argument",  "duplicate_ticket", "not_found",
   "stale_token",    "in_flight",         "store_unavailable", "conflict",
-  "protocol_error", "cancelled",         "shutting_down",
+  "protocol_error", "cancelled",         "shutting_down",     "forbidden",
+  "in_session",     "timed_out",
 };
 
 } // namespace

@@ -22,6 +22,9 @@ enum class errc : uint8_t {
   protocol_error,    ///< a store answered something the engine cannot read
   cancelled,         ///< the operation was given up because a side cancelled
   shutting_down,     ///< the engine no longer accepts new work
+  forbidden,         ///< the caller may not act on this resource
+  in_session,        ///< the user is in an active match session
+  timed_out,         ///< a waiting ticket gave up
 };
 
 /// Returns the stable name of `x`, e.g. "duplicate_ticket".

@@ -69,6 +69,32 @@ outcome<bool> match_store::close_session(const std::string& session_id,
   return do_close_session(session_id, reason);
 }
 
+outcome<end_record> match_store::end_session(const std::string& session_id,
+                                             const std::string& user,
+                                             const std::string& reason) {
+  if (auto f = check_id("session id", session_id); f.code != errc::none)
+    return f;
+  if (auto f = check_id("user", user); f.code != errc::none)
+    return f;
+  if (auto f = check_close_reason(reason); f.code != errc::none)
+    return f;
+  return do_end_session(session_id, user, reason);
+}
+
+outcome<std::vector<end_record>>
+match_store::expire_sessions(uint32_t max_age_ms, uint32_t limit) {
+  if (auto f = check_expire_args(max_age_ms, limit); f.code != errc::none)
+    return f;
+  return do_expire_sessions(max_age_ms, limit);
+}
+
+outcome<prune_counts> match_store::prune(uint32_t retention_ms,
+                                         uint32_t limit) {
+  if (auto f = check_prune_args(retention_ms, limit); f.code != errc::none)
+    return f;
+  return do_prune(retention_ms, limit);
+}
+
 outcome<std::optional<match_record>>
 match_store::active_session_of(const std::string& user) {
   if (auto f = check_id("user", user); f.code != errc::none)
@@ -125,6 +151,24 @@ outcome<std::optional<match_record>>
 match_store::do_mutual_match_of(const std::string&, const std::string&) {
   return outcome<std::optional<match_record>>{
     errc::protocol_error, "mutual_match_of is not supported by this store"};
+}
+
+outcome<end_record> match_store::do_end_session(const std::string&,
+                                                const std::string&,
+                                                const std::string&) {
+  return outcome<end_record>{errc::protocol_error,
+                             "end_session is not supported by this store"};
+}
+
+outcome<std::vector<end_record>>
+match_store::do_expire_sessions(uint32_t, uint32_t) {
+  return outcome<std::vector<end_record>>{
+    errc::protocol_error, "expire_sessions is not supported by this store"};
+}
+
+outcome<prune_counts> match_store::do_prune(uint32_t, uint32_t) {
+  return outcome<prune_counts>{errc::protocol_error,
+                               "prune is not supported by this store"};
 }
 
 match_store_factory::~match_store_factory() = default;
@@ -200,6 +244,23 @@ failure check_text(const std::string& what, const std::string& s,
   return {};
 }
 
+failure check_limit(uint32_t limit, uint32_t max) {
+  if (limit == 0 || limit > max)
+    return bad("limit must be 1.." + std::to_string(max));
+  return {};
+}
+
+/// The users of a session as its events name them.
+nlohmann::json users_json(const std::string& user_a,
+                          const std::string& ticket_a,
+                          const std::string& user_b,
+                          const std::string& ticket_b) {
+  return nlohmann::json::array({
+    {{"user", user_a}, {"ticket", ticket_a}},
+    {{"user", user_b}, {"ticket", ticket_b}},
+  });
+}
+
 } // namespace
 
 failure check_id(const std::string& what, const std::string& id) {
@@ -239,11 +300,32 @@ failure check_close_reason(const std::string& reason) {
 }
 
 failure check_fetch_args(uint32_t limit, uint32_t lease_ms) {
-  if (limit == 0 || limit > 10000)
-    return bad("limit must be 1..10000");
+  if (auto f = check_limit(limit, 10000); f.code != errc::none)
+    return f;
   if (lease_ms == 0)
     return bad("lease_ms must be positive");
   return {};
+}
+
+failure check_expire_args(uint32_t max_age_ms, uint32_t limit) {
+  if (auto f = check_limit(limit, 10000); f.code != errc::none)
+    return f;
+  if (max_age_ms == 0)
+    return bad("max_age_ms must be positive");
+  return {};
+}
+
+failure check_prune_args(uint32_t, uint32_t limit) {
+  // A retention of 0 is allowed: everything delivered or closed goes.
+  return check_limit(limit, 100000);
+}
+
+failure check_member(const match_record& session, const std::string& user) {
+  if (user == session.user_a || user == session.user_b)
+    return {};
+  return failure{errc::forbidden, "user '" + user
+                                    + "' is not a member of session "
+                                    + session.session_id};
 }
 
 std::string match_key(const match_request& req) {
@@ -273,10 +355,27 @@ std::string match_created_payload(const std::string& session_id,
   j["type"] = match_created_type;
   j["session_id"] = session_id;
   j["queue"] = req.queue;
-  j["users"] = nlohmann::json::array({
-    {{"user", req.user_a}, {"ticket", req.ticket_a}},
-    {{"user", req.user_b}, {"ticket", req.ticket_b}},
-  });
+  j["users"] = users_json(req.user_a, req.ticket_a, req.user_b, req.ticket_b);
+  return j.dump();
+}
+
+std::string session_ended_event_id(const std::string& session_id) {
+  // Derived from the session: a session can never get a second one.
+  return std::string{session_ended_type} + ":" + session_id;
+}
+
+std::string session_ended_payload(const match_record& session,
+                                  const std::string& ended_by,
+                                  const std::string& reason) {
+  nlohmann::json j;
+  j["event_id"] = session_ended_event_id(session.session_id);
+  j["type"] = session_ended_type;
+  j["session_id"] = session.session_id;
+  j["queue"] = session.queue;
+  j["users"] = users_json(session.user_a, session.ticket_a, session.user_b,
+                          session.ticket_b);
+  j["ended_by"] = ended_by;
+  j["reason"] = reason;
   return j.dump();
 }
 

@@ -5,7 +5,10 @@
 // a transactional outbox (one `match.created` event per committed match,
 // written in the same transaction — invariant I5), and mutual likes: swipes
 // per direction and exactly one match per unordered pair (invariant I4,
-// guarded by the primary key of `mutual_matches`). Two implementations pass
+// guarded by the primary key of `mutual_matches`), and the end of a
+// session: by a member (`end_session`) or by age (`expire_sessions`), each
+// with exactly one `session.ended` event, and the retention of what is over
+// (`prune`). Two implementations pass
 // tests/conformance/match_store_conformance_test.cpp: PostgreSQL (libpq) and
 // an in-memory one for embedding and simulations.
 
@@ -26,6 +29,13 @@ namespace mm {
 
 /// The type of the event that every committed match gets exactly once.
 constexpr const char* match_created_type = "match.created";
+
+/// The type of the event that a session ended by `end_session` or
+/// `expire_sessions` gets exactly once.
+constexpr const char* session_ended_type = "session.ended";
+
+/// The close reason that `expire_sessions` records.
+constexpr const char* expired_reason = "expired";
 
 /// The channel that a commit with new outbox events notifies (PostgreSQL:
 /// `NOTIFY mm_outbox` inside the committing transaction).
@@ -59,9 +69,9 @@ using commit_check = std::function<bool(commit_stage, size_t)>;
 /// worker); get one per worker from a `match_store_factory`. Every call is
 /// its own transaction. Refusals: `invalid_argument` (malformed input,
 /// nothing changed), `conflict` (a user already has an active session),
-/// `not_found`, `store_unavailable` (the database cannot be reached, after
-/// one reconnect within the call), `protocol_error` (anything else the
-/// database refused).
+/// `not_found`, `forbidden` (not a member of the session),
+/// `store_unavailable` (the database cannot be reached, after one reconnect
+/// within the call), `protocol_error` (anything else the database refused).
 class match_store {
 public:
   virtual ~match_store();
@@ -162,6 +172,52 @@ public:
   outcome<std::optional<match_record>>
   find_session(const std::string& session_id);
 
+  /// `user` ends the session `session_id` (either member may; `reason` as
+  /// for `close_session`). When it is active, ONE transaction closes it
+  /// (status closed, `closed_at` on the store's clock, `reason`, `ended_by`
+  /// = `user`), sets both members inactive (both users can be matched again
+  /// at once) and writes exactly one `session.ended` event
+  /// (`session_ended_event_id`, aggregate id = the session, payload
+  /// `session_ended_payload`), notifying `outbox_channel`; it answers
+  /// `ended_now == true`. When it has ended before — by either member, with
+  /// any reason, by expiry or by `close_session` — it answers the recorded
+  /// final state with `ended_now == false` and writes nothing: of two
+  /// concurrent ends exactly one answers `ended_now`. A mutual match's
+  /// session ends the same way (its members are inactive already).
+  /// Refusals, each changing nothing: `not_found` (no such session, also a
+  /// pruned one), `forbidden` (`user` is not one of its two members),
+  /// `invalid_argument` (malformed ids or reason). Idempotent.
+  outcome<end_record> end_session(const std::string& session_id,
+                                  const std::string& user,
+                                  const std::string& reason);
+
+  /// Ends up to `limit` (1..10000) active sessions created more than
+  /// `max_age_ms` (> 0) ago on the store's clock, oldest first, each as
+  /// `end_session` does (one `session.ended` event each) but with an empty
+  /// `ended_by` and the reason `expired_reason`, all in one transaction that
+  /// notifies `outbox_channel` when it ended any. Mutual-match sessions
+  /// expire too. Concurrent callers (several nodes) skip the sessions that
+  /// another one is ending (FOR UPDATE SKIP LOCKED): each session is ended
+  /// once, and no caller waits for another. Returns what this call ended
+  /// (all `ended_now`). Not idempotent: a later call ends what aged since.
+  outcome<std::vector<end_record>> expire_sessions(uint32_t max_age_ms,
+                                                   uint32_t limit);
+
+  /// Deletes at most `limit` (1..100000) outbox rows delivered more than
+  /// `retention_ms` ago, and at most `limit` sessions (with their members)
+  /// closed more than `retention_ms` ago — except the sessions of mutual
+  /// matches (a pair is matched once: its session stays with its
+  /// `mutual_matches` row) and sessions with an undelivered event (an event
+  /// names an existing session until it is delivered). Undelivered events
+  /// and active sessions are never touched. Each kind goes in its own short
+  /// transaction that picks rows by primary key from a LIMITed subselect
+  /// (SKIP LOCKED): no commit waits for it. The retention is the caller's
+  /// choice: a pruned session is `not_found` for `end_session` and absent
+  /// for `find_session`, and a replayed commit of its request creates a new
+  /// session. Returns how many rows of each kind this call deleted; while a
+  /// count equals `limit`, more may be left. Idempotent.
+  outcome<prune_counts> prune(uint32_t retention_ms, uint32_t limit);
+
   /// Claims up to `limit` (1..10000) undelivered events, oldest first, that
   /// nobody holds a lease on, and leases them for `lease_ms` (> 0). The claim
   /// is a lease column (`locked_until`), set in the same statement that
@@ -228,6 +284,22 @@ protected:
   /// `a` != `b`, both valid ids.
   virtual outcome<std::optional<match_record>>
   do_mutual_match_of(const std::string& a, const std::string& b);
+
+  // The session lifecycle, not pure for the same reason.
+
+  /// Valid ids and reason; the implementation checks membership
+  /// (`check_member`).
+  virtual outcome<end_record> do_end_session(const std::string& session_id,
+                                             const std::string& user,
+                                             const std::string& reason);
+
+  /// `check_expire_args` passed.
+  virtual outcome<std::vector<end_record>>
+  do_expire_sessions(uint32_t max_age_ms, uint32_t limit);
+
+  /// `check_prune_args` passed.
+  virtual outcome<prune_counts> do_prune(uint32_t retention_ms,
+                                         uint32_t limit);
 };
 
 /// Makes connections to one match store. Thread-safe.
@@ -281,6 +353,16 @@ failure check_close_reason(const std::string& reason);
 /// Checks the arguments of `fetch_undelivered`.
 failure check_fetch_args(uint32_t limit, uint32_t lease_ms);
 
+/// Checks the arguments of `expire_sessions`.
+failure check_expire_args(uint32_t max_age_ms, uint32_t limit);
+
+/// Checks the arguments of `prune`.
+failure check_prune_args(uint32_t retention_ms, uint32_t limit);
+
+/// `forbidden` unless `user` is one of the two members of `session`;
+/// `code == errc::none` when it is.
+failure check_member(const match_record& session, const std::string& user);
+
 /// The idempotency key of a request: queue and both user:ticket pairs, in a
 /// canonical order (A–B and B–A give the same key).
 std::string match_key(const match_request& req);
@@ -297,6 +379,16 @@ std::string match_created_event_id(const std::string& session_id);
 /// with event_id, type, session_id, queue and users [{user, ticket}, ...].
 std::string match_created_payload(const std::string& session_id,
                                   const match_request& req);
+
+/// The event id of a session's `session.ended` event.
+std::string session_ended_event_id(const std::string& session_id);
+
+/// The payload of the `session.ended` event of `session`: a JSON object
+/// with event_id, type, session_id, queue, users [{user, ticket}, ...] (as
+/// in `match_created_payload`), ended_by and reason.
+std::string session_ended_payload(const match_record& session,
+                                  const std::string& ended_by,
+                                  const std::string& reason);
 
 /// A fresh random UUID (version 4) in canonical text form. Not idempotent.
 std::string new_session_id();

@@ -3,6 +3,7 @@
 // Plain records of the match persistence layer (persistence/matchdb/match_store.hpp).
 // No CAF here: the actors wrap these in their own messages.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -65,12 +66,32 @@ struct match_record {
   bool created = false;
 };
 
+/// What `match_store::end_session` and `expire_sessions` answer: the
+/// session in its final state (status closed) and who ended it, why.
+struct end_record {
+  match_record session;
+  /// The member that ended it; empty when the engine did (expiry) or when
+  /// it was closed by `close_session`.
+  std::string ended_by;
+  /// The recorded close reason.
+  std::string reason;
+  /// True when this call ended it (and wrote its `session.ended` event);
+  /// false when it had ended before (the answer is the recorded state).
+  bool ended_now = false;
+};
+
+/// What `match_store::prune` deleted.
+struct prune_counts {
+  size_t outbox = 0;   ///< delivered outbox rows
+  size_t sessions = 0; ///< closed sessions (with their members)
+};
+
 /// One row of the transactional outbox.
 struct outbox_event {
   int64_t seq = 0;          ///< outbox row id: increasing in insert order
   std::string event_id;     ///< unique and stable; consumers dedupe by it
   std::string aggregate_id; ///< the session id
-  std::string type;         ///< "match.created"
+  std::string type;         ///< "match.created" or "session.ended"
   std::string payload;      ///< JSON object text
   int64_t created_at = 0;
   int64_t delivered_at = 0; ///< 0 while undelivered

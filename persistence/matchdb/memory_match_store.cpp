@@ -2,8 +2,12 @@
 // set under one mutex; a call holds the mutex from start to end, so a call is
 // as atomic as a PostgreSQL transaction (and as serialized as the PostgreSQL
 // store's swipes of one pair), and the rules (validation, keys, conflict
-// order, event ids, leases, cancel checkpoints, mutual pairs) are the
-// PostgreSQL store's.
+// order, event ids, leases, cancel checkpoints, mutual pairs, session
+// lifecycle) are the PostgreSQL store's. Ordered indexes stand in for the
+// PostgreSQL ones (undelivered events, active sessions by age, prunable
+// closed sessions and delivered events by age), so the periodic calls never
+// walk the history; once pruned, nothing of a session stays (mutual matches'
+// sessions stay, as in PostgreSQL).
 
 #include "persistence/matchdb/match_store.hpp"
 #include "core/clock.hpp"
@@ -34,6 +38,13 @@ struct shared_state {
   uint64_t notify_seq = 0; ///< counts commits that created events
   std::set<std::string> migrations;
   std::unordered_map<std::string, match_record> sessions; ///< by id
+  /// The member that ended a session (absent: nobody, or still active).
+  std::unordered_map<std::string, std::string> ended_by;
+  /// (created_at, id) of the active sessions: the order of expiry.
+  std::set<std::pair<int64_t, std::string>> active_by_age;
+  /// (closed_at, id) of the closed sessions that prune may delete: all but
+  /// mutual matches' sessions.
+  std::set<std::pair<int64_t, std::string>> closed_by_age;
   std::unordered_map<std::string, std::string> by_key;    ///< match key → id
   std::unordered_map<std::string, std::string> active;    ///< user → id
   /// mutual_matches: (pair_min, pair_max) → session id.
@@ -44,6 +55,8 @@ struct shared_state {
   /// Seqs of the events not delivered yet: a fetch looks at these only, not
   /// at the whole history.
   std::set<int64_t> undelivered;
+  /// (delivered_at, seq) of the delivered events: the order of pruning.
+  std::set<std::pair<int64_t, int64_t>> delivered_by_age;
   std::unordered_map<std::string, int64_t> event_seq;     ///< event id → seq
   int64_t next_seq = 1;
 };
@@ -55,6 +68,94 @@ std::string fate_key(const match_request& req, const std::string& key) {
     return "k\n" + key;
   auto [lo, hi] = pair_bounds(req.user_a, req.user_b);
   return "m\n" + lo + "\n" + hi;
+}
+
+/// Appends an undelivered event about session `aggregate_id`.
+void add_event(shared_state& st, const std::string& aggregate_id,
+               std::string event_id, const char* type, std::string payload,
+               int64_t now) {
+  outbox_event ev;
+  ev.seq = st.next_seq++; // a withdrawn event leaves a gap, like a sequence
+  ev.event_id = std::move(event_id);
+  ev.aggregate_id = aggregate_id;
+  ev.type = type;
+  ev.payload = std::move(payload);
+  ev.created_at = now;
+  st.event_seq.emplace(ev.event_id, ev.seq);
+  st.undelivered.insert(ev.seq);
+  st.outbox.emplace(ev.seq, std::move(ev));
+}
+
+/// Removes the event `event_id`, delivered or not, if it exists.
+void remove_event(shared_state& st, const std::string& event_id) {
+  auto i = st.event_seq.find(event_id);
+  if (i == st.event_seq.end())
+    return;
+  auto j = st.outbox.find(i->second);
+  if (j != st.outbox.end()) {
+    st.undelivered.erase(j->first);
+    st.delivered_by_age.erase({j->second.delivered_at, j->first});
+    st.outbox.erase(j);
+  }
+  st.event_seq.erase(i);
+}
+
+/// True when `rec` is the session of its pair's mutual match.
+bool is_mutual(const shared_state& st, const match_record& rec) {
+  auto i = st.mutual.find(pair_bounds(rec.user_a, rec.user_b));
+  return i != st.mutual.end() && i->second == rec.session_id;
+}
+
+/// True when an event of session `id` waits for delivery.
+bool has_undelivered(const shared_state& st, const std::string& id) {
+  for (const auto& ev_id :
+       {match_created_event_id(id), session_ended_event_id(id)}) {
+    auto i = st.event_seq.find(ev_id);
+    if (i != st.event_seq.end() && st.undelivered.count(i->second) > 0)
+      return true;
+  }
+  return false;
+}
+
+/// Takes an active session's users out of the one-active-session map.
+void free_members(shared_state& st, const match_record& rec) {
+  for (auto* user : {&rec.user_a, &rec.user_b}) {
+    auto j = st.active.find(*user);
+    if (j != st.active.end() && j->second == rec.session_id)
+      st.active.erase(j);
+  }
+}
+
+/// Closes the active session `rec`: status, time, reason, members, indexes.
+void close_record(shared_state& st, match_record& rec,
+                  const std::string& reason, int64_t now) {
+  st.active_by_age.erase({rec.created_at, rec.session_id});
+  rec.status = session_status::closed;
+  rec.closed_at = now;
+  rec.close_reason = reason;
+  free_members(st, rec);
+  if (!is_mutual(st, rec))
+    st.closed_by_age.emplace(rec.closed_at, rec.session_id);
+}
+
+/// Ends the active session `rec` as `end_session` does: closes it, records
+/// who ended it and writes its `session.ended` event.
+end_record end_active(shared_state& st, match_record& rec,
+                      const std::string& ended_by, const std::string& reason,
+                      int64_t now) {
+  close_record(st, rec, reason, now);
+  if (!ended_by.empty())
+    st.ended_by[rec.session_id] = ended_by;
+  add_event(st, rec.session_id, session_ended_event_id(rec.session_id),
+            session_ended_type, session_ended_payload(rec, ended_by, reason),
+            now);
+  end_record out;
+  out.session = rec;
+  out.session.created = false;
+  out.ended_by = ended_by;
+  out.reason = reason;
+  out.ended_now = true;
+  return out;
 }
 
 /// Writes a new active session for `req`: session, members, outbox event,
@@ -73,22 +174,16 @@ match_record create_session(shared_state& st, const match_request& req,
   rec.created_at = now;
   st.sessions.emplace(rec.session_id, rec);
   st.by_key.emplace(key, rec.session_id);
+  st.active_by_age.emplace(now, rec.session_id);
   if (req.mutual) {
     st.mutual.emplace(pair_bounds(req.user_a, req.user_b), rec.session_id);
   } else {
     st.active.emplace(req.user_a, rec.session_id);
     st.active.emplace(req.user_b, rec.session_id);
   }
-  outbox_event ev;
-  ev.seq = st.next_seq++; // a withdrawn event leaves a gap, like a sequence
-  ev.event_id = match_created_event_id(rec.session_id);
-  ev.aggregate_id = rec.session_id;
-  ev.type = match_created_type;
-  ev.payload = match_created_payload(rec.session_id, req);
-  ev.created_at = now;
-  st.event_seq.emplace(ev.event_id, ev.seq);
-  st.undelivered.insert(ev.seq);
-  st.outbox.emplace(ev.seq, std::move(ev));
+  add_event(st, rec.session_id, match_created_event_id(rec.session_id),
+            match_created_type, match_created_payload(rec.session_id, req),
+            now);
   rec.created = true;
   return rec;
 }
@@ -99,22 +194,48 @@ void remove_session(shared_state& st, const std::string& id,
   auto i = st.sessions.find(id);
   if (i == st.sessions.end())
     return;
-  for (auto* user : {&i->second.user_a, &i->second.user_b}) {
-    auto j = st.active.find(*user);
-    if (j != st.active.end() && j->second == id)
-      st.active.erase(j);
-  }
+  free_members(st, i->second);
+  st.active_by_age.erase({i->second.created_at, id});
   if (auto j = st.by_key.find(key); j != st.by_key.end() && j->second == id)
     st.by_key.erase(j);
   if (auto j = st.mutual.find(pair_bounds(i->second.user_a, i->second.user_b));
       j != st.mutual.end() && j->second == id)
     st.mutual.erase(j);
-  if (auto j = st.event_seq.find(match_created_event_id(id));
-      j != st.event_seq.end()) {
-    st.outbox.erase(j->second);
-    st.undelivered.erase(j->second);
-    st.event_seq.erase(j);
-  }
+  remove_event(st, match_created_event_id(id));
+  st.sessions.erase(i);
+}
+
+/// The session `id`, or null.
+match_record* session_row(shared_state& st, const std::string& id) {
+  auto i = st.sessions.find(id);
+  return i != st.sessions.end() ? &i->second : nullptr;
+}
+
+/// What a call about a session that does not exist answers.
+failure no_session(const std::string& id) {
+  return failure{errc::not_found, "no session " + id};
+}
+
+/// The match key of a committed session, as its request had it.
+std::string key_of(const match_record& rec) {
+  match_request req;
+  req.queue = rec.queue;
+  req.user_a = rec.user_a;
+  req.ticket_a = rec.ticket_a;
+  req.user_b = rec.user_b;
+  req.ticket_b = rec.ticket_b;
+  return match_key(req);
+}
+
+/// Deletes the closed session `id` and everything that names it.
+void prune_session(shared_state& st, const std::string& id) {
+  auto i = st.sessions.find(id);
+  if (i == st.sessions.end())
+    return;
+  if (auto j = st.by_key.find(key_of(i->second));
+      j != st.by_key.end() && j->second == id)
+    st.by_key.erase(j);
+  st.ended_by.erase(id);
   st.sessions.erase(i);
 }
 
@@ -244,32 +365,91 @@ public:
         failed.emplace_back(withdrawn[k] ? *withdrawn[k] : why);
       return failed;
     }
-    if (std::find(fresh.begin(), fresh.end(), true) != fresh.end()) {
-      ++st.notify_seq;
-      st.notified.notify_all();
-    }
+    if (std::find(fresh.begin(), fresh.end(), true) != fresh.end())
+      notify(st);
     return out;
   }
 
   outcome<bool> do_close_session(const std::string& session_id,
                                  const std::string& reason) override {
     std::lock_guard<std::mutex> guard{state_->mtx};
-    auto& st = *state_;
-    auto i = st.sessions.find(session_id);
-    if (i == st.sessions.end())
-      return outcome<bool>{errc::not_found, "no session " + session_id};
-    auto& rec = i->second;
-    if (rec.status == session_status::closed)
+    auto* rec = session_row(*state_, session_id);
+    if (rec == nullptr)
+      return no_session(session_id);
+    if (rec->status == session_status::closed)
       return false;
-    rec.status = session_status::closed;
-    rec.closed_at = now_ms();
-    rec.close_reason = reason;
-    for (auto* user : {&rec.user_a, &rec.user_b}) {
-      auto j = st.active.find(*user);
-      if (j != st.active.end() && j->second == session_id)
-        st.active.erase(j);
-    }
+    close_record(*state_, *rec, reason, now_ms());
     return true;
+  }
+
+  outcome<end_record> do_end_session(const std::string& session_id,
+                                     const std::string& user,
+                                     const std::string& reason) override {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    auto* rec = session_row(*state_, session_id);
+    if (rec == nullptr)
+      return no_session(session_id);
+    if (auto f = check_member(*rec, user); f.code != errc::none)
+      return f;
+    if (rec->status == session_status::active) {
+      auto out = end_active(*state_, *rec, user, reason, now_ms());
+      notify(*state_);
+      return out;
+    }
+    end_record out; // ended before: the recorded state
+    out.session = *rec;
+    out.session.created = false;
+    if (auto j = state_->ended_by.find(session_id);
+        j != state_->ended_by.end())
+      out.ended_by = j->second;
+    out.reason = rec->close_reason;
+    return out;
+  }
+
+  outcome<std::vector<end_record>>
+  do_expire_sessions(uint32_t max_age_ms, uint32_t limit) override {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    auto& st = *state_;
+    const auto now = now_ms();
+    const auto cutoff = now - static_cast<int64_t>(max_age_ms);
+    std::vector<end_record> out;
+    for (auto i = st.active_by_age.begin();
+         i != st.active_by_age.end() && out.size() < limit
+         && i->first < cutoff;) {
+      auto id = (i++)->second; // ending it erases its entry
+      out.push_back(end_active(st, st.sessions.at(id), "", expired_reason,
+                               now));
+    }
+    if (!out.empty())
+      notify(st);
+    return out;
+  }
+
+  outcome<prune_counts> do_prune(uint32_t retention_ms,
+                                 uint32_t limit) override {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    auto& st = *state_;
+    const auto cutoff = now_ms() - static_cast<int64_t>(retention_ms);
+    prune_counts out;
+    for (auto i = st.delivered_by_age.begin();
+         i != st.delivered_by_age.end() && out.outbox < limit
+         && i->first < cutoff;) {
+      auto event_id = st.outbox.at((i++)->second).event_id; // a copy
+      remove_event(st, event_id);
+      ++out.outbox;
+    }
+    for (auto i = st.closed_by_age.begin();
+         i != st.closed_by_age.end() && out.sessions < limit
+         && i->first < cutoff;) {
+      if (has_undelivered(st, i->second)) {
+        ++i; // its event names it until delivered
+        continue;
+      }
+      prune_session(st, i->second);
+      i = st.closed_by_age.erase(i);
+      ++out.sessions;
+    }
+    return out;
   }
 
   outcome<std::optional<match_record>>
@@ -355,6 +535,7 @@ public:
       ev.delivered_at = now;
       ev.locked_until = 0;
       state_->undelivered.erase(i->second);
+      state_->delivered_by_age.emplace(now, i->second);
       ++marked;
     }
     return marked;
@@ -380,6 +561,12 @@ public:
   }
 
 private:
+  /// Like NOTIFY: wakes the waiting `wait_for_events` of every connection.
+  static void notify(shared_state& st) {
+    ++st.notify_seq;
+    st.notified.notify_all();
+  }
+
   std::shared_ptr<shared_state> state_;
   bool listening_ = false;
   uint64_t seen_ = 0;

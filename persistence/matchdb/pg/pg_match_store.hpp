@@ -2,7 +2,8 @@
 
 // The PostgreSQL match store's connection class. Its members are defined by
 // family: pg_match_store.cpp (connection, statements, transactions),
-// pg_commit.cpp, pg_sessions.cpp, pg_swipes.cpp, pg_outbox.cpp, pg_migrate.cpp.
+// pg_commit.cpp, pg_sessions.cpp, pg_lifecycle.cpp, pg_swipes.cpp,
+// pg_outbox.cpp, pg_migrate.cpp.
 //
 // One synchronous libpq connection per match_store. Statements are prepared
 // lazily, once per connection (a fresh database has no tables to prepare
@@ -48,6 +49,16 @@ public:
 
   outcome<bool> do_close_session(const std::string& session_id,
                                  const std::string& reason) override;
+
+  outcome<end_record> do_end_session(const std::string& session_id,
+                                     const std::string& user,
+                                     const std::string& reason) override;
+
+  outcome<std::vector<end_record>>
+  do_expire_sessions(uint32_t max_age_ms, uint32_t limit) override;
+
+  outcome<prune_counts> do_prune(uint32_t retention_ms,
+                                 uint32_t limit) override;
 
   outcome<std::optional<match_record>>
   do_active_session_of(const std::string& user) override;
@@ -115,6 +126,13 @@ private:
   /// The session in the first row of `r`, if any (pg_sessions.cpp).
   outcome<std::optional<match_record>> one_session(result_ptr r,
                                                    const char* what);
+
+  // -- session lifecycle (pg_lifecycle.cpp) -----------------------------------
+
+  /// Ends the sessions `todo` (locked by this transaction while active; each
+  /// with its ended_by and reason set) and writes their events; fills in
+  /// the final state. Throws `db_refusal` when one was not ended.
+  void end_locked(std::vector<end_record>& todo);
 
   // -- group commit (pg_commit.cpp) -------------------------------------------
 

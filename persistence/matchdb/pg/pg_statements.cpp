@@ -1,5 +1,6 @@
 // The SQL text of the PostgreSQL match store's prepared statements: group
-// commit, withdrawal, session lookups, swipes and the outbox lease.
+// commit, withdrawal, session lookups, swipes, the outbox lease, and the
+// session lifecycle (end, expire, prune).
 
 #include "persistence/matchdb/pg/pg_statements.hpp"
 
@@ -14,6 +15,12 @@ namespace mm::pg {
   "s.id, s.queue, s.user_a, s.ticket_a, s.user_b, s.ticket_b, s.status, "     \
   MM_MS("s.created_at") ", " MM_MS("s.closed_at")                             \
   ", coalesce(s.close_reason, ''), s.match_key"
+
+/// MM_SESSION_COLS and, after them, who ended the session ('' for nobody).
+#define MM_ENDED_COLS MM_SESSION_COLS ", coalesce(s.ended_by, '')"
+
+/// `col` older than $1 ms on the database clock.
+#define MM_OLDER(col) col " < now() - $1::int8 * interval '1 millisecond'"
 
 const statement statements[st_count] = {
   // $1: JSON array of requests. One statement writes the whole batch. Members
@@ -134,6 +141,70 @@ const statement statements[st_count] = {
    " WHERE m.user_id = $1 AND m.active"},
   {"mm_by_id", "SELECT " MM_SESSION_COLS " FROM match_sessions s"
                " WHERE s.id = $1"},
+  // The first statement of end_session: locks the session for the rest of
+  // the transaction. Of two concurrent ends, the second waits here and then
+  // reads the row as the first left it (READ COMMITTED re-reads a row that
+  // changed while it waited): closed, with the first one's ended_by.
+  {"mm_lock_session", "SELECT " MM_ENDED_COLS " FROM match_sessions s"
+                      " WHERE s.id = $1 FOR UPDATE"},
+  // $1: JSON array of sessions this transaction locked while active, each
+  // with idx (event order), ended_by ('' for the engine), reason, event id
+  // and payload. Closes them, frees their members and writes one
+  // session.ended event each; answers the sessions it closed.
+  {"mm_end",
+   "WITH e AS ("
+   "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
+   "    idx int, id text, ended_by text, reason text, event_id text,"
+   "    payload text)"
+   "), s AS ("
+   "  UPDATE match_sessions x SET status = 'closed', closed_at = now(),"
+   "    close_reason = e.reason, ended_by = nullif(e.ended_by, '')"
+   "  FROM e WHERE x.id = e.id AND x.status = 'active'"
+   "  RETURNING x.id, x.closed_at"
+   "), m AS ("
+   "  UPDATE session_members SET active = false"
+   "  WHERE session_id IN (SELECT id FROM s) AND active"
+   "), o AS ("
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
+   "  SELECT e.event_id, s.id, 'session.ended', e.payload::jsonb, s.closed_at"
+   "  FROM s JOIN e ON e.id = s.id ORDER BY e.idx"
+   ")"
+   " SELECT s.id, " MM_MS("s.closed_at") " FROM s"},
+  // $1 max age in ms, $2 limit. Locks the oldest active sessions for the
+  // rest of the transaction; SKIP LOCKED passes over those a concurrent
+  // expirer or ender holds, and a row closed since this statement's
+  // snapshot fails the recheck of `status = 'active'`.
+  {"mm_expire_pick",
+   "SELECT " MM_ENDED_COLS " FROM match_sessions s"
+   " WHERE s.status = 'active' AND " MM_OLDER("s.created_at")
+   " ORDER BY s.created_at LIMIT $2"
+   " FOR UPDATE OF s SKIP LOCKED"},
+  // $1 retention in ms, $2 limit; one short transaction each. Rows by
+  // primary key from a LIMITed subselect that skips locked rows: a pruner
+  // never waits, and no commit touches these rows.
+  {"mm_prune_outbox",
+   "WITH c AS ("
+   "  SELECT id FROM outbox"
+   "  WHERE delivered_at IS NOT NULL AND " MM_OLDER("delivered_at")
+   "  ORDER BY delivered_at LIMIT $2"
+   "  FOR UPDATE SKIP LOCKED"
+   ")"
+   " DELETE FROM outbox o USING c WHERE o.id = c.id"},
+  // Members go by ON DELETE CASCADE. Kept: mutual matches' sessions (the
+  // pair is matched once) and sessions with an undelivered event.
+  {"mm_prune_sessions",
+   "WITH c AS ("
+   "  SELECT s.id FROM match_sessions s"
+   "  WHERE s.status = 'closed' AND " MM_OLDER("s.closed_at")
+   "    AND NOT EXISTS (SELECT 1 FROM mutual_matches p"
+   "                    WHERE p.session_id = s.id)"
+   "    AND NOT EXISTS (SELECT 1 FROM outbox o"
+   "                    WHERE o.aggregate_id = s.id"
+   "                      AND o.delivered_at IS NULL)"
+   "  ORDER BY s.closed_at LIMIT $2"
+   "  FOR UPDATE OF s SKIP LOCKED"
+   ")"
+   " DELETE FROM match_sessions s USING c WHERE s.id = c.id"},
   // Lease, not an open transaction: the rows are picked with FOR UPDATE
   // SKIP LOCKED (a concurrent fetcher skips what this one is taking) and
   // leased in the same statement, which commits at once. A row whose lease
@@ -160,6 +231,8 @@ const statement statements[st_count] = {
    "   AND delivered_at IS NULL"},
 };
 
+#undef MM_OLDER
+#undef MM_ENDED_COLS
 #undef MM_SESSION_COLS
 #undef MM_MS
 

@@ -1,0 +1,147 @@
+// The PostgreSQL match store's session lifecycle: a member ends a session,
+// the engine expires old ones, and prune deletes what is over.
+//
+// Ending is lock, then write, in one transaction: the session row is locked
+// first (`mm_lock_session`, or `mm_expire_pick` with SKIP LOCKED for many),
+// the event payloads are built here from what the lock read (the same
+// function as the in-memory store's: one payload format), and `mm_end`
+// closes the sessions, frees their members and inserts one `session.ended`
+// event each; NOTIFY and COMMIT go in one round trip. Of two concurrent
+// ends, the second waits for the first's row lock and then reads the
+// session closed: it answers that state and writes nothing.
+
+#include "persistence/matchdb/pg/pg_match_store.hpp"
+
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+namespace mm::pg {
+
+namespace {
+
+/// The session in `row` of a result with the columns of `MM_ENDED_COLS`,
+/// as it is now (not ended by this call).
+end_record read_ended(const PGresult* r, int row) {
+  end_record out;
+  out.session = read_session(r, row);
+  out.ended_by = text(r, row, 11);
+  out.reason = out.session.close_reason;
+  return out;
+}
+
+} // namespace
+
+void pg_match_store::end_locked(std::vector<end_record>& todo) {
+  auto rows = nlohmann::json::array();
+  for (size_t k = 0; k < todo.size(); ++k) {
+    const auto& e = todo[k];
+    rows.push_back({
+      {"idx", static_cast<int64_t>(k)},
+      {"id", e.session.session_id},
+      {"ended_by", e.ended_by},
+      {"reason", e.reason},
+      {"event_id", session_ended_event_id(e.session.session_id)},
+      {"payload", session_ended_payload(e.session, e.ended_by, e.reason)},
+    });
+  }
+  auto arg = rows.dump();
+  auto r = exec_prepared(st_end, {&arg});
+  must(r, "end sessions");
+  std::unordered_map<std::string, int64_t> closed_at; // by session id
+  for (int i = 0; i < PQntuples(r.get()); ++i)
+    closed_at.emplace(text(r.get(), i, 0), int_of(r.get(), i, 1));
+  for (auto& e : todo) {
+    auto i = closed_at.find(e.session.session_id);
+    if (i == closed_at.end()) // locked while active: cannot happen
+      throw db_refusal{failure{errc::protocol_error,
+                               "session " + e.session.session_id
+                                 + " was not active when ended"}};
+    e.session.status = session_status::closed;
+    e.session.closed_at = i->second;
+    e.session.close_reason = e.reason;
+    e.ended_now = true;
+  }
+}
+
+outcome<end_record> pg_match_store::do_end_session(
+  const std::string& session_id, const std::string& user,
+  const std::string& reason) {
+  return run<end_record>("end session", [&]() -> outcome<end_record> {
+    must(exec("BEGIN"), "BEGIN");
+    auto r = exec_prepared(st_lock_session, {&session_id});
+    must(r, "lock session");
+    if (PQntuples(r.get()) == 0) {
+      must(exec("ROLLBACK"), "ROLLBACK");
+      return outcome<end_record>{errc::not_found, "no session " + session_id};
+    }
+    auto e = read_ended(r.get(), 0);
+    if (auto f = check_member(e.session, user); f.code != errc::none) {
+      must(exec("ROLLBACK"), "ROLLBACK");
+      return f;
+    }
+    if (e.session.status == session_status::closed) {
+      must(exec("ROLLBACK"), "ROLLBACK"); // ended before: the recorded state
+      return e;
+    }
+    std::vector<end_record> todo{std::move(e)};
+    todo[0].ended_by = user;
+    todo[0].reason = reason;
+    end_locked(todo);
+    commit(true); // NOTIFY + COMMIT in one round trip
+    return std::move(todo[0]);
+  });
+}
+
+outcome<std::vector<end_record>>
+pg_match_store::do_expire_sessions(uint32_t max_age_ms, uint32_t limit) {
+  auto age = std::to_string(max_age_ms);
+  auto lim = std::to_string(limit);
+  return run<std::vector<end_record>>("expire sessions", [&] {
+    must(exec("BEGIN"), "BEGIN");
+    auto r = exec_prepared(st_expire_pick, {&age, &lim});
+    must(r, "pick expired sessions");
+    std::vector<end_record> todo;
+    todo.reserve(static_cast<size_t>(PQntuples(r.get())));
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      todo.push_back(read_ended(r.get(), i));
+      todo.back().ended_by.clear();
+      todo.back().reason = expired_reason;
+    }
+    if (todo.empty()) {
+      must(exec("ROLLBACK"), "ROLLBACK");
+    } else {
+      end_locked(todo);
+      commit(true);
+    }
+    return outcome<std::vector<end_record>>{std::move(todo)};
+  });
+}
+
+outcome<prune_counts> pg_match_store::do_prune(uint32_t retention_ms,
+                                               uint32_t limit) {
+  auto keep = std::to_string(retention_ms);
+  auto lim = std::to_string(limit);
+  // Each statement is its own transaction (no BEGIN): short, and a lost
+  // connection repeats only the statement that was cut off.
+  auto one = [&](stmt s, const char* what) {
+    return run<size_t>(what, [&] {
+      auto r = exec_prepared(s, {&keep, &lim});
+      must(r, what);
+      return outcome<size_t>{static_cast<size_t>(
+        std::strtoull(PQcmdTuples(r.get()), nullptr, 10))};
+    });
+  };
+  auto outbox = one(st_prune_outbox, "prune outbox");
+  if (!outbox)
+    return outbox.error();
+  auto sessions = one(st_prune_sessions, "prune sessions");
+  if (!sessions)
+    return sessions.error();
+  prune_counts out;
+  out.outbox = *outbox;
+  out.sessions = *sessions;
+  return out;
+}
+
+} // namespace mm::pg
