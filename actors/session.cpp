@@ -36,6 +36,9 @@ struct session_data {
   // The user has no active match session: this actor saw it end, or the
   // database said so. Until then a join asks the database first.
   bool free_known = false;
+  uint64_t join_no = 0;             // the give-up timer belongs to one join
+  uint32_t give_up_after_s = 0;
+  bool giving_up = false;           // our own cancel: the join timed out
   std::vector<state_promise> join_waiters;
   std::vector<state_promise> cancel_waiters;
   std::set<std::string> seen;       // event ids (at-least-once delivery)
@@ -60,7 +63,7 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r);
 
 bool terminal(session_phase p) {
   return p == session_phase::matched || p == session_phase::cancelled
-         || p == session_phase::failed;
+         || p == session_phase::failed || p == session_phase::timed_out;
 }
 
 void publish(ses_ptr self) {
@@ -108,6 +111,12 @@ void finish(ses_ptr self, session_phase phase, std::string session_id,
             std::string detail) {
   if (phase == session_phase::matched)
     self->state.free_known = false;
+  if (phase == session_phase::cancelled && self->state.giving_up) {
+    // The cancel was ours: the ticket waited give_up_after_s in vain.
+    phase = session_phase::timed_out;
+    detail = "gave up after "
+             + std::to_string(self->state.give_up_after_s) + " s";
+  }
   self->state.st.session_id = std::move(session_id);
   self->state.st.detail = std::move(detail);
   enter(self, phase);
@@ -155,6 +164,27 @@ caf::result<end_result> end_session(ses_ptr self, std::string session_id,
       },
       [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;
+}
+
+/// The join's give_up_after_s passed: a ticket still waiting leaves the
+/// queue (a cancel of our own; its outcome decides: `timed_out`, or
+/// `matched` when a claimer was faster). A join that is finalizing has found
+/// its partner and goes on.
+void give_up(ses_ptr self, uint64_t join_no) {
+  auto& d = self->state;
+  if (join_no != d.join_no || terminal(d.st.phase) || d.cancel_requested
+      || d.st.phase == session_phase::finalizing
+      || d.st.phase == session_phase::idle)
+    return;
+  if (d.st.phase != session_phase::queued) {
+    // claiming: its answer comes in a moment; look again then.
+    self->delayed_send(self, std::chrono::milliseconds(100), give_up_atom_v,
+                       join_no);
+    return;
+  }
+  d.giving_up = true;
+  d.cancel_requested = true;
+  cancel_at_queue(self, 3);
 }
 
 // -- handlers shared by every state --------------------------------------------
@@ -209,6 +239,7 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
     },
     [on_tick](tick_atom, uint64_t gen) { on_tick(gen); },
     [on_grace](grace_atom, uint64_t gen) { on_grace(gen); },
+    [self](give_up_atom, uint64_t join_no) { give_up(self, join_no); },
   };
 }
 
@@ -278,6 +309,12 @@ void begin_join(ses_ptr self, join_request& r, state_promise rp) {
   d.heals = 0;
   d.cancel_requested = false;
   d.join_counted = false;
+  d.giving_up = false;
+  d.give_up_after_s = r.give_up_after_s;
+  ++d.join_no;
+  if (d.give_up_after_s > 0)
+    self->delayed_send(self, std::chrono::seconds(d.give_up_after_s),
+                       give_up_atom_v, d.join_no);
   d.join_waiters.push_back(rp);
   start_claim(self, false);
 }

@@ -379,7 +379,17 @@ void api_router::handle(const std::string& method, const std::string& target,
       reply(error(400, "invalid_argument", "attrs: at most 4096 bytes"));
       return;
     }
-    port_->join(user, queue, ticket, attrs, on_ticket);
+    uint32_t give_up_after_s = 0;
+    if (auto g = j.find("give_up_after_s"); g != j.end()) {
+      if (!g->is_number_integer() || g->get<int64_t>() < 1
+          || g->get<int64_t>() > 86400) {
+        reply(error(400, "invalid_argument",
+                    "give_up_after_s: an integer from 1 to 86400"));
+        return;
+      }
+      give_up_after_s = static_cast<uint32_t>(g->get<int64_t>());
+    }
+    port_->join(user, queue, ticket, attrs, give_up_after_s, on_ticket);
     return;
   }
   // r_swipe

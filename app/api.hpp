@@ -51,7 +51,7 @@ public:
   /// Claim-or-enqueue. Idempotent per (user, ticket).
   virtual void join(const std::string& user, const std::string& queue,
                     const std::string& ticket, const std::string& attrs,
-                    ticket_cb cb) = 0;
+                    uint32_t give_up_after_s, ticket_cb cb) = 0;
 
   /// Cancels the user's join `ticket`; answers when certain. Idempotent.
   virtual void cancel(const std::string& user, const std::string& ticket,

@@ -88,7 +88,8 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
         return;
       }
       if (st.phase == session_phase::cancelled
-          || st.phase == session_phase::failed) {
+          || st.phase == session_phase::failed
+          || st.phase == session_phase::timed_out) {
         json j{{"type", "state"},
                {"ticket", d.ticket},
                {"state", to_string(st.phase)}};

@@ -42,9 +42,9 @@ public:
 
   void join(const std::string& user, const std::string& queue,
             const std::string& ticket, const std::string& attrs,
-            ticket_cb cb) override {
+            uint32_t give_up_after_s, ticket_cb cb) override {
     ask_link(link(user), std::move(cb), join_atom_v,
-             join_request{queue, ticket, attrs});
+             join_request{queue, ticket, attrs, give_up_after_s});
   }
 
   void cancel(const std::string& user, const std::string& ticket,

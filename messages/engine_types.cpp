@@ -16,6 +16,8 @@ const char* to_string(session_phase x) noexcept {
       return "matched";
     case session_phase::cancelled:
       return "cancelled";
+    case session_phase::timed_out:
+      return "timed_out";
     default:
       return "failed";
   }

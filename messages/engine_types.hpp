@@ -17,11 +17,15 @@ struct join_request {
   std::string queue;
   std::string ticket; ///< client-chosen; the idempotency key of the join
   std::string attrs;  ///< opaque, at most 4096 bytes
+  /// A ticket still waiting this long after the join gives up: it leaves
+  /// the queue and the join ends `timed_out`. 0: it waits until cancelled.
+  uint32_t give_up_after_s = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_request& x) {
-  return f(caf::meta::type_name("join_request"), x.queue, x.ticket, x.attrs);
+  return f(caf::meta::type_name("join_request"), x.queue, x.ticket, x.attrs,
+           x.give_up_after_s);
 }
 
 /// Where a session stands. Sent to the subscriber on every change.
@@ -33,6 +37,7 @@ enum class session_phase : uint8_t {
   matched,    ///< a match.created event arrived (terminal)
   cancelled,  ///< the cancel was acknowledged (terminal)
   failed,     ///< a store error ended the join (terminal; detail says why)
+  timed_out,  ///< gave up waiting (`give_up_after_s`), left the queue (terminal)
 };
 
 const char* to_string(session_phase x) noexcept;

@@ -73,6 +73,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, hello_atom, "hello")
   CAF_ADD_ATOM(matchmaker, mm, attach_atom, "attach")
   CAF_ADD_ATOM(matchmaker, mm, end_atom, "end")
+  CAF_ADD_ATOM(matchmaker, mm, give_up_atom, "give_up")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -140,8 +141,10 @@ using session_actor = caf::typed_actor<
   // state. `forbidden` for a session the user is not a member of,
   // `not_found` for an unknown one.
   caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
-  // Timers: heartbeat, and the grace time after a heartbeat answered gone.
-  caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<grace_atom, uint64_t>>;
+  // Timers: heartbeat, the grace time after a heartbeat answered gone, and
+  // the join's give_up_after_s (by join number).
+  caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<grace_atom, uint64_t>,
+  caf::reacts_to<give_up_atom, uint64_t>>;
 
 /// Commits claimed pairs (actors/finalizer.hpp).
 using finalizer_actor = caf::typed_actor<

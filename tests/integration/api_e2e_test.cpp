@@ -115,6 +115,62 @@ TEST_P(api_e2e, two_websocket_users_receive_the_same_session) {
   EXPECT_FALSE(wa.next_of("match.created", 300ms));
 }
 
+TEST_P(api_e2e, a_session_ends_both_hear_it_and_both_match_again) {
+  auto alice = unique("alice"), bob = unique("bob"), carol = unique("carol");
+  ws_conn wa{node_->port(), alice, token(alice)};
+  ws_conn wb{node_->port(), bob, token(bob)};
+  ASSERT_EQ(join(alice, "t-1").status, 200u);
+  ASSERT_EQ(join(bob, "t-1").status, 200u);
+  auto ea = wa.next_of("match.created", 5s);
+  ASSERT_TRUE(ea && wb.next_of("match.created", 5s));
+  std::string sid = (*ea)["session_id"];
+  auto end_path = [&](const std::string& user, const std::string& session) {
+    return path(user, "/sessions/" + session + "/end");
+  };
+  // In a session: a join is refused with 409 in_session naming it.
+  auto busy = join(alice, "t-2");
+  ASSERT_EQ(busy.status, 409u) << busy.body;
+  EXPECT_EQ(busy.as_json()["error"], "in_session");
+  EXPECT_EQ(busy.as_json()["session_id"], sid);
+  // Only members end it; unknown sessions are 404.
+  auto by_carol = http_->request(http::verb::post, end_path(carol, sid),
+                                 token(carol), R"({"reason": "x"})");
+  EXPECT_EQ(by_carol.status, 403u) << by_carol.body;
+  EXPECT_EQ(by_carol.as_json()["error"], "forbidden");
+  auto unknown = http_->request(http::verb::post, end_path(alice, "nope"),
+                                token(alice), "{}");
+  EXPECT_EQ(unknown.status, 404u) << unknown.body;
+  // Alice ends it; both WebSockets get session.ended naming her and why.
+  auto ended = http_->request(http::verb::post, end_path(alice, sid),
+                              token(alice), R"({"reason": "hung up"})");
+  ASSERT_EQ(ended.status, 200u) << ended.body;
+  EXPECT_EQ(ended.as_json()["state"], "ended");
+  EXPECT_EQ(ended.as_json()["ended_by"], alice);
+  EXPECT_EQ(ended.as_json()["ended_now"], true);
+  for (auto* ws : {&wa, &wb}) {
+    auto ev = ws->next_of("session.ended", 5s);
+    ASSERT_TRUE(ev);
+    EXPECT_EQ((*ev)["session_id"], sid);
+    EXPECT_EQ((*ev)["ended_by"], alice);
+    EXPECT_EQ((*ev)["reason"], "hung up");
+  }
+  // Idempotent: bob's end answers the same final state.
+  auto again = http_->request(http::verb::post, end_path(bob, sid), token(bob),
+                              R"({"reason": "other"})");
+  ASSERT_EQ(again.status, 200u) << again.body;
+  EXPECT_EQ(again.as_json()["ended_by"], alice);
+  EXPECT_EQ(again.as_json()["reason"], "hung up");
+  EXPECT_EQ(again.as_json()["ended_now"], false);
+  EXPECT_FALSE(wa.next_of("session.ended", 300ms)); // one event per end
+  // Both are free at once and match again (same ticket ids: new joins).
+  auto ra = join(alice, "t-1");
+  ASSERT_EQ(ra.status, 200u) << ra.body;
+  ASSERT_EQ(join(bob, "t-1").status, 200u);
+  auto ea2 = wa.next_of("match.created", 5s);
+  ASSERT_TRUE(ea2);
+  EXPECT_NE((*ea2)["session_id"], sid);
+}
+
 TEST_P(api_e2e, a_cancel_is_acknowledged_and_no_match_follows) {
   auto carol = unique("carol"), dave = unique("dave");
   ws_conn wc{node_->port(), carol, token(carol)};
