@@ -120,7 +120,7 @@ TEST_P(api_e2e, a_session_ends_both_hear_it_and_both_match_again) {
   ws_conn wa{node_->port(), alice, token(alice)};
   ws_conn wb{node_->port(), bob, token(bob)};
   ASSERT_EQ(join(alice, "t-1").status, 200u);
-  ASSERT_EQ(join(bob, "t-1").status, 200u);
+  ASSERT_EQ(join(bob, "t-2").status, 200u);
   auto ea = wa.next_of("match.created", 5s);
   ASSERT_TRUE(ea && wb.next_of("match.created", 5s));
   std::string sid = (*ea)["session_id"];
@@ -128,7 +128,7 @@ TEST_P(api_e2e, a_session_ends_both_hear_it_and_both_match_again) {
     return path(user, "/sessions/" + session + "/end");
   };
   // In a session: a join is refused with 409 in_session naming it.
-  auto busy = join(alice, "t-2");
+  auto busy = join(alice, "t-3");
   ASSERT_EQ(busy.status, 409u) << busy.body;
   EXPECT_EQ(busy.as_json()["error"], "in_session");
   EXPECT_EQ(busy.as_json()["session_id"], sid);
@@ -162,10 +162,11 @@ TEST_P(api_e2e, a_session_ends_both_hear_it_and_both_match_again) {
   EXPECT_EQ(again.as_json()["reason"], "hung up");
   EXPECT_EQ(again.as_json()["ended_now"], false);
   EXPECT_FALSE(wa.next_of("session.ended", 300ms)); // one event per end
-  // Both are free at once and match again (same ticket ids: new joins).
+  // Both are free at once and match again (their ticket ids of before:
+  // new joins).
   auto ra = join(alice, "t-1");
   ASSERT_EQ(ra.status, 200u) << ra.body;
-  ASSERT_EQ(join(bob, "t-1").status, 200u);
+  ASSERT_EQ(join(bob, "t-2").status, 200u);
   auto ea2 = wa.next_of("match.created", 5s);
   ASSERT_TRUE(ea2);
   EXPECT_NE((*ea2)["session_id"], sid);

@@ -64,11 +64,13 @@ struct fixture : sim::engine_fixture<> {
     return *st;
   }
 
-  /// Joins both users into `queue` and returns the session they share.
+  /// Joins both users into `queue` (ticket ids `ticket` + user: ticket ids
+  /// are not yet scoped by user in the queue store) and returns the session
+  /// they share.
   std::string match(const std::string& a, const std::string& b,
                     const std::string& queue, const std::string& ticket) {
-    join(a, queue, ticket);
-    join(b, queue, ticket);
+    join(a, queue, ticket + a);
+    join(b, queue, ticket + b);
     advance(200);
     auto sa = state_of(a);
     auto sb = state_of(b);
@@ -110,8 +112,8 @@ CAF_TEST(an ended session frees both users who then match again) {
   auto store = db();
   CAF_CHECK(!store->active_session_of("alice")->has_value());
   CAF_CHECK(!store->active_session_of("bob")->has_value());
-  // Both rejoin at once (the same ticket id is fine: a new join) and match
-  // again, with each other as the only ones waiting.
+  // Both rejoin at once (each with its ticket id of before: a new join)
+  // and match again, with each other as the only ones waiting.
   auto s2 = match("alice", "bob", "games", "t-1");
   CAF_CHECK_NOT_EQUAL(s1, s2);
   // And with new partners: carol and dave wait, the pair ends, each of them
@@ -139,7 +141,7 @@ CAF_TEST(a join while in a session is refused and changes nothing) {
   CAF_CHECK_EQUAL(again.error().context().get_as<std::string>(0), s1);
   // The retry of the join that matched answers its final state.
   auto retry = ask<session_state>(session("alice"), join_atom_v,
-                                  join_request{"voice", "t-1", ""});
+                                  join_request{"voice", "t-1alice", ""});
   CAF_REQUIRE(retry);
   CAF_CHECK_EQUAL(retry->phase, session_phase::matched);
   // Nothing was queued: a newcomer in "games" just waits.
@@ -190,6 +192,32 @@ CAF_TEST(only members end a session and ending is idempotent) {
     ended_events += ev.type == "session.ended" ? 1 : 0;
   CAF_CHECK_EQUAL(ended_events, 0u); // all delivered by the relay
   CAF_CHECK_EQUAL(eng->metrics()->sessions_ended.load(), 1u);
+}
+
+CAF_TEST(a join that gives up leaves the queue and is never claimed) {
+  auto st = ask<session_state>(session("alice"), join_atom_v,
+                               join_request{"voice", "ta", "", 2});
+  CAF_REQUIRE(st);
+  CAF_CHECK_EQUAL(st->phase, session_phase::queued);
+  advance(1500); // heartbeats keep the ticket alive meanwhile
+  CAF_CHECK_EQUAL(state_of("alice").phase, session_phase::queued);
+  advance(700);
+  auto gave_up = state_of("alice");
+  CAF_CHECK_EQUAL(gave_up.phase, session_phase::timed_out);
+  CAF_CHECK_EQUAL(gave_up.detail, "gave up after 2 s");
+  CAF_CHECK_EQUAL(eng->metrics()->cancels.load(), 0u); // not a cancel
+  // Bob finds nobody: alice's ticket is gone from the queue.
+  CAF_CHECK_EQUAL(join("bob", "voice", "tb").phase, session_phase::queued);
+  advance(3000);
+  CAF_CHECK_EQUAL(state_of("alice").phase, session_phase::timed_out);
+  CAF_CHECK_EQUAL(state_of("bob").phase, session_phase::queued);
+  // A join that is matched before its deadline stays matched.
+  auto carol = ask<session_state>(session("carol"), join_atom_v,
+                                  join_request{"voice", "tc", "", 2});
+  CAF_REQUIRE(carol);
+  advance(3000);
+  CAF_CHECK_EQUAL(state_of("carol").phase, session_phase::matched);
+  CAF_CHECK_EQUAL(state_of("bob").phase, session_phase::matched);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
