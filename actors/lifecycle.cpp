@@ -53,10 +53,19 @@ lc_worker_actor::behavior_type lc_worker(lc_worker_actor::pointer,
   };
 }
 
+using lookup_promise = caf::typed_response_promise<std::string>;
+
 struct lc_state {
   lifecycle_config cfg;
   std::shared_ptr<match_store> inline_store; // non-blocking stores
-  lc_worker_actor worker;                    // blocking stores
+  lc_worker_actor worker;                    // blocking stores: ends, sweeps
+  /// Blocking stores: the in-session checks of joins, on their own
+  /// connection so that an end or a sweep never holds a join up.
+  lc_worker_actor lookup_worker;
+  /// In-session checks waiting for the running batch to finish: every
+  /// batch takes all of them (one worker round trip for many joins).
+  std::vector<std::pair<std::string, lookup_promise>> lookups;
+  bool lookup_running = false;
   bool sweeping = false;
   bool sweep_failing = false; // log a failing sweep once, not every period
   static inline const char* name = "lifecycle";
@@ -68,7 +77,8 @@ using lc_ptr = lifecycle_actor::stateful_pointer<lc_state>;
 /// the actor; `failed` when the worker did not answer in time.
 void with_store(lc_ptr self, std::function<void(match_store&)> call,
                 std::function<void()> done,
-                std::function<void(const caf::error&)> failed) {
+                std::function<void(const caf::error&)> failed,
+                bool lookup = false) {
   auto& st = self->state;
   if (st.inline_store) {
     call(*st.inline_store);
@@ -77,8 +87,8 @@ void with_store(lc_ptr self, std::function<void(match_store&)> call,
   }
   auto job = std::make_shared<lc_job>(lc_job{std::move(call)});
   self
-    ->request(st.worker, std::chrono::milliseconds(st.cfg.call_timeout_ms),
-              std::move(job))
+    ->request(lookup ? st.lookup_worker : st.worker,
+              std::chrono::milliseconds(st.cfg.call_timeout_ms), std::move(job))
     .then([done](lc_job_ptr&) { done(); },
           [failed](caf::error& err) { failed(err); });
 }
@@ -109,6 +119,51 @@ void sweep_done(lc_ptr self, const std::string& what, const failure& err) {
     lc_log()->info("session sweep works again");
     st.sweep_failing = false;
   }
+}
+
+/// Answers every waiting in-session check in one worker round trip, then
+/// the ones that arrived meanwhile.
+void run_lookups(lc_ptr self) {
+  auto& st = self->state;
+  if (st.lookup_running || st.lookups.empty())
+    return;
+  st.lookup_running = true;
+  auto batch = std::make_shared<
+    std::vector<std::pair<std::string, lookup_promise>>>();
+  batch->swap(st.lookups);
+  auto res = std::make_shared<
+    std::vector<outcome<std::optional<match_record>>>>();
+  std::vector<std::string> users;
+  for (auto& entry : *batch)
+    users.push_back(entry.first);
+  auto finish = [self] {
+    self->state.lookup_running = false;
+    run_lookups(self);
+  };
+  with_store(
+    self,
+    [res, users](match_store& s) {
+      for (auto& u : users)
+        res->push_back(s.active_session_of(u));
+    },
+    [batch, res, finish] {
+      for (size_t i = 0; i < batch->size(); ++i) {
+        auto& rp = (*batch)[i].second;
+        auto& r = (*res)[i];
+        if (!r)
+          rp.deliver(as_error(r.error()));
+        else
+          rp.deliver(*r ? (*r)->session_id : std::string{});
+      }
+      finish();
+    },
+    [batch, finish](const caf::error&) {
+      for (auto& entry : *batch)
+        entry.second.deliver(caf::make_error(
+          errc::store_unavailable, "the database did not answer in time"));
+      finish();
+    },
+    true);
 }
 
 /// One sweep: end the sessions past `max_session_s`, then prune.
@@ -166,13 +221,16 @@ void sweep(lc_ptr self) {
 
 lifecycle_actor::behavior_type
 lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
+               std::shared_ptr<match_store> lookup_store,
                lifecycle_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  if (store->blocking())
+  if (store->blocking()) {
     st.worker = self->spawn<caf::detached + caf::linked>(lc_worker,
                                                           std::move(store));
-  else
+    st.lookup_worker = self->spawn<caf::detached + caf::linked>(
+      lc_worker, std::move(lookup_store));
+  } else
     st.inline_store = std::move(store); // inline: only this actor uses it
   if (st.cfg.sweep_ms > 0)
     self->delayed_send(self, std::chrono::milliseconds(st.cfg.sweep_ms),
@@ -206,20 +264,8 @@ lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
     },
     [self](state_atom, std::string& user) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();
-      auto res = std::make_shared<outcome<std::optional<match_record>>>(
-        errc::none);
-      with_store(
-        self, [res, user](match_store& s) { *res = s.active_session_of(user); },
-        [rp, res]() mutable {
-          if (!*res)
-            rp.deliver(as_error(res->error()));
-          else
-            rp.deliver(**res ? (**res)->session_id : std::string{});
-        },
-        [rp](const caf::error&) mutable {
-          rp.deliver(caf::make_error(errc::store_unavailable,
-                                     "the database did not answer in time"));
-        });
+      self->state.lookups.emplace_back(std::move(user), rp);
+      run_lookups(self);
       return rp;
     },
     [self](tick_atom) {
@@ -241,7 +287,11 @@ lifecycle_actor spawn_lifecycle(caf::actor_system& sys,
   cfg.batch = std::clamp<uint32_t>(cfg.batch, 1, 10000);
   cfg.call_timeout_ms = std::max<uint32_t>(cfg.call_timeout_ms, 1);
   std::shared_ptr<match_store> conn = store->connect();
-  return sys.spawn(lifecycle_impl, std::move(conn), std::move(cfg));
+  std::shared_ptr<match_store> lookup_conn;
+  if (conn->blocking())
+    lookup_conn = store->connect();
+  return sys.spawn(lifecycle_impl, std::move(conn), std::move(lookup_conn),
+                   std::move(cfg));
 }
 
 } // namespace mm

@@ -96,7 +96,10 @@ public:
   /// nothing is written. A commit that creates events notifies
   /// `outbox_channel`. Idempotent per request: a request whose pair was
   /// committed before (e.g. a retry after a lost commit acknowledgement)
-  /// answers that session with `created == false` and writes nothing.
+  /// answers that session with `created == false` and writes nothing — also
+  /// when it was closed since (`close_session`), but not once it ENDED
+  /// (`end_session`, `expire_sessions`): then the same pair with the same
+  /// tickets commits a new session (users match again).
   ///
   /// Cancel checkpoints (problem 5): when `check` is set, the commit asks it
   /// whether each request it creates is still wanted, at two stages (see

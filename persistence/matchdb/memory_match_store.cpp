@@ -127,6 +127,8 @@ void free_members(shared_state& st, const match_record& rec) {
 }
 
 /// Closes the active session `rec`: status, time, reason, members, indexes.
+std::string key_of(const match_record& rec);
+
 void close_record(shared_state& st, match_record& rec,
                   const std::string& reason, int64_t now) {
   st.active_by_age.erase({rec.created_at, rec.session_id});
@@ -144,6 +146,12 @@ end_record end_active(shared_state& st, match_record& rec,
                       const std::string& ended_by, const std::string& reason,
                       int64_t now) {
   close_record(st, rec, reason, now);
+  // An ended session frees its key: the same users may be matched again
+  // with the same tickets (a closed, never-ended session keeps it, so a
+  // retry does not revive it).
+  if (auto j = st.by_key.find(key_of(rec));
+      j != st.by_key.end() && j->second == rec.session_id)
+    st.by_key.erase(j);
   if (!ended_by.empty())
     st.ended_by[rec.session_id] = ended_by;
   add_event(st, rec.session_id, session_ended_event_id(rec.session_id),

@@ -166,9 +166,10 @@ TEST_P(api_e2e, a_session_ends_both_hear_it_and_both_match_again) {
   // new joins).
   auto ra = join(alice, "t-1");
   ASSERT_EQ(ra.status, 200u) << ra.body;
-  ASSERT_EQ(join(bob, "t-2").status, 200u);
+  auto rb = join(bob, "t-2");
+  ASSERT_EQ(rb.status, 200u) << rb.body;
   auto ea2 = wa.next_of("match.created", 5s);
-  ASSERT_TRUE(ea2);
+  ASSERT_TRUE(ea2) << ra.body << " " << rb.body;
   EXPECT_NE((*ea2)["session_id"], sid);
 }
 

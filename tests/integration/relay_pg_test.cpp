@@ -74,6 +74,8 @@ session_actor::behavior_type recorder(session_actor::pointer,
     },
     [](tick_atom, uint64_t) {},
     [](grace_atom, uint64_t) {},
+    [](end_atom, std::string&, std::string&) { return end_result{}; },
+    [](give_up_atom, uint64_t) {},
   };
 }
 
