@@ -42,6 +42,11 @@ struct load_options {
   std::size_t cycles = 1;
   /// The session is held for a uniform time in [0, hold_ms] before its end.
   int64_t hold_ms = 200;
+  /// With --cycles: every other cycle joins again with the ticket id of the
+  /// session that ended. Off by default: the finalizer's memory of decided
+  /// cancels is still keyed by (queue, ticket), so a reused id can get the
+  /// verdict of its previous join (open work: ticket ids scoped by user).
+  bool reuse_tickets = false;
 
   /// The name of virtual user `i`: the prefix and the number.
   std::string user_name(std::size_t i) const {

@@ -356,6 +356,9 @@ int main(int argc, char** argv) {
                  "with --cycles: hold a session a uniform time in [0, MS]")
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
+  load_cmd->add_flag("--reuse-tickets", lo.reuse_tickets,
+                     "with --cycles: every other join reuses the ticket id "
+                     "of the session that ended");
 
   try {
     app.parse(argc, argv);

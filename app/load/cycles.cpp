@@ -238,7 +238,7 @@ void virtual_users::next_cycle(uint32_t i) {
   r.cycle++;
   // Every other cycle reuses the ticket of a session that ended (matchd
   // allows that); a cancelled ticket stays cancelled: a new one then.
-  if (!(after_session && r.cycle % 2 == 1))
+  if (!(opts_.reuse_tickets && after_session && r.cycle % 2 == 1))
     r.ticket = ticket_name(i, r.cycle);
   r.flags &= ~user_record::cycle_flags;
   r.session.clear();
