@@ -1,6 +1,7 @@
 // `matchctl load` (app/load.hpp), the driver: one io thread per shard of
 // the virtual users, pacing their start and ending the run; then the
-// checker and the report over what they observed.
+// checker and the report over what they observed (with --cycles, the
+// session ledger the shards share).
 
 #include "app/load.hpp"
 
@@ -36,6 +37,10 @@ extern "C" void on_interrupt(int) {
 /// How long the final GETs may take all together.
 constexpr std::chrono::milliseconds final_timeout = request_timeout;
 
+/// How long before the run's end a session must have ended for the checker
+/// to expect both its session.ended events (--cycles).
+constexpr int64_t cycle_grace_us = 2000000;
+
 /// The users of one io thread: every `count`-th user starting at `id`, with
 /// their own io_context and share of rate and concurrency. It paces their
 /// start, notices the end (all done, --duration, a stall, Ctrl-C), lets the
@@ -44,10 +49,10 @@ class shard {
 public:
   shard(const load_options& opts, shared_state& st,
         std::vector<user_record>& recs, unsigned id, unsigned count,
-        const std::vector<http_endpoint>& endpoints)
+        const std::vector<http_endpoint>& endpoints, session_ledger* ledger)
     : opts_(opts),
       st_(st),
-      users_(opts, st, recs, id, count, io_, endpoints,
+      users_(opts, st, recs, id, count, io_, endpoints, ledger,
              [this] {
                try_start();
                check_finished();
@@ -225,14 +230,33 @@ private:
 
 void draw_progress(const shared_state& st, const load_options& opts) {
   auto elapsed = st.now_us() / 1e6;
+  char cycles[48] = "";
+  if (opts.cycles > 1)
+    std::snprintf(cycles, sizeof(cycles), "cycles %llu  ",
+                  static_cast<unsigned long long>(st.cycles.load()));
   std::fprintf(stderr,
-               "\rstarted %llu/%zu  done %llu  matched %llu  errors %llu  "
+               "\rstarted %llu/%zu  done %llu  matched %llu  %serrors %llu  "
                "%.1fs   ",
                static_cast<unsigned long long>(st.started.load()), opts.users,
                static_cast<unsigned long long>(st.done.load()),
-               static_cast<unsigned long long>(st.matched.load()),
+               static_cast<unsigned long long>(st.matched.load()), cycles,
                static_cast<unsigned long long>(st.errors.load()), elapsed);
   std::fflush(stderr);
+}
+
+/// Adds one shard's samples and times to the run's.
+void merge_samples(run_extras& run, const virtual_users& u) {
+  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  append(run.connect_ms, u.connect_ms);
+  append(run.join_ms, u.join_ms);
+  append(run.match_ms, u.match_ms);
+  if (u.first_join_us >= 0
+      && (run.first_join_us < 0 || u.first_join_us < run.first_join_us))
+    run.first_join_us = u.first_join_us;
+  run.last_event_us = std::max(run.last_event_us, u.last_event_us);
+  run.last_cycle_us = std::max(run.last_cycle_us, u.last_cycle_us);
 }
 
 } // namespace
@@ -254,10 +278,13 @@ int run_load(const load_options& opts) {
     endpoints.push_back(std::move(ep));
   }
 
+  // Only --cycles needs the sessions in flight across users.
+  session_ledger ledger;
+  auto* ledger_ptr = opts.cycles > 1 ? &ledger : nullptr;
   std::vector<std::unique_ptr<shard>> shards;
   for (unsigned s = 0; s < threads; ++s)
-    shards.push_back(
-      std::make_unique<shard>(opts, st, recs, s, threads, endpoints));
+    shards.push_back(std::make_unique<shard>(opts, st, recs, s, threads,
+                                             endpoints, ledger_ptr));
 
   interrupts = 0;
   auto old_int = std::signal(SIGINT, on_interrupt);
@@ -284,7 +311,8 @@ int run_load(const load_options& opts) {
   }
   for (auto& t : pool)
     t.join();
-  auto duration_s = st.now_us() / 1e6;
+  auto end_us = st.now_us();
+  auto duration_s = end_us / 1e6;
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
   if (opts.progress) {
@@ -303,8 +331,15 @@ int run_load(const load_options& opts) {
       run.errors[k] += v;
     run.extras.insert(run.extras.end(), u.extras.begin(), u.extras.end());
     run.duplicates += u.duplicate_events;
+    merge_samples(run, u);
   }
-  auto checked = check_records(recs, run.extras);
+  run.sessions_seen = ledger.sessions();
+  run.sessions_ended = ledger.sessions_ended();
+  // A session that ended just before the run did may have its last
+  // session.ended event still on the way: it is not judged.
+  auto checked = ledger_ptr != nullptr
+                   ? check_cycles(recs, ledger, end_us, cycle_grace_us)
+                   : check_records(recs, run.extras);
   auto summary = summarize(opts, recs, run);
   print_report(std::cout, opts, recs, run, summary, checked);
   if (!opts.json_file.empty()

@@ -1,7 +1,8 @@
 #pragma once
 
 // `matchctl load`: virtual users open their event WebSocket, join a queue,
-// sometimes cancel and wait for their match; then an invariant checker over
+// sometimes cancel and wait for their match; with --cycles N they also end
+// their session and join again, N times. Then an invariant checker over
 // what they observed (docs/api.md). The parts live in app/load/.
 
 #include <cstddef>
@@ -36,6 +37,16 @@ struct load_options {
   /// Finished users drop their TCP connection instead of the WebSocket
   /// close handshake: fewer packets and syscalls on both sides.
   bool abrupt_close = false;
+  /// Each user joins, is matched, holds the session, ends it and joins
+  /// again, this many times (1: join and match only, no end).
+  std::size_t cycles = 1;
+  /// The session is held for a uniform time in [0, hold_ms] before its end.
+  int64_t hold_ms = 200;
+  /// With --cycles: every other cycle joins again with the ticket id of the
+  /// session that ended. Off by default: the finalizer's memory of decided
+  /// cancels is still keyed by (queue, ticket), so a reused id can get the
+  /// verdict of its previous join (open work: ticket ids scoped by user).
+  bool reuse_tickets = false;
 
   /// The name of virtual user `i`: the prefix and the number.
   std::string user_name(std::size_t i) const {

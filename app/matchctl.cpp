@@ -12,13 +12,20 @@
 //
 // `load` runs virtual users "<prefix><i>": each opens its event WebSocket,
 // joins q<i % queues> with ticket "t-<prefix><i>", cancels with probability
-// --cancel-rate, and waits for its match.created event. At the end it asks
-// matchd about everyone unfinished, checks the invariants (app/load.hpp) and
-// prints a report whose last line is
+// --cancel-rate, and waits for its match.created event. With --cycles N it
+// then holds the session for up to --hold-ms (the member whose name sorts
+// first ends it), waits for session.ended and joins again (every other
+// time with the same ticket, else "t-<prefix><i>-c<cycle>"), N times over
+// one WebSocket. At the end it asks matchd about everyone unfinished,
+// checks the invariants (app/load.hpp) and prints a report whose last line
+// is
 //   verdict=ok users=.. matched=.. cancelled=.. waiting=.. errors=..
 //   matches_per_s=.. p50_ms=.. p95_ms=.. p99_ms=.. double_bookings=..
 //   lost_users=.. undelivered_events=.. cancelled_but_matched=..
-// (one line), and with --json the same and more as a JSON object.
+// (one line; --cycles adds cycles=.. sessions_ended=.. cycles_per_s=..
+// overlapping_sessions=.. missing_session_ended=.. end_mismatches=..
+// in_session_after_end=..), and with --json the same and more as a JSON
+// object.
 //
 // Request subcommands print the status line and the JSON body and exit 0 on
 // 2xx, 1 otherwise. `load` exits 0 when the checker finds nothing, 2 on
@@ -338,6 +345,20 @@ int main(int argc, char** argv) {
   load_cmd->add_option("--threads", lo.threads, "io threads")
     ->capture_default_str()
     ->check(CLI::Range(1, 64));
+  load_cmd
+    ->add_option("--cycles", lo.cycles,
+                 "join, match, end the session and join again, N times "
+                 "(1: join and match only)")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  load_cmd
+    ->add_option("--hold-ms", lo.hold_ms,
+                 "with --cycles: hold a session a uniform time in [0, MS]")
+    ->capture_default_str()
+    ->check(CLI::NonNegativeNumber);
+  load_cmd->add_flag("--reuse-tickets", lo.reuse_tickets,
+                     "with --cycles: every other join reuses the ticket id "
+                     "of the session that ended");
 
   try {
     app.parse(argc, argv);

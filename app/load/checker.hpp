@@ -1,7 +1,10 @@
 #pragma once
 
 // The invariant checker of `matchctl load`: double bookings, lost users,
-// undelivered events and late matches of cancelled users, from the records.
+// undelivered events and late matches of cancelled users, from the records;
+// with --cycles also overlapping sessions, missing session.ended events,
+// end answers that disagree with the events, and joins still refused
+// `in_session` after the user saw its session end.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/load/session_ledger.hpp"
 #include "app/load/user_record.hpp"
 
 namespace mm {
@@ -19,13 +23,20 @@ struct checker_result {
   std::size_t undelivered_events = 0;
   std::size_t cancelled_but_matched = 0;
   std::size_t unobserved = 0; ///< matches of users whose WebSocket had failed
+  // --cycles only:
+  std::size_t overlapping_sessions = 0;
+  std::size_t missing_session_ended = 0;
+  std::size_t end_mismatches = 0;
+  std::size_t in_session_after_end = 0;
   /// A few offending users per violation, for the report: (kind, user).
   std::vector<std::pair<std::string, uint32_t>> examples;
 
   /// "ok" or "violations".
   const char* verdict() const noexcept {
     return double_bookings + lost_users + undelivered_events
-               + cancelled_but_matched
+               + cancelled_but_matched + overlapping_sessions
+               + missing_session_ended + end_mismatches
+               + in_session_after_end
              == 0
              ? "ok"
              : "violations";
@@ -46,5 +57,30 @@ struct checker_result {
 ///
 checker_result check_records(const std::vector<user_record>& users,
                              const std::vector<extra_event>& extras);
+
+/// The same for a run with --cycles, where a user's record keeps only its
+/// current cycle and counters, and the ledger the sessions not settled:
+/// - double_bookings: sessions whose observers disagree on its users (or
+///   whose events name other than two users), users an answer put in
+///   another session than their event, users that a partner's event puts
+///   in a session beside the one their own event named;
+/// - undelivered_events: a user of a session (by its partner's event) that
+///   never got its match.created though its WebSocket stayed open; a
+///   current join answered "matched" without the event;
+/// - cancelled_but_matched: matches of tickets the user was told cancelled;
+/// - lost_users: as above, for the current cycle (a user told "matched"
+///   in an ended session is counted below instead);
+/// - overlapping_sessions: a match.created while the user's session was on;
+/// - missing_session_ended: a user that saw a session's match.created but
+///   not its session.ended, though the session ended at least `grace_us`
+///   before `end_us` (the run's end) and its WebSocket stayed open;
+/// - end_mismatches: end answers and session.ended events that disagree
+///   with the user's session (id, who ended it, why);
+/// - in_session_after_end: joins refused `in_session`, and cycles with an
+///   answer "matched" in an ended session, after the user saw its session
+///   end.
+checker_result check_cycles(const std::vector<user_record>& users,
+                            const session_ledger& ledger, int64_t end_us,
+                            int64_t grace_us);
 
 } // namespace mm

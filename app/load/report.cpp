@@ -78,7 +78,8 @@ std::string describe_user(const load_options& opts,
     "cancel_acked",    "cancel_late",       "got_event",     "told_matched",
     "ended",           "shutdown_notice",   "ws_failed",     "done",
     "final_waiting",   "final_unreachable", "final_unknown", "multi_session",
-    "bad_event"};
+    "bad_event",       "end_sent",          "session_over",  "lived",
+    "gave_up",         "told_stale"};
   auto& r = recs[u];
   std::string text = opts.user_name(u) + " [";
   for (std::size_t b = 0; b < std::size(names); ++b)
@@ -92,6 +93,13 @@ std::string describe_user(const load_options& opts,
     text += " told " + r.told_session;
   if (!r.detail.empty())
     text += " " + r.detail;
+  if (opts.cycles > 1) {
+    auto& c = r.counts;
+    text += " cycle " + std::to_string(r.cycle) + " ticket " + r.ticket
+            + " (completed " + std::to_string(c.completed) + ", matches "
+            + std::to_string(c.matches) + ", ends seen "
+            + std::to_string(c.ends_seen) + ")";
+  }
   auto ms = [](int64_t us) {
     return us < 0 ? std::string("-") : fixed1(us / 1000.0);
   };
@@ -105,46 +113,40 @@ load_summary summarize(const load_options& opts,
                        const std::vector<user_record>& recs,
                        const run_extras& run) {
   load_summary s;
-  int64_t first_join = -1, last_event = -1;
-  std::vector<double> ttm, connect_ms, join_ms;
+  bool cycles = opts.cycles > 1;
   std::unordered_map<std::string, bool> session_ids;
   for (std::size_t i = 0; i < recs.size(); ++i) {
     auto& r = recs[i];
     if (!r.has(uf::started))
       continue;
+    auto& c = r.counts;
     s.started++;
-    if (r.t0_us >= 0 && r.start_us >= 0)
-      connect_ms.push_back((r.t0_us - r.start_us) / 1000.0);
-    if (r.join_us >= 0 && r.t0_us >= 0)
-      join_ms.push_back((r.join_us - r.t0_us) / 1000.0);
-    if (r.has(uf::join_ok))
+    if (c.joins_ok > 0)
       s.joined++;
-    if (r.t0_us >= 0 && (first_join < 0 || r.t0_us < first_join))
-      first_join = r.t0_us;
-    if (r.has(uf::got_event)) {
-      session_ids.emplace(r.session, true);
-      last_event = std::max(last_event, r.event_us);
-      if (r.t0_us >= 0)
-        ttm.push_back((r.event_us - r.t0_us) / 1000.0);
+    if (!cycles) {
+      if (r.has(uf::got_event))
+        session_ids.emplace(r.session, true);
+      if (!r.told_session.empty())
+        session_ids.emplace(r.told_session, true);
     }
-    if (!r.told_session.empty())
-      session_ids.emplace(r.told_session, true);
-    bool matched = r.has(uf::got_event) || r.has(uf::told_matched);
-    if (matched) {
-      s.matched++;
+    // A join answered "matched" whose event never came counts too.
+    bool told_only = r.has(uf::told_matched) && !r.has(uf::got_event);
+    uint64_t matches = c.matches + (told_only ? 1 : 0);
+    if (matches > 0) {
+      s.matched += matches;
       s.matched_users.push_back(opts.user_name(i));
     }
-    if (r.has(uf::cancel_sent)) {
-      s.cancel_requested++;
+    if (c.cancels_sent > 0) {
+      s.cancel_requested += c.cancels_sent;
       s.cancel_requested_users.push_back(opts.user_name(i));
     }
-    if (r.has(uf::cancel_acked)) {
-      s.cancelled++;
+    if (c.cancels_acked > 0) {
+      s.cancelled += c.cancels_acked;
       s.cancelled_users.push_back(opts.user_name(i));
     }
-    if (r.has(uf::cancel_late))
-      s.cancel_too_late++;
-    if (r.has(uf::final_waiting) && !matched) {
+    s.cancel_too_late += c.cancels_late;
+    bool matched_now = r.has(uf::got_event) || r.has(uf::told_matched);
+    if (r.has(uf::final_waiting) && !matched_now) {
       s.waiting++;
       s.waiting_users.push_back(opts.user_name(i));
     }
@@ -162,19 +164,27 @@ load_summary summarize(const load_options& opts,
     }
     if (r.has(uf::ws_failed))
       s.ws_failed++;
+    s.cycles_completed += c.completed;
   }
   for (auto& e : run.extras)
     session_ids.emplace(e.session, true);
-  s.sessions = session_ids.size();
-  double span_s = (first_join >= 0 && last_event > first_join)
-                    ? (last_event - first_join) / 1e6
-                    : 0;
-  s.matches_per_s = span_s > 0 ? s.sessions / span_s : 0;
+  s.sessions = cycles ? run.sessions_seen : session_ids.size();
+  auto per_s = [&](double n, int64_t until_us) {
+    auto from_us = run.first_join_us;
+    return from_us >= 0 && until_us > from_us
+             ? n / ((until_us - from_us) / 1e6)
+             : 0;
+  };
+  s.matches_per_s = per_s(static_cast<double>(s.sessions), run.last_event_us);
+  s.cycles_planned = static_cast<uint64_t>(opts.users) * opts.cycles;
+  s.sessions_ended = run.sessions_ended;
+  s.cycles_per_s
+    = per_s(static_cast<double>(s.cycles_completed), run.last_cycle_us);
   for (auto& [k, v] : run.errors)
     s.error_total += v;
-  s.time_to_match = distribution_of(std::move(ttm));
-  s.ws_connect = distribution_of(std::move(connect_ms));
-  s.join = distribution_of(std::move(join_ms));
+  s.time_to_match = distribution_of(run.match_ms);
+  s.ws_connect = distribution_of(run.connect_ms);
+  s.join = distribution_of(run.join_ms);
   return s;
 }
 
@@ -183,8 +193,13 @@ void print_report(std::ostream& out, const load_options& opts,
                   const load_summary& s, const checker_result& c) {
   out << "users            " << s.started << " started of " << opts.users
       << ", " << s.joined << " joined\n";
-  out << "matched          " << s.matched << " users in " << s.sessions
+  out << "matched          " << s.matched
+      << (opts.cycles > 1 ? " user-matches in " : " users in ") << s.sessions
       << " sessions, " << fixed1(s.matches_per_s) << " matches/s\n";
+  if (opts.cycles > 1)
+    out << "cycles           " << s.cycles_completed << " of "
+        << s.cycles_planned << " completed, " << s.sessions_ended
+        << " sessions ended, " << fixed1(s.cycles_per_s) << " cycles/s\n";
   out << "cancelled        " << s.cancelled << " of " << s.cancel_requested
       << " requested, " << s.cancel_too_late << " too late\n";
   out << "waiting          " << s.waiting << "\n";
@@ -223,7 +238,16 @@ void print_report(std::ostream& out, const load_options& opts,
       << " double_bookings=" << c.double_bookings
       << " lost_users=" << c.lost_users
       << " undelivered_events=" << c.undelivered_events
-      << " cancelled_but_matched=" << c.cancelled_but_matched << std::endl;
+      << " cancelled_but_matched=" << c.cancelled_but_matched;
+  if (opts.cycles > 1)
+    out << " cycles=" << s.cycles_completed
+        << " sessions_ended=" << s.sessions_ended
+        << " cycles_per_s=" << fixed1(s.cycles_per_s)
+        << " overlapping_sessions=" << c.overlapping_sessions
+        << " missing_session_ended=" << c.missing_session_ended
+        << " end_mismatches=" << c.end_mismatches
+        << " in_session_after_end=" << c.in_session_after_end;
+  out << std::endl;
 }
 
 bool write_json(const std::string& file, const load_options& opts,
@@ -263,6 +287,18 @@ bool write_json(const std::string& file, const load_options& opts,
     {"waiting_users", s.waiting_users},
     {"cancel_requested_users", s.cancel_requested_users},
   };
+  if (opts.cycles > 1) {
+    report["cycles"] = json{{"planned", s.cycles_planned},
+                            {"completed", s.cycles_completed},
+                            {"sessions_ended", s.sessions_ended},
+                            {"cycles_per_s", s.cycles_per_s},
+                            {"hold_ms", opts.hold_ms}};
+    auto& checker = report["checker"];
+    checker["overlapping_sessions"] = c.overlapping_sessions;
+    checker["missing_session_ended"] = c.missing_session_ended;
+    checker["end_mismatches"] = c.end_mismatches;
+    checker["in_session_after_end"] = c.in_session_after_end;
+  }
   std::ofstream f(file);
   f << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   f.close();

@@ -1,8 +1,9 @@
 #pragma once
 
 // The virtual users of one io thread of `matchctl load`: each user's state
-// machine (WebSocket, join, maybe a cancel, the match event, the last GET),
-// writing what it observed into its user_record.
+// machine (WebSocket, join, maybe a cancel, the match event, with --cycles
+// the end of the session and the next join, the last GET), writing what it
+// observed into its user_record.
 
 #include <atomic>
 #include <chrono>
@@ -22,6 +23,7 @@
 
 #include "app/http_client.hpp"
 #include "app/load.hpp"
+#include "app/load/session_ledger.hpp"
 
 namespace mm::load {
 
@@ -33,6 +35,7 @@ struct shared_state {
   std::atomic<uint64_t> started{0};
   std::atomic<uint64_t> done{0};
   std::atomic<uint64_t> matched{0};
+  std::atomic<uint64_t> cycles{0}; ///< cycles completed (--cycles)
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> ok_answers{0};
 
@@ -58,18 +61,34 @@ constexpr std::chrono::milliseconds request_timeout{15000};
 ///   closing ─(no answer left on the wire)─▶ done ─▶ the driver starts the
 ///   next user
 ///
+/// With --cycles N a match or an acknowledged cancel ends only the cycle;
+/// the WebSocket stays open for the user's whole life:
+///
+///   waiting ─match.created─▶ matched ─hold timer─▶ ending ─200─▶ matched
+///      │                       │ (only the member whose name sorts first
+///      │                       │  ends the session; the other waits)
+///      │                       ▼
+///      │                 session.ended ─▶ cycle over ─▶ joining (cycle + 1)
+///      └─cancel acked───────────────────▶ cycle over    or, after N: closing
+///
+/// A cycle is over only when no request of it is on the wire. The next join
+/// alternates between the ticket of the cycle before (reused after a
+/// session ended) and a new one (always after a cancel: a cancelled ticket
+/// stays cancelled).
+///
 /// In the final phase nothing is sent any more but one GET of the ticket of
 /// every user who joined and has not settled; then everyone is dropped.
 /// Not thread-safe: used only on the thread that runs `io`.
 class virtual_users {
 public:
   /// `released` runs after a user is done, unless the final phase began.
+  /// `ledger` (shared by all threads) is needed with --cycles only.
   /// Starts nothing yet.
   virtual_users(const load_options& opts, shared_state& st,
                 std::vector<user_record>& recs, unsigned id, unsigned count,
                 asio::io_context& io,
                 const std::vector<http_endpoint>& endpoints,
-                std::function<void()> released);
+                session_ledger* ledger, std::function<void()> released);
   ~virtual_users();
 
   virtual_users(const virtual_users&) = delete;
@@ -90,8 +109,8 @@ public:
     return in_progress_;
   }
 
-  /// When the last join was sent / a user was last done (us since the
-  /// start).
+  /// When the last join was sent / a user was last done or completed a
+  /// cycle (us since the start).
   int64_t last_join_us() const noexcept {
     return last_join_us_;
   }
@@ -126,12 +145,22 @@ public:
   uint64_t duplicate_events = 0;
   uint64_t not_joined_at_end = 0;
 
+  /// Latencies in ms, one sample per WebSocket (connect), per join answer
+  /// (join) and per cycle's first match event (time to match).
+  std::vector<double> connect_ms, join_ms, match_ms;
+  /// First join sent, last first-match event of a cycle, last cycle over
+  /// (us since the start; -1: none).
+  int64_t first_join_us = -1;
+  int64_t last_event_us = -1;
+  int64_t last_cycle_us = -1;
+
 private:
   struct active_user;
 
   // -- naming ---------------------------------------------------------------
 
-  std::string ticket_name(uint32_t i) const;
+  /// The ticket of user `i`'s cycle `c`: "t-<user>", then "t-<user>-c<c>".
+  std::string ticket_name(uint32_t i, uint32_t c = 0) const;
   std::string user_path(uint32_t i) const;
   /// The index of one of our users from its name, -2 for anyone else.
   int32_t index_of(const std::string& name) const;
@@ -151,16 +180,60 @@ private:
 
   // -- one user -------------------------------------------------------------
 
+  bool cycling() const noexcept {
+    return opts_.cycles > 1;
+  }
+
+  /// Plans the cancel of the current cycle's join (--cancel-rate).
+  void plan_cancel(user_record& r, active_user& a);
   void on_open(uint32_t i);
+  /// Sends the join of the user's current cycle.
+  void send_join(uint32_t i);
   /// Applies a ticket object from an HTTP answer or a state message.
   void apply_state(uint32_t i, const nlohmann::json& j);
   void on_join(uint32_t i, http_result&& res);
-  void on_cancel_timer(uint32_t i, const error_code& ec);
+  void on_cancel_timer(uint32_t i);
   void on_cancel(uint32_t i, http_result&& res);
   void on_message(uint32_t i, std::string_view text);
+  void on_match_created(uint32_t i, const nlohmann::json& j);
+  /// The first match event of the user's join (cycle): its session.
+  void adopt_match(uint32_t i, const std::string& session,
+                   std::string event_id, int32_t partner);
   void on_close(uint32_t i, const ws_close_info& info);
+  /// True when the user's life is over: it is closed once nothing of it is
+  /// on the wire any more.
+  bool finished(const user_record& r) const noexcept;
   void maybe_done(uint32_t i);
   void release(uint32_t i);
+
+  // -- timers: one per user (cancel, hold, end retry; never two at once) -----
+
+  enum class timer_use : uint8_t { none, cancel, hold, end_retry };
+  void arm_timer(uint32_t i, timer_use use, int64_t delay_ms);
+  void stop_timer(active_user& a);
+  void on_timer(uint32_t i, uint32_t gen);
+
+  /// What a match.created or session.ended event says about user `i`'s
+  /// session; false (and `s.bad`) when its users are not {i, other}.
+  /// `other` is the other user's name.
+  bool read_sighting(uint32_t i, const nlohmann::json& j,
+                     session_sighting& s, std::string& other) const;
+
+  // -- cycles (app/load/cycles.cpp) ------------------------------------------
+
+  void cycle_match(uint32_t i, const nlohmann::json& j);
+  void on_session_ended(uint32_t i, const nlohmann::json& j);
+  void send_end(uint32_t i);
+  void on_end(uint32_t i, const std::string& session, http_result&& res);
+  /// Moves the user on when its cycle is over; the cycle part of maybe_done.
+  void step(uint32_t i);
+  void next_cycle(uint32_t i);
+  /// A session user `i` saw end: late copies of its events are duplicates.
+  void remember_ended(user_record& r, const std::string& session);
+  bool ended_before(const user_record& r, const std::string& session) const;
+
+  // -- the end ----------------------------------------------------------------
+
   /// The last GET of user `i`'s ticket, on pool `i + attempt`.
   void final_get(uint32_t i, std::size_t attempt, std::string auth);
 
@@ -171,6 +244,7 @@ private:
   unsigned count_;
   asio::io_context& io_;
   std::vector<http_endpoint> endpoints_; ///< the WebSockets refer to these
+  session_ledger* ledger_;
   std::function<void()> released_;
   std::function<void()> answered_;
   std::vector<std::unique_ptr<http_pool>> pools_;
