@@ -166,6 +166,12 @@ void run_lookups(lc_ptr self) {
     true);
 }
 
+/// Seconds of the config as the store's milliseconds (saturated).
+uint32_t ms_of(uint32_t seconds) {
+  return static_cast<uint32_t>(
+    std::min<uint64_t>(uint64_t{seconds} * 1000, UINT32_MAX));
+}
+
 /// One sweep: end the sessions past `max_session_s`, then prune.
 void sweep(lc_ptr self) {
   auto& st = self->state;
@@ -184,9 +190,7 @@ void sweep(lc_ptr self) {
     self,
     [res, cfg](match_store& s) {
       if (cfg.max_session_s > 0) {
-        auto max_age = static_cast<uint32_t>(
-          std::min<uint64_t>(uint64_t{cfg.max_session_s} * 1000, UINT32_MAX));
-        auto ended = s.expire_sessions(max_age, cfg.batch);
+        auto ended = s.expire_sessions(ms_of(cfg.max_session_s), cfg.batch);
         if (!ended) {
           res->err = ended.error();
           res->what = "expiry";
@@ -195,9 +199,7 @@ void sweep(lc_ptr self) {
         res->ended = ended->size();
       }
       if (cfg.retention_s > 0) {
-        auto keep = static_cast<uint32_t>(
-          std::min<uint64_t>(uint64_t{cfg.retention_s} * 1000, UINT32_MAX));
-        auto pruned = s.prune(keep, cfg.batch);
+        auto pruned = s.prune(ms_of(cfg.retention_s), cfg.batch);
         if (!pruned) {
           res->err = pruned.error();
           res->what = "pruning";
