@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <map>
-#include <mutex>
 #include <unordered_map>
 
 #include <caf/all.hpp>
@@ -14,52 +12,6 @@
 #include "persistence/matchdb/match_store.hpp"
 
 namespace mm {
-
-// -- cancel_registry ------------------------------------------------------------
-
-struct cancel_registry::impl {
-  int64_t memory_ms;
-  mutable std::mutex mtx;
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> keys;
-  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>>
-    order;
-};
-
-namespace {
-
-std::string key_of(const std::string& queue, const std::string& ticket) {
-  return queue + '\n' + ticket;
-}
-
-} // namespace
-
-cancel_registry::cancel_registry(int64_t memory_ms) : impl_(new impl) {
-  impl_->memory_ms = memory_ms;
-}
-
-cancel_registry::~cancel_registry() = default;
-
-void cancel_registry::add(const std::string& queue, const std::string& ticket) {
-  auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> guard{impl_->mtx};
-  // Forget what is older than the memory bound: no pair lives that long.
-  auto horizon = now - std::chrono::milliseconds(impl_->memory_ms);
-  while (!impl_->order.empty() && impl_->order.front().first < horizon) {
-    auto i = impl_->keys.find(impl_->order.front().second);
-    if (i != impl_->keys.end() && i->second == impl_->order.front().first)
-      impl_->keys.erase(i);
-    impl_->order.pop_front();
-  }
-  auto k = key_of(queue, ticket);
-  impl_->keys[k] = now;
-  impl_->order.emplace_back(now, std::move(k));
-}
-
-bool cancel_registry::contains(const std::string& queue,
-                               const std::string& ticket) const {
-  std::lock_guard<std::mutex> guard{impl_->mtx};
-  return impl_->keys.count(key_of(queue, ticket)) > 0;
-}
 
 namespace {
 
@@ -81,11 +33,22 @@ struct pair_outcome {
   bool claimed_active = false;
 };
 
+/// A cancel this finalizer could not decide from a pair it saw, asked of
+/// the database: is the user's active session the one of this ticket?
+struct ticket_lookup {
+  enum kind_t { free, matched, unavailable };
+  inflight_cancel ticket;
+  kind_t kind = unavailable;
+  std::string session_id;
+  std::string detail;
+};
+
 /// A batch on its way through a worker and back; the promises stay home.
 struct commit_job {
   std::vector<claim_pair> pairs;
   std::vector<bool> mutual; // a mutual like: no queue tickets, no cancels
   std::vector<pair_outcome> out;
+  std::vector<ticket_lookup> lookups; // answered before the pairs run
 };
 
 using job_ptr = std::shared_ptr<commit_job>;
@@ -113,15 +76,37 @@ using hook_fn = std::function<void(checkpoint, const claim_pair&)>;
 /// Runs one batch: checkpoint 1 before the transaction, checkpoints 2 and 3
 /// inside it (the store asks before it writes COMMIT), then, for refused
 /// pairs, which side is already in an active session.
+void resolve(match_store& store, ticket_lookup& l) {
+  auto r = store.active_session_of(l.ticket.user);
+  if (!r) {
+    l.kind = ticket_lookup::unavailable;
+    l.detail = r.error().detail;
+    return;
+  }
+  l.kind = ticket_lookup::free;
+  if (!r->has_value())
+    return;
+  auto& rec = **r;
+  auto& t = l.ticket;
+  if (rec.queue == t.queue
+      && ((rec.user_a == t.user && rec.ticket_a == t.ticket)
+          || (rec.user_b == t.user && rec.ticket_b == t.ticket))) {
+    l.kind = ticket_lookup::matched;
+    l.session_id = rec.session_id;
+  }
+}
+
 void run_job(match_store& store, const cancel_registry& cancels,
              const hook_fn& hook, commit_job& job) {
+  for (auto& l : job.lookups)
+    resolve(store, l);
   auto& pairs = job.pairs;
   job.out.assign(pairs.size(), pair_outcome{});
   auto cancelled = [&](size_t i) {
     auto& p = pairs[i];
     return !job.mutual[i]
-           && (cancels.contains(p.queue, p.claimer_ticket)
-               || cancels.contains(p.queue, p.claimed.ticket));
+           && (cancels.contains(p.queue, p.claimer_user, p.claimer_ticket)
+               || cancels.contains(p.queue, p.claimed.user, p.claimed.ticket));
   };
   std::vector<size_t> live;
   std::vector<match_request> reqs;
@@ -223,19 +208,27 @@ void answer(const std::shared_ptr<engine_metrics>& m, steady_time since,
   rp.deliver(std::forward<T>(x));
 }
 
+/// Cancels waiting for their ticket's verdict.
+struct waiting_cancel {
+  inflight_cancel ticket;
+  std::vector<caf::typed_response_promise<cancel_verdict>> promises;
+  bool asked = false; // a database lookup for it is under way
+};
+
 struct finalizer_state {
   finalizer_config cfg;
   queue_broker_actor broker;
   std::unique_ptr<match_store> inline_store; // non-blocking stores
   std::vector<commit_worker_actor> idle; // blocking stores: free workers
   std::vector<pending_pair> pending;
+  std::vector<ticket_lookup> lookups; // waiting for a worker
   bool tick_armed = false;
-  /// Tickets of pairs in `pending` or in a running batch.
+  /// Tickets of pairs in `pending`, in a running batch or being undone.
   std::unordered_map<std::string, int> in_flight;
-  /// Cancels waiting for their pair's decision.
-  std::map<std::string, std::vector<caf::typed_response_promise<cancel_verdict>>>
-    waiting;
-  /// Recent decisions, so a cancel that arrives late gets the same answer.
+  std::unordered_map<std::string, waiting_cancel> waiting;
+  /// Final verdicts (honoured, or matched in a session), so a cancel that
+  /// arrives late gets the same answer. "Not here, retry at the queue" is
+  /// never kept: it is true only until the ticket is claimed again.
   std::unordered_map<std::string, cancel_verdict> decided;
   std::deque<std::string> decided_order;
   static inline const char* name = "finalizer";
@@ -245,27 +238,38 @@ using fin_ptr = finalizer_actor::stateful_pointer<finalizer_state>;
 
 void flush(fin_ptr self);
 
+/// Counts the tickets of `pp` in (+1) or out (-1) of flight. A ticket that
+/// comes back into flight (claimed again after a requeue) has no verdict
+/// yet: an older one no longer holds.
 void mark_in_flight(finalizer_state& st, const pending_pair& pp, int delta) {
   if (pp.mutual)
     return; // no queue tickets to cancel
   auto& p = pp.pair;
-  for (auto* t : {&p.claimer_ticket, &p.claimed.ticket}) {
-    auto k = key_of(p.queue, *t);
+  const std::pair<const std::string*, const std::string*> sides[] = {
+    {&p.claimer_user, &p.claimer_ticket},
+    {&p.claimed.user, &p.claimed.ticket},
+  };
+  for (auto [user, ticket] : sides) {
+    auto k = ticket_key(p.queue, *user, *ticket);
+    if (delta > 0)
+      st.decided.erase(k);
     if ((st.in_flight[k] += delta) <= 0)
       st.in_flight.erase(k);
   }
 }
 
-/// Records the verdict for `ticket` and answers every cancel waiting on it.
-void decide(fin_ptr self, const std::string& queue, const std::string& ticket,
-            cancel_verdict v) {
+/// Records the verdict for a ticket and answers every cancel waiting on it.
+void decide(fin_ptr self, const std::string& queue, const std::string& user,
+            const std::string& ticket, cancel_verdict v) {
   auto& st = self->state;
-  auto k = key_of(queue, ticket);
+  auto k = ticket_key(queue, user, ticket);
   if (auto i = st.waiting.find(k); i != st.waiting.end()) {
-    for (auto& rp : i->second)
+    for (auto& rp : i->second.promises)
       rp.deliver(v);
     st.waiting.erase(i);
   }
+  if (!v.honoured && v.session_id.empty())
+    return;
   if (st.decided.emplace(k, v).second) {
     st.decided_order.push_back(k);
     if (st.decided_order.size() > 100000) {
@@ -293,34 +297,64 @@ void release(fin_ptr self, const std::string& queue, const std::string& ticket,
           });
 }
 
-void requeue(fin_ptr self, const std::string& queue,
-             const std::string& ticket) {
+/// Puts a claimed (or claimer) record back at its original place, then runs
+/// `then`.
+void requeue(fin_ptr self, const std::string& queue, const std::string& ticket,
+             std::function<void()> then) {
   self->request(self->state.broker, caf::infinite, requeue_atom_v, queue, ticket)
-    .then([](requeue_result&) {},
-          [self](caf::error& err) { log_failure("requeue", err, self); });
+    .then([then](requeue_result&) { then(); },
+          [self, then](caf::error& err) {
+            log_failure("requeue", err, self);
+            then();
+          });
 }
 
+/// Keeps a ticket "in flight" while its undo runs, so a cancel that comes
+/// meanwhile waits for the verdict the undo gives once the queue changed.
+struct undo_guard {
+  fin_ptr self;
+  std::string key;
+  undo_guard(fin_ptr s, std::string k) : self(s), key(std::move(k)) {
+    ++self->state.in_flight[key];
+  }
+  void done() {
+    auto& st = self->state;
+    if (--st.in_flight[key] <= 0)
+      st.in_flight.erase(key);
+  }
+};
+
 /// Undoes a claim that did not become a match. `claimed_guilty` /
-/// `claimer_guilty`: that side is already in an active session.
+/// `claimer_guilty`: that side is already in an active session. Each side's
+/// verdict is given once the queue has changed: a cancel told "honoured"
+/// finds its ticket gone, a cancel told "retry at the queue" finds it
+/// waiting there.
 void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
           bool claimer_guilty, finalize_result for_claimer) {
   auto& st = self->state;
   auto& p = pp.pair;
   // Cancels count up to now, also those that came after the checkpoints.
-  bool claimed_cancelled = st.cfg.cancels->contains(p.queue, p.claimed.ticket);
-  bool claimer_cancelled = st.cfg.cancels->contains(p.queue, p.claimer_ticket);
+  bool claimed_cancelled
+    = st.cfg.cancels->contains(p.queue, p.claimed.user, p.claimed.ticket);
+  bool claimer_cancelled
+    = st.cfg.cancels->contains(p.queue, p.claimer_user, p.claimer_ticket);
+  auto claimed_done = [self, q{p.queue}, u{p.claimed.user},
+                       t{p.claimed.ticket}](bool honoured) {
+    auto g = std::make_shared<undo_guard>(self, ticket_key(q, u, t));
+    return [self, q, u, t, honoured, g] {
+      g->done();
+      decide(self, q, u, t, cancel_verdict{honoured, {}});
+    };
+  };
   if (claimed_cancelled || claimed_guilty) {
-    release(self, p.queue, p.claimed.ticket, [] {});
-    decide(self, p.queue, p.claimed.ticket, cancel_verdict{true, {}});
+    release(self, p.queue, p.claimed.ticket, claimed_done(true));
   } else {
-    // Back at its original place (I2, I7); a cancel of it now goes to the
-    // queue again (empty verdict = "not here, retry at the queue").
-    requeue(self, p.queue, p.claimed.ticket);
-    decide(self, p.queue, p.claimed.ticket, cancel_verdict{false, {}});
+    // Back at its original place (I2, I7).
+    requeue(self, p.queue, p.claimed.ticket, claimed_done(false));
   }
+  bool requeue_claimer = false;
   if (claimer_cancelled) {
     for_claimer = finalize_result{finalize_outcome::cancelled, {}, "cancelled"};
-    decide(self, p.queue, p.claimer_ticket, cancel_verdict{true, {}});
   } else if (claimer_guilty) {
     for_claimer.outcome = finalize_outcome::refused;
     // The database names the session the claimer is already in (the match
@@ -333,12 +367,28 @@ void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
       for_claimer.session_id = for_claimer.detail.substr(
         start, end == std::string::npos ? std::string::npos : end - start);
     }
+  } else {
+    // The claimer claims again from where it stood: its record goes back
+    // at the score it had (a re-scan claimer keeps its place, I7).
+    requeue_claimer = for_claimer.outcome == finalize_outcome::retry;
   }
+  auto g = std::make_shared<undo_guard>(
+    self, ticket_key(p.queue, p.claimer_user, p.claimer_ticket));
   auto rp = pp.rp;
-  release(self, p.queue, p.claimer_ticket,
-          [rp, for_claimer, m{st.cfg.metrics}, since{pp.since}]() mutable {
-            answer(m, since, rp, for_claimer);
-          });
+  auto then = [self, rp, for_claimer, g, m{st.cfg.metrics}, since{pp.since},
+               q{p.queue}, u{p.claimer_user}, t{p.claimer_ticket},
+               claimer_cancelled]() mutable {
+    g->done();
+    cancel_verdict v{claimer_cancelled, {}};
+    if (!claimer_cancelled)
+      v.session_id = for_claimer.session_id; // guilty: matched there
+    decide(self, q, u, t, std::move(v));
+    answer(m, since, rp, for_claimer);
+  };
+  if (requeue_claimer)
+    requeue(self, p.queue, p.claimer_ticket, std::move(then));
+  else
+    release(self, p.queue, p.claimer_ticket, std::move(then));
 }
 
 /// Re-queues a pair whose commit could not reach the database; false when
@@ -407,8 +457,10 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
     }
     switch (o.kind) {
       case pair_outcome::committed: {
-        decide(self, p.queue, p.claimer_ticket, {false, o.session_id});
-        decide(self, p.queue, p.claimed.ticket, {false, o.session_id});
+        decide(self, p.queue, p.claimer_user, p.claimer_ticket,
+               {false, o.session_id});
+        decide(self, p.queue, p.claimed.user, p.claimed.ticket,
+               {false, o.session_id});
         release(self, p.queue, p.claimed.ticket, [] {});
         auto rp = pp.rp;
         auto sid = o.session_id;
@@ -445,21 +497,57 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
   }
 }
 
+/// Answers the cancels of looked-up tickets from the database's view.
+void settle_lookups(fin_ptr self, std::vector<ticket_lookup>& lookups) {
+  auto& st = self->state;
+  for (auto& l : lookups) {
+    auto& t = l.ticket;
+    auto k = ticket_key(t.queue, t.user, t.ticket);
+    auto i = st.waiting.find(k);
+    if (i == st.waiting.end())
+      continue; // decided meanwhile
+    i->second.asked = false;
+    if (st.in_flight.count(k) > 0)
+      continue; // its pair arrived meanwhile: the pair's decision answers
+    switch (l.kind) {
+      case ticket_lookup::matched:
+        decide(self, t.queue, t.user, t.ticket, {false, l.session_id});
+        break;
+      case ticket_lookup::free:
+        // Not matched, and the registered cancel refuses any pair with
+        // this ticket that reaches this finalizer later.
+        decide(self, t.queue, t.user, t.ticket, {true, {}});
+        break;
+      default: {
+        // The database cannot tell now: say so; guessing is not allowed.
+        auto promises = std::move(i->second.promises);
+        st.waiting.erase(i);
+        for (auto& rp : promises)
+          rp.deliver(caf::make_error(errc::store_unavailable,
+                                     "cancel undecided: " + l.detail));
+      }
+    }
+  }
+}
+
 void flush(fin_ptr self) {
   auto& st = self->state;
-  while (!st.pending.empty() && (st.inline_store || !st.idle.empty())) {
+  while ((!st.pending.empty() || !st.lookups.empty())
+         && (st.inline_store || !st.idle.empty())) {
     auto n = std::min<size_t>(st.pending.size(), st.cfg.batch_max);
     auto batch = std::make_shared<std::vector<pending_pair>>(
       std::make_move_iterator(st.pending.begin()),
       std::make_move_iterator(st.pending.begin() + n));
     st.pending.erase(st.pending.begin(), st.pending.begin() + n);
     auto job = std::make_shared<commit_job>();
+    job->lookups.swap(st.lookups);
     for (auto& pp : *batch) {
       job->pairs.push_back(pp.pair);
       job->mutual.push_back(pp.mutual);
     }
     if (st.inline_store) {
       run_job(*st.inline_store, *st.cfg.cancels, st.cfg.at_checkpoint, *job);
+      settle_lookups(self, job->lookups);
       settle(self, *batch, job->out);
       continue;
     }
@@ -469,6 +557,7 @@ void flush(fin_ptr self) {
       .then(
         [self, worker, batch](job_ptr& done) {
           self->state.idle.push_back(worker);
+          settle_lookups(self, done->lookups);
           settle(self, *batch, done->out);
           flush(self);
         },
@@ -532,17 +621,20 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
     [self](cancel_atom, inflight_cancel& c) {
       auto& st = self->state;
       auto rp = self->make_response_promise<cancel_verdict>();
-      auto k = key_of(c.queue, c.ticket);
+      auto k = ticket_key(c.queue, c.user, c.ticket);
       if (auto i = st.decided.find(k); i != st.decided.end()) {
         rp.deliver(i->second);
         return rp;
       }
-      st.cfg.cancels->add(c.queue, c.ticket);
-      st.waiting[k].push_back(rp);
-      if (st.in_flight.count(k) == 0)
+      st.cfg.cancels->add(c.queue, c.user, c.ticket);
+      auto& w = st.waiting[k];
+      w.promises.push_back(rp);
+      if (w.promises.size() == 1) {
+        w.ticket = std::move(c);
         self->delayed_send(self,
                            std::chrono::milliseconds(st.cfg.cancel_wait_ms),
                            grace_atom_v, k);
+      }
       return rp;
     },
     [self](tick_atom) {
@@ -551,16 +643,24 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
     },
     [self](grace_atom, std::string& k) {
       auto& st = self->state;
-      if (st.waiting.count(k) == 0)
+      auto i = st.waiting.find(k);
+      if (i == st.waiting.end() || i->second.asked)
         return;
       if (st.in_flight.count(k) > 0) {
-        // Its pair is being committed right now: the decision will answer.
+        // Its pair is being committed right now: the decision will answer;
+        // look again after another bound in case it never does.
+        self->delayed_send(self,
+                           std::chrono::milliseconds(st.cfg.cancel_wait_ms),
+                           grace_atom_v, k);
         return;
       }
-      // No pair with this ticket reached us within the bound; the cancel is
-      // registered, so a late one is refused at checkpoint 1.
-      auto nl = k.find('\n');
-      decide(self, k.substr(0, nl), k.substr(nl + 1), cancel_verdict{true, {}});
+      // No pair with this ticket reached us within the bound: the database
+      // tells whether the user is matched with it (never a guess).
+      i->second.asked = true;
+      ticket_lookup l;
+      l.ticket = i->second.ticket;
+      st.lookups.push_back(std::move(l));
+      flush(self);
     },
   };
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/cancel_registry.hpp"
 #include "core/metrics.hpp"
 #include "messages/type_ids.hpp"
 
@@ -19,25 +20,6 @@ enum class checkpoint : uint8_t {
   before_answer, ///< immediately before COMMIT; after it the match stands
 };
 
-/// Cancels of claimed tickets, shared between the finalizer actor and its
-/// store workers (which consult it at the checkpoints inside a commit).
-/// Thread-safe. Entries expire after `memory_ms` so the set stays bounded.
-class cancel_registry {
-public:
-  explicit cancel_registry(int64_t memory_ms = 120000);
-  ~cancel_registry();
-
-  /// Records a cancel of `ticket` in `queue`. Idempotent.
-  void add(const std::string& queue, const std::string& ticket);
-
-  /// True when `ticket` in `queue` was cancelled.
-  bool contains(const std::string& queue, const std::string& ticket) const;
-
-private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
-};
-
 /// The session `queue` and tickets recorded for a mutual like's match.
 constexpr const char* mutual_queue = "likes";
 constexpr const char* mutual_ticket = "like";
@@ -49,7 +31,11 @@ struct finalizer_config {
   uint32_t workers = 2;      ///< database connections (blocking stores)
   uint32_t attempts = 3;     ///< commits of a pair before giving it up
   uint32_t retry_delay_ms = 100;
-  uint32_t cancel_wait_ms = 15000; ///< bound on an in-flight cancel verdict
+  /// Bound on an in-flight cancel verdict: a cancel whose pair this
+  /// finalizer has not seen by then is answered from the database (matched
+  /// when the user's active session holds the ticket, else honoured; the
+  /// registered cancel refuses a pair that comes later).
+  uint32_t cancel_wait_ms = 15000;
   std::shared_ptr<cancel_registry> cancels; ///< made when empty
   /// Woken after every batch that committed a match, so the waiting side
   /// hears of it at once (the in-memory store has no LISTEN/NOTIFY; with

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/logger.hpp"
+#include "core/ticket_id.hpp"
 
 namespace mm {
 
@@ -26,10 +27,17 @@ struct session_data {
   session_state st;
   std::string base_user;
   std::string attrs;
-  std::string base_ticket;          // the join's ticket (idempotency key)
-  std::set<std::string> tickets;    // every ticket of this join (self-heals)
+  std::string base_ticket;          // the client's ticket (idempotency key)
+  // What the queue, the finalizer and the database know the join by: made
+  // from the user, the client's ticket, a nonce per join and the self-heal
+  // number (core/ticket_id.hpp), so two users' `t-1`, or one user's `t-1`
+  // of today and of yesterday, never meet below the session.
+  std::string store_ticket;
+  std::string nonce;
+  std::set<std::string> tickets;    // every store ticket of this join
   uint64_t gen = 0;                 // timers of an older state are ignored
   uint32_t heals = 0;
+  uint32_t cancel_rounds = 0;       // queue <-> finalizer rounds of a cancel
   bool cancel_requested = false;
   bool join_counted = false;        // this join is in metrics->joins
   std::string owner_node;           // whose finalizer owns our claimed pair
@@ -58,7 +66,8 @@ session_actor::behavior_type queued_b(ses_ptr self);
 session_actor::behavior_type finalizing_b(ses_ptr self);
 session_actor::behavior_type done_b(ses_ptr self);
 void start_claim(ses_ptr self, bool rescan);
-void cancel_at_queue(ses_ptr self, int attempts_left);
+void cancel_at_queue(ses_ptr self);
+void ask_finalizer_to_cancel(ses_ptr self);
 void on_claimed(ses_ptr self, uint64_t gen, claim_result& r);
 
 bool terminal(session_phase p) {
@@ -123,6 +132,8 @@ void finish(ses_ptr self, session_phase phase, std::string session_id,
 }
 
 void fail(ses_ptr self, const caf::error& err) {
+  // Whatever happened, the database knows best whether the user is free.
+  self->state.free_known = false;
   auto what = self->system().render(err);
   ses_log()->warn("{}: join of {} failed: {}", self->state.st.user,
                   self->state.st.ticket, what);
@@ -184,7 +195,7 @@ void give_up(ses_ptr self, uint64_t join_no) {
   }
   d.giving_up = true;
   d.cancel_requested = true;
-  cancel_at_queue(self, 3);
+  cancel_at_queue(self);
 }
 
 // -- handlers shared by every state --------------------------------------------
@@ -216,8 +227,13 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
         d.seen.erase(d.seen_order.front());
         d.seen_order.pop_front();
       }
-      if (d.links.subscriber)
-        self->send(d.links.subscriber, ev);
+      if (d.links.subscriber) {
+        // Subscribers see the tickets the clients chose.
+        auto out = ev;
+        out.ticket_a = client_ticket_of(ev.ticket_a, ev.user_a);
+        out.ticket_b = client_ticket_of(ev.ticket_b, ev.user_b);
+        self->send(d.links.subscriber, std::move(out));
+      }
       if (ev.type == session_ended_event) {
         session_over(self, ev.session_id, "ended");
         return;
@@ -227,8 +243,7 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
       if (!mine || terminal(d.st.phase))
         return;
       if (d.st.phase == session_phase::queued && !d.st.token.empty()
-          && d.tickets.count(d.st.ticket)
-          && ev.ticket_a != d.st.ticket && ev.ticket_b != d.st.ticket) {
+          && ev.ticket_a != d.store_ticket && ev.ticket_b != d.store_ticket) {
         // Matched under an earlier ticket of this join while a self-heal
         // re-enqueued us: take the newer ticket down.
         self->request(d.links.broker, caf::infinite, cancel_atom_v,
@@ -298,6 +313,13 @@ join_fn start_join(ses_ptr self) {
 
 void begin_join(ses_ptr self, join_request& r, state_promise rp) {
   auto& d = self->state;
+  if (!valid_client_id(r.ticket)) {
+    // Checked here: the store sees only the store ticket made from it.
+    rp.deliver(caf::make_error(
+      errc::invalid_argument,
+      "ticket must be 1..128 bytes of [A-Za-z0-9._:@-]"));
+    return;
+  }
   d.st.queue = r.queue;
   d.st.ticket = r.ticket;
   d.st.token.clear();
@@ -305,8 +327,11 @@ void begin_join(ses_ptr self, join_request& r, state_promise rp) {
   d.st.detail.clear();
   d.base_ticket = r.ticket;
   d.attrs = r.attrs;
-  d.tickets = {r.ticket};
   d.heals = 0;
+  d.cancel_rounds = 0;
+  d.nonce = make_nonce();
+  d.store_ticket = make_store_ticket(d.nonce, 0, d.base_user, r.ticket);
+  d.tickets = {d.store_ticket};
   d.cancel_requested = false;
   d.join_counted = false;
   d.giving_up = false;
@@ -385,10 +410,54 @@ session_actor::behavior_type claiming_b(ses_ptr self) {
     ignore_timer, ignore_timer);
 }
 
-void ask_finalizer_to_cancel(ses_ptr self, int attempts_left) {
+/// Rounds of "cancel at the queue, ask the finalizer" one cancel may take.
+/// A round repeats only when the finalizer put the ticket back in the queue
+/// and a claimer took it again before our cancel reached the queue.
+constexpr uint32_t max_cancel_rounds = 20;
+
+/// The owner node of our pair could not be asked: the database tells
+/// whether the user is matched. Matched: that is the answer. Not matched:
+/// the owner may still commit (it is only unreachable as far as we know),
+/// so the join ends `failed` (never `cancelled`: that would be a guess).
+void owner_unreachable(ses_ptr self, uint64_t gen, caf::error err) {
+  auto& d = self->state;
+  auto what = self->system().render(err);
+  auto give_up = [self, gen, what](std::string why) {
+    auto& d = self->state;
+    if (gen != d.gen || terminal(d.st.phase))
+      return;
+    d.free_known = false;
+    finish(self, session_phase::failed, {},
+           "owner node " + d.owner_node + " unreachable (" + what + "); "
+             + why);
+  };
+  if (!d.links.lifecycle) {
+    give_up("not matched as far as this node knows");
+    return;
+  }
+  self
+    ->request(d.links.lifecycle,
+              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
+              state_atom_v, d.base_user)
+    .then(
+      [self, gen, give_up](std::string& session_id) {
+        auto& d = self->state;
+        if (gen != d.gen || terminal(d.st.phase))
+          return;
+        if (!session_id.empty())
+          finish(self, session_phase::matched, session_id, "cancel too late");
+        else
+          give_up("the database shows no match yet");
+      },
+      [give_up](caf::error& e) {
+        give_up("the database could not be asked either");
+      });
+}
+
+void ask_finalizer_to_cancel(ses_ptr self) {
   auto& d = self->state;
   auto gen = d.gen;
-  auto on_verdict = [self, gen, attempts_left](cancel_verdict& v) {
+  auto on_verdict = [self, gen](cancel_verdict& v) {
     auto& d = self->state;
     if (terminal(d.st.phase) || gen != d.gen)
       return; // decided meanwhile (e.g. by the finalize answer)
@@ -397,13 +466,9 @@ void ask_finalizer_to_cancel(ses_ptr self, int attempts_left) {
     else if (!v.session_id.empty())
       finish(self, session_phase::matched, v.session_id, "cancel too late");
     else if (d.st.phase == session_phase::queued)
-      cancel_at_queue(self, attempts_left - 1); // we were requeued
+      cancel_at_queue(self); // we were put back: take the ticket down there
   };
-  auto on_error = [self, gen](caf::error& err) {
-    if (gen == self->state.gen && !terminal(self->state.st.phase))
-      fail(self, err);
-  };
-  inflight_cancel c{d.st.queue, d.st.user, d.st.ticket};
+  inflight_cancel c{d.st.queue, d.st.user, d.store_ticket};
   if (d.links.gateway && !d.owner_node.empty()
       && d.owner_node != d.cfg.node) {
     // The pair is committed on another node: only its finalizer can tell.
@@ -411,18 +476,29 @@ void ask_finalizer_to_cancel(ses_ptr self, int attempts_left) {
       ->request(d.links.gateway,
                 std::chrono::milliseconds(d.cfg.route_timeout_ms),
                 cancel_atom_v, d.owner_node, std::move(c))
-      .then(on_verdict, on_error);
+      .then(on_verdict, [self, gen](caf::error& err) {
+        if (gen == self->state.gen && !terminal(self->state.st.phase))
+          owner_unreachable(self, gen, std::move(err));
+      });
     return;
   }
-  self->request(d.links.finalizer, caf::infinite, cancel_atom_v, std::move(c))
-    .then(on_verdict, on_error);
+  self
+    ->request(d.links.finalizer,
+              std::chrono::milliseconds(d.cfg.route_timeout_ms), cancel_atom_v,
+              std::move(c))
+    .then(on_verdict, [self, gen](caf::error& err) {
+      if (gen == self->state.gen && !terminal(self->state.st.phase))
+        fail(self, err);
+    });
 }
 
 /// Cancels the waiting ticket; a claimed one is decided by the finalizer.
-void cancel_at_queue(ses_ptr self, int attempts_left) {
+void cancel_at_queue(ses_ptr self) {
   auto& d = self->state;
-  if (attempts_left <= 0) {
-    ask_finalizer_to_cancel(self, 0);
+  if (++d.cancel_rounds > max_cancel_rounds) {
+    finish(self, session_phase::failed, {},
+           "cancel undecided after " + std::to_string(max_cancel_rounds)
+             + " rounds");
     return;
   }
   auto gen = d.gen;
@@ -430,7 +506,7 @@ void cancel_at_queue(ses_ptr self, int attempts_left) {
     ->request(d.links.broker, caf::infinite, cancel_atom_v,
               ticket_ref{d.st.queue, d.st.user, d.st.token})
     .then(
-      [self, gen, attempts_left](cancel_result& r) {
+      [self, gen](cancel_result& r) {
         auto& d = self->state;
         if (terminal(d.st.phase) || gen != d.gen)
           return;
@@ -440,9 +516,9 @@ void cancel_at_queue(ses_ptr self, int attempts_left) {
         }
         if (!r.node.empty())
           d.owner_node = r.node; // the claimer's node owns the pair
-        ask_finalizer_to_cancel(self, attempts_left);
+        ask_finalizer_to_cancel(self);
       },
-      [self, gen, attempts_left](caf::error& err) {
+      [self, gen](caf::error& err) {
         auto& d = self->state;
         if (terminal(d.st.phase) || gen != d.gen)
           return;
@@ -451,7 +527,7 @@ void cancel_at_queue(ses_ptr self, int attempts_left) {
                 || err.code() == static_cast<uint8_t>(errc::stale_token))) {
           // Our ticket is gone: claimed and settled, or lapsed. Only the
           // finalizer can tell which.
-          ask_finalizer_to_cancel(self, attempts_left);
+          ask_finalizer_to_cancel(self);
           return;
         }
         fail(self, err);
@@ -474,7 +550,7 @@ cancel_fn cancel_once(ses_ptr self, std::function<void()> start) {
 session_actor::behavior_type queued_b(ses_ptr self) {
   return make(
     self, join_while_busy(self),
-    cancel_once(self, [self] { cancel_at_queue(self, 3); }),
+    cancel_once(self, [self] { cancel_at_queue(self); }),
     [self](uint64_t gen) {
       // The heartbeat is a re-scan: it refreshes our presence deadline like a
       // heartbeat and, if a live waiter stands beside us (e.g. we were put
@@ -489,8 +565,8 @@ session_actor::behavior_type queued_b(ses_ptr self) {
       };
       self
         ->request(d.links.broker, caf::infinite, rescan_atom_v,
-                  ticket_spec{d.st.queue, d.st.user, d.st.ticket, d.cfg.node,
-                              d.attrs, d.cfg.ttl_ms})
+                  ticket_spec{d.st.queue, d.st.user, d.store_ticket,
+                              d.cfg.node, d.attrs, d.cfg.ttl_ms})
         .then(
           [self, gen, again](claim_result& r) {
             auto& d = self->state;
@@ -526,11 +602,13 @@ session_actor::behavior_type queued_b(ses_ptr self) {
         finish(self, session_phase::failed, {}, "too many self-heals");
         return;
       }
-      // Self-heal (I2): nobody matched us; join again with a new ticket.
-      d.st.ticket = d.base_ticket + ".h" + std::to_string(d.heals);
-      d.tickets.insert(d.st.ticket);
+      // Self-heal (I2): nobody matched us; join again with a new store
+      // ticket (the client's ticket stays what it chose).
+      d.store_ticket = make_store_ticket(d.nonce, d.heals, d.base_user,
+                                         d.base_ticket);
+      d.tickets.insert(d.store_ticket);
       ses_log()->info("{}: ticket gone without a match, re-enqueued as {}",
-                      d.st.user, d.st.ticket);
+                      d.st.user, d.store_ticket);
       start_claim(self, false);
     });
 }
@@ -538,7 +616,7 @@ session_actor::behavior_type queued_b(ses_ptr self) {
 session_actor::behavior_type finalizing_b(ses_ptr self) {
   return make(
     self, join_while_busy(self),
-    cancel_once(self, [self] { ask_finalizer_to_cancel(self, 0); }),
+    cancel_once(self, [self] { ask_finalizer_to_cancel(self); }),
     ignore_timer, ignore_timer);
 }
 
@@ -568,12 +646,15 @@ void on_finalized(ses_ptr self, uint64_t gen, finalize_result& r) {
       finish(self, session_phase::failed, {}, r.detail);
       break;
     default:
-      // Our record was released: if we wanted out, we are out; else claim
-      // again as if we had just arrived.
-      if (d.cancel_requested)
-        finish(self, session_phase::cancelled, {}, {});
-      else
+      // Our record went back at its place (or was released): claim again
+      // from there. If we wanted out, take it down first; the queue or the
+      // finalizer says whether that worked.
+      if (d.cancel_requested) {
+        enter(self, session_phase::queued);
+        cancel_at_queue(self);
+      } else {
         start_claim(self, false);
+      }
   }
 }
 
@@ -597,18 +678,19 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
     case claim_outcome::claimed_by_other:
       enter(self, session_phase::queued);
       if (d.cancel_requested)
-        cancel_at_queue(self, 3);
+        cancel_at_queue(self);
       break;
     case claim_outcome::matched: {
       enter(self, session_phase::finalizing);
       auto g = d.gen;
-      claim_pair pair{d.st.queue, d.st.user, d.st.ticket, d.attrs, r.partner};
+      claim_pair pair{d.st.queue, d.st.user, d.store_ticket, d.attrs,
+                      r.partner};
       self->request(d.links.finalizer, caf::infinite, finalize_atom_v,
                     std::move(pair))
         .then([self, g](finalize_result& fr) { on_finalized(self, g, fr); },
               [self](caf::error& err) { fail(self, err); });
       if (d.cancel_requested)
-        ask_finalizer_to_cancel(self, 0);
+        ask_finalizer_to_cancel(self);
       break;
     }
   }
@@ -619,7 +701,7 @@ void start_claim(ses_ptr self, bool rescan) {
   d.owner_node.clear();
   enter(self, session_phase::claiming);
   auto gen = d.gen;
-  ticket_spec spec{d.st.queue, d.st.user, d.st.ticket, d.cfg.node, d.attrs,
+  ticket_spec spec{d.st.queue, d.st.user, d.store_ticket, d.cfg.node, d.attrs,
                    d.cfg.ttl_ms};
   auto handle = [self, gen](claim_result& r) { on_claimed(self, gen, r); };
   auto on_err = [self, gen](caf::error& err) {

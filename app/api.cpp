@@ -1,5 +1,7 @@
 #include "app/api.hpp"
 
+#include "core/ticket_id.hpp"
+
 #include <chrono>
 #include <vector>
 
@@ -104,16 +106,7 @@ engine_port::~engine_port() {
 }
 
 bool valid_api_id(const std::string& id) noexcept {
-  if (id.empty() || id.size() > 128)
-    return false;
-  for (char c : id) {
-    auto ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-              || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':'
-              || c == '@' || c == '-';
-    if (!ok)
-      return false;
-  }
-  return true;
+  return valid_client_id(id);
 }
 
 std::string to_json(const ticket_view& t) {

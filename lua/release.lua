@@ -10,7 +10,7 @@
 --   {'gone'}
 --   {'invalid', what}
 local ticket = ARGV[1]
-if not valid_id(ticket, MAX_ID) then return invalid('ticket') end
+if not valid_id(ticket, MAX_TICKET) then return invalid('ticket') end
 local rec = load_ticket(ticket)
 if not rec then return {'gone'} end
 if rec.state == 'waiting' then return {'waiting', ticket} end

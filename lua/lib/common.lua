@@ -97,7 +97,9 @@ local function int_arg(s, lo, hi)
   return n
 end
 
-local MAX_ID, MAX_NODE, MAX_ATTRS = 128, 64, 4096
+-- Tickets are longer than other ids: a session files <nonce>.<heal>:<len>:
+-- <user>:<client ticket> (core/ticket_id.hpp).
+local MAX_ID, MAX_TICKET, MAX_NODE, MAX_ATTRS = 128, 300, 64, 4096
 local MAX_TTL, MAX_SCAN, MAX_HOLD, MAX_BATCH = 3600000, 100, 600000, 1000
 
 local function invalid(what)
@@ -109,7 +111,7 @@ end
 local function ticket_args()
   local a = {user = ARGV[1], ticket = ARGV[2], node = ARGV[3], attrs = ARGV[4]}
   if not valid_id(a.user, MAX_ID) then return nil, invalid('user') end
-  if not valid_id(a.ticket, MAX_ID) then return nil, invalid('ticket') end
+  if not valid_id(a.ticket, MAX_TICKET) then return nil, invalid('ticket') end
   if not valid_id(a.node, MAX_NODE) then return nil, invalid('node') end
   if type(a.attrs) ~= 'string' or #a.attrs > MAX_ATTRS then
     return nil, invalid('attrs')

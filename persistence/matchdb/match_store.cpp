@@ -177,6 +177,7 @@ namespace {
 
 constexpr size_t max_queue_len = 64;
 constexpr size_t max_id_len = 128;
+constexpr size_t max_ticket_len = 300; // store tickets (core/ticket_id.hpp)
 constexpr size_t max_attrs_len = 4096;
 
 /// Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF): what
@@ -277,9 +278,11 @@ failure check_match_request(const match_request& req) {
     {"user_b", &req.user_b},
     {"ticket_b", &req.ticket_b},
   };
-  for (auto& [what, id] : ids)
-    if (auto f = check_id(what, *id); f.code != errc::none)
+  for (auto& [what, id] : ids) {
+    auto max = what[0] == 't' ? max_ticket_len : max_id_len;
+    if (auto f = check_text(what, *id, max); f.code != errc::none)
       return f;
+  }
   if (req.user_a == req.user_b)
     return bad("a user cannot be matched with itself ('" + req.user_a + "')");
   for (auto* attrs : {&req.attrs_a, &req.attrs_b}) {

@@ -11,7 +11,7 @@ namespace mm {
 
 /// A claimed pair that the finalizer wants committed as a match session.
 /// `queue`, users and tickets: 1..128 bytes of UTF-8 without control
-/// characters (queue at most 64); attrs: opaque UTF-8, at most 4096 bytes.
+/// characters (queue at most 64, tickets at most 300: store tickets); attrs: opaque UTF-8, at most 4096 bytes.
 /// (queue, {user_a:ticket_a, user_b:ticket_b}) is the idempotency key of the
 /// commit: the same pair committed again returns the session it created.
 struct match_request {

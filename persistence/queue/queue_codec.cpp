@@ -118,7 +118,7 @@ std::string check_spec(const ticket_spec& spec) {
   std::string err;
   if (!(err = check_queue(spec.queue)).empty()
       || !(err = check_id("user", spec.user, max_id)).empty()
-      || !(err = check_id("ticket", spec.ticket, max_id)).empty()
+      || !(err = check_id("ticket", spec.ticket, max_ticket)).empty()
       || !(err = check_id("node", spec.node, max_node)).empty()
       || !(err = check_range("ttl_ms", spec.ttl_ms, 1, max_ttl_ms)).empty())
     return err;
@@ -188,7 +188,7 @@ outcome<script_call> requeue_call(const std::string& queue,
                                   const std::string& ticket) {
   std::string err;
   if (!(err = check_queue(queue)).empty()
-      || !(err = check_id("ticket", ticket, max_id)).empty())
+      || !(err = check_id("ticket", ticket, max_ticket)).empty())
     return invalid(std::move(err));
   return make(script_id::requeue, queue, {ticket});
 }
@@ -197,7 +197,7 @@ outcome<script_call> release_call(const std::string& queue,
                                   const std::string& ticket) {
   std::string err;
   if (!(err = check_queue(queue)).empty()
-      || !(err = check_id("ticket", ticket, max_id)).empty())
+      || !(err = check_id("ticket", ticket, max_ticket)).empty())
     return invalid(std::move(err));
   return make(script_id::release, queue, {ticket});
 }

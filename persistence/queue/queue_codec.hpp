@@ -14,6 +14,9 @@ namespace mm::codec {
 /// Limits enforced before a call reaches the store (the scripts check again).
 constexpr size_t max_queue_name = 64;
 constexpr size_t max_id = 128;
+/// Store tickets carry user, client ticket, nonce and heal number
+/// (core/ticket_id.hpp).
+constexpr size_t max_ticket = 300;
 constexpr size_t max_node = 64;
 constexpr size_t max_attrs = 4096;
 constexpr uint32_t max_ttl_ms = 3600000;

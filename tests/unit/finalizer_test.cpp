@@ -14,6 +14,7 @@
 #include "actors/outbox_relay.hpp"
 #include "actors/queue_broker.hpp"
 #include "actors/session.hpp"
+#include "core/ticket_id.hpp"
 #include "persistence/matchdb/match_store.hpp"
 #include "tests/support/caf_config.hpp"
 #include "tests/support/store_harness.hpp"
@@ -84,6 +85,8 @@ struct fixture : test_coordinator_fixture<mm_config> {
       anon_send_exit(h, caf::exit_reason::user_shutdown);
     for (auto& s : sessions)
       anon_send_exit(s, caf::exit_reason::user_shutdown);
+    for (auto& a : extra)
+      anon_send_exit(a, caf::exit_reason::user_shutdown);
     sched.run();
   }
 
@@ -133,6 +136,44 @@ struct fixture : test_coordinator_fixture<mm_config> {
     return n;
   }
 
+  /// The queue's waiting tickets as the clients named them (sessions file
+  /// store tickets, core/ticket_id.hpp; tickets enqueued raw stay as is).
+  std::vector<std::string> waiting() {
+    std::vector<std::string> out;
+    for (auto& id : raw->waiting("q")) {
+      auto p = parse_store_ticket(id);
+      out.push_back(p ? p->ticket : id);
+    }
+    return out;
+  }
+
+  /// The store ticket `user` holds in the queue.
+  std::string held(const std::string& user) {
+    return raw->user_ticket("q", user);
+  }
+
+  /// A second finalizer whose group commit waits 50 ms for more pairs, so a
+  /// cancel can arrive while its pair is pending (in flight).
+  finalizer_actor slow_finalizer() {
+    finalizer_config fcfg;
+    fcfg.batch_delay_ms = 50;
+    fcfg.cancel_wait_ms = 15000;
+    fcfg.cancels = std::make_shared<cancel_registry>();
+    auto f = spawn_finalizer(sys, mstore, broker, fcfg);
+    extra.push_back(caf::actor_cast<caf::actor>(f));
+    return f;
+  }
+
+  std::vector<caf::actor> extra;
+
+  /// A claim of the oldest waiter by `user`'s `ticket`, made directly.
+  claim_pair claim_raw(const std::string& user, const std::string& ticket) {
+    auto k = raw->claim(test::spec("q", user, ticket));
+    CAF_REQUIRE(k);
+    CAF_REQUIRE(k->outcome == claim_outcome::matched);
+    return claim_pair{"q", user, ticket, "", k->partner};
+  }
+
   uint32_t flush_relay() {
     auto rh = self->request(relay, caf::infinite, flush_atom_v);
     sched.run();
@@ -148,7 +189,9 @@ struct fixture : test_coordinator_fixture<mm_config> {
     auto b = session("bob");   // the claimed waiter
     auto jb = join(b, "tb");
     CAF_REQUIRE(jb.phase == session_phase::queued);
-    auto bob_score = raw->command({"ZSCORE", codec::queue_keys("q")[0], "tb"});
+    auto bob_ticket = held("bob");
+    auto bob_score
+      = raw->command({"ZSCORE", codec::queue_keys("q")[0], bob_ticket});
     // Carol waits behind bob (enqueued directly: a join would claim bob).
     CAF_REQUIRE(raw->enqueue(test::spec("q", "carol", "tc")));
     std::optional<decltype(self->request(a, caf::infinite, cancel_atom_v))>
@@ -158,9 +201,12 @@ struct fixture : test_coordinator_fixture<mm_config> {
       if (cp != at || fired > 0)
         return; // only the first pair; alice's later retry goes through
       ++fired;
-      CAF_CHECK_EQUAL(p.claimed.ticket, "tb");
+      CAF_CHECK_EQUAL(p.claimed.ticket, bob_ticket);
       // The user's cancel reaches the finalizer at exactly this instant ...
-      cancels->add(p.queue, claimer_cancels ? "ta" : "tb");
+      if (claimer_cancels)
+        cancels->add(p.queue, p.claimer_user, p.claimer_ticket);
+      else
+        cancels->add(p.queue, p.claimed.user, p.claimed.ticket);
       // ... and the user's session asks to be acknowledged.
       cancel_rh.emplace(
         self->request(claimer_cancels ? a : b, caf::infinite, cancel_atom_v));
@@ -182,7 +228,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
     CAF_CHECK_EQUAL(metrics->cancels.load(), 1u);
     // No session of alice with bob exists; no event for it is written.
     CAF_CHECK(!db->active_session_of("bob")->has_value());
-    auto waiting = raw->waiting("q");
+    auto waiting = this->waiting();
     if (claimer_cancels) {
       CAF_CHECK(!db->active_session_of("alice")->has_value());
       CAF_CHECK_EQUAL(flush_relay(), 0u);
@@ -193,14 +239,15 @@ struct fixture : test_coordinator_fixture<mm_config> {
       CAF_CHECK_EQUAL(waiting[0], "tb");
       CAF_CHECK_EQUAL(waiting[1], "tc");
       CAF_CHECK_EQUAL(
-        raw->command({"ZSCORE", codec::queue_keys("q")[0], "tb"}).str,
+        raw->command({"ZSCORE", codec::queue_keys("q")[0], bob_ticket}).str,
         bob_score.str);
       CAF_CHECK_EQUAL(state_of(a).phase, session_phase::cancelled);
       CAF_CHECK_EQUAL(metrics->requeues.load(), 1u); // bob, back in place
       CAF_CHECK_EQUAL(metrics->matches.load(), 0u);
     } else {
-      // Alice goes back to claim-or-enqueue as if she had just arrived: she
-      // claims carol, the next live waiter, and that match commits.
+      // Alice goes back to claim-or-enqueue from her place (her record is
+      // put back, then she claims again): she claims carol, the next live
+      // waiter, and that match commits.
       CAF_CHECK_EQUAL(state_of(b).phase, session_phase::cancelled);
       CAF_CHECK_EQUAL(state_of(a).phase, session_phase::matched);
       CAF_CHECK(waiting.empty());
@@ -210,7 +257,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
       CAF_CHECK_EQUAL(flush_relay(), 1u); // alice+carol's, and only that
       CAF_CHECK(db->fetch_undelivered(100, 1)->empty());
       CAF_CHECK_EQUAL(state_of(b).phase, session_phase::cancelled);
-      CAF_CHECK_EQUAL(metrics->requeues.load(), 0u); // bob's ticket dropped
+      CAF_CHECK_EQUAL(metrics->requeues.load(), 1u); // alice's; bob's dropped
       CAF_CHECK_EQUAL(metrics->matches.load(), 1u);
       CAF_CHECK_EQUAL(metrics->events_delivered.load(), 1u);
     }
@@ -236,7 +283,7 @@ CAF_TEST(a committed match reaches both sessions) {
   auto sb = state_of(b);
   CAF_CHECK(sb.phase == session_phase::matched);
   CAF_CHECK_EQUAL(sb.session_id, ja.session_id);
-  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK(waiting().empty());
   CAF_CHECK_EQUAL(raw->records("q"), 0); // both claim records released
   // A cancel after the match is answered "matched", never "cancelled" (I3).
   auto rh = self->request(b, caf::infinite, cancel_atom_v);
@@ -280,18 +327,23 @@ CAF_TEST(a waiter whose ticket vanished re-enqueues after the grace time) {
   CAF_REQUIRE(sched.trigger_timeout()); // heartbeat: "gone"
   sched.run();
   CAF_CHECK(state_of(b).phase == session_phase::queued);
-  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK(waiting().empty());
   CAF_REQUIRE(sched.trigger_timeout()); // grace time over, no match came
   sched.run();
   auto sb = state_of(b);
   CAF_CHECK(sb.phase == session_phase::queued);
-  CAF_CHECK_EQUAL(sb.ticket, "tb.h1");
-  CAF_CHECK_EQUAL(raw->waiting("q"), std::vector<std::string>{"tb.h1"});
+  CAF_CHECK_EQUAL(sb.ticket, "tb"); // the client's ticket, as it chose it
+  auto healed = parse_store_ticket(held("bob"));
+  CAF_REQUIRE(healed.has_value());
+  CAF_CHECK_EQUAL(healed->heal, 1u);
+  CAF_CHECK_EQUAL(healed->ticket, "tb");
+  CAF_CHECK_EQUAL(waiting(), std::vector<std::string>{"tb"});
 }
 
 CAF_TEST(a match inside the grace time stops the re enqueue) {
   auto b = session("bob");
   CAF_REQUIRE(join(b, "tb").phase == session_phase::queued);
+  auto bob_ticket = held("bob");
   auto k = raw->claim(test::spec("q", "slow", "ts"), 10, false, 1000);
   CAF_REQUIRE(k && k->outcome == claim_outcome::matched);
   *clock_ms += 2000;
@@ -300,13 +352,13 @@ CAF_TEST(a match inside the grace time stops the re enqueue) {
   // The slow claimer's match arrives inside the grace time.
   self->send(b, deliver_atom_v,
              match_event{"match.created:s1", "s1", "q", "slow", "ts", "bob",
-                         "tb", "{}"});
+                         bob_ticket, "{}"});
   sched.run();
   CAF_CHECK(state_of(b).phase == session_phase::matched);
   while (sched.trigger_timeout()) // the grace timer fires into nothing
     sched.run();
   CAF_CHECK(state_of(b).phase == session_phase::matched);
-  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK(waiting().empty());
 }
 
 CAF_TEST(a database refusal requeues the innocent side) {
@@ -320,10 +372,11 @@ CAF_TEST(a database refusal requeues the innocent side) {
   CAF_REQUIRE(raw->enqueue(test::spec("q", "bob", "tb")));
   CAF_REQUIRE(join(c, "tc").phase == session_phase::finalizing);
   // Carol claimed bob; the database refused (bob is active): carol is
-  // innocent and goes back to claim-or-enqueue, bob's ticket is dropped.
+  // innocent and goes back to claim-or-enqueue from her place (her record
+  // is put back and she claims again), bob's ticket is dropped.
   auto sc = state_of(c);
   CAF_CHECK(sc.phase == session_phase::queued);
-  CAF_CHECK_EQUAL(raw->waiting("q"), std::vector<std::string>{"tc"});
+  CAF_CHECK_EQUAL(waiting(), std::vector<std::string>{"tc"});
   CAF_CHECK_EQUAL(raw->user_ticket("q", "bob"), "");
   // The next arrival pairs with carol.
   CAF_CHECK(join(a, "ta").phase == session_phase::finalizing);
@@ -331,9 +384,9 @@ CAF_TEST(a database refusal requeues the innocent side) {
   auto s = db->active_session_of("carol");
   CAF_REQUIRE(s && s->has_value());
   CAF_CHECK_EQUAL((*s)->user_a, "alice");
-  // The refusal is one conflict; carol is re-claimed, not requeued.
+  // The refusal is one conflict; carol's record went back in place once.
   CAF_CHECK_EQUAL(metrics->conflicts.load(), 1u);
-  CAF_CHECK_EQUAL(metrics->requeues.load(), 0u);
+  CAF_CHECK_EQUAL(metrics->requeues.load(), 1u);
   CAF_CHECK_EQUAL(metrics->matches.load(), 1u);
   CAF_CHECK_EQUAL(metrics->joins.load(), 2u);
 }
@@ -361,7 +414,7 @@ CAF_TEST(bad input gets a named error and changes nothing) {
              [&](caf::error& e) {
                CAF_CHECK_EQUAL(e.code(), static_cast<uint8_t>(errc::not_found));
              });
-  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK(waiting().empty());
   CAF_CHECK_EQUAL(raw->records("q"), 0);
   CAF_CHECK_EQUAL(raw->records("nope"), 0);
   // The session still works afterwards.
@@ -387,7 +440,7 @@ CAF_TEST(a retried join after a match or a cancel answers the final state) {
   auto again_b = join(b, "tb"); // the side that learnt it from the event
   CAF_CHECK(again_b.phase == session_phase::matched);
   CAF_CHECK_EQUAL(again_b.session_id, sa.session_id);
-  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK(waiting().empty());
   CAF_CHECK_EQUAL(raw->records("q"), 0);
   CAF_CHECK_EQUAL(metrics->joins.load(), 2u);
   CAF_CHECK_EQUAL(metrics->claims.load(), 2u);
@@ -398,7 +451,7 @@ CAF_TEST(a retried join after a match or a cancel answers the final state) {
   auto jc = join(c, "tc");
   CAF_CHECK(jc.phase == session_phase::cancelled);
   CAF_CHECK_EQUAL(jc.ticket, "tc");
-  CAF_CHECK(raw->waiting("q").empty());
+  CAF_CHECK(waiting().empty());
   CAF_CHECK_EQUAL(raw->records("q"), 0);
   CAF_CHECK_EQUAL(metrics->joins.load(), 3u);
   CAF_CHECK_EQUAL(metrics->claims.load(), 3u);
@@ -406,7 +459,7 @@ CAF_TEST(a retried join after a match or a cancel answers the final state) {
   auto jc2 = join(c, "tc2");
   CAF_CHECK(jc2.phase == session_phase::queued);
   CAF_CHECK_EQUAL(jc2.ticket, "tc2");
-  CAF_CHECK_EQUAL(raw->waiting("q"), std::vector<std::string>{"tc2"});
+  CAF_CHECK_EQUAL(waiting(), std::vector<std::string>{"tc2"});
   CAF_CHECK_EQUAL(metrics->joins.load(), 4u);
   // While it lasts, it is the one answered; the ended one is refused.
   CAF_CHECK(join(c, "tc2").phase == session_phase::queued);
@@ -432,7 +485,7 @@ CAF_TEST(a join after a failure starts over also with the same ticket) {
   CAF_REQUIRE(join(a, "ta").phase == session_phase::finalizing);
   auto failed = state_of(a);
   CAF_REQUIRE(failed.phase == session_phase::failed);
-  CAF_CHECK_EQUAL(raw->waiting("q"), std::vector<std::string>{"tb"});
+  CAF_CHECK_EQUAL(waiting(), std::vector<std::string>{"tb"});
   CAF_CHECK_EQUAL(metrics->conflicts.load(), 1u);
   CAF_CHECK_EQUAL(metrics->requeues.load(), 1u); // bob, the innocent side
   // Her earlier session ends; the same join again really runs again.
@@ -524,6 +577,188 @@ CAF_TEST(metrics count stale tickets and a sweep sets the queue depth) {
   CAF_CHECK_EQUAL(metrics->queue_depths()["q"], 0u);
   CAF_CHECK_EQUAL(metrics->stale_removed.load(), 2u);
   CAF_CHECK_EQUAL(metrics->matches.load(), 2u);
+}
+
+// -- ticket ids belong to their user (issue 11) -----------------------------------
+
+CAF_TEST(two users may both call their ticket t 1) {
+  auto a = session("alice");
+  auto b = session("bob");
+  CAF_REQUIRE(join(b, "t-1").phase == session_phase::queued);
+  auto ja = join(a, "t-1"); // once "ticket id in use"
+  CAF_CHECK(ja.phase == session_phase::finalizing);
+  CAF_CHECK_EQUAL(ja.ticket, "t-1");
+  auto sa = state_of(a);
+  CAF_CHECK(sa.phase == session_phase::matched);
+  CAF_CHECK_EQUAL(flush_relay(), 1u);
+  CAF_CHECK_EQUAL(state_of(b).session_id, sa.session_id);
+  // And one after the other: a later join of alice's may be `t-1` again.
+  CAF_REQUIRE(db->close_session(sa.session_id, "test"));
+  auto c = session("carol");
+  CAF_REQUIRE(join(c, "t-1").phase == session_phase::queued);
+  auto d = session("dave");
+  CAF_CHECK(join(d, "t-1").phase == session_phase::finalizing);
+  CAF_CHECK(state_of(d).phase == session_phase::matched);
+}
+
+CAF_TEST(a cancel of one users ticket is never handed to another users) {
+  auto fin2 = slow_finalizer();
+  // Alice's cancel of her `t-1`, whose pair this finalizer never sees: it is
+  // honoured (the database has no session of hers with it).
+  auto rh = self->request(fin2, caf::infinite, cancel_atom_v,
+                          inflight_cancel{"q", "alice", "t-1"});
+  sched.run();
+  CAF_REQUIRE(sched.trigger_timeout()); // cancel_wait_ms
+  sched.run();
+  rh.receive([](cancel_verdict& v) { CAF_CHECK(v.honoured); },
+             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  // Bob's pair with his own `t-1` is not touched by alice's cancel (once it
+  // was refused as "cancelled": bob had cancelled nothing).
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "carol", "tc")));
+  auto bob_rh = self->request(fin2, caf::infinite, finalize_atom_v,
+                              claim_raw("bob", "t-1"));
+  sched.run();
+  while (sched.trigger_timeout())
+    sched.run();
+  bob_rh.receive(
+    [](finalize_result& r) {
+      CAF_CHECK(r.outcome == finalize_outcome::committed);
+    },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  // Erin's pair with her own `t-1` is pending when erin cancels it.
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "frank", "tf")));
+  auto pair = claim_raw("erin", "t-1");
+  auto fin_rh = self->request(fin2, caf::infinite, finalize_atom_v, pair);
+  auto cancel_rh = self->request(fin2, caf::infinite, cancel_atom_v,
+                                 inflight_cancel{"q", "erin", "t-1"});
+  sched.run();
+  while (sched.trigger_timeout()) // the group commit's delay, then the rest
+    sched.run();
+  cancel_verdict told;
+  cancel_rh.receive([&](cancel_verdict& v) { told = v; },
+                    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  fin_rh.receive([](finalize_result&) {},
+                 [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  auto s = db->active_session_of("erin");
+  CAF_REQUIRE(s);
+  // Whatever erin is told is what the database says.
+  if (told.honoured)
+    CAF_CHECK(!s->has_value());
+  else
+    CAF_CHECK(s->has_value() && (*s)->session_id == told.session_id);
+  CAF_CHECK(told.honoured); // the cancel came before the commit
+}
+
+CAF_TEST(a ticket claimed again gets a fresh verdict) {
+  auto fin2 = slow_finalizer();
+  // Bob waits; alice claims him and cancels: bob goes back to his place and
+  // his ticket is "not here, retry at the queue" for a moment.
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "bob", "tb")));
+  auto p1 = claim_raw("alice", "ta");
+  auto c1 = self->request(fin2, caf::infinite, cancel_atom_v,
+                          inflight_cancel{"q", "alice", "ta"});
+  auto f1 = self->request(fin2, caf::infinite, finalize_atom_v, p1);
+  sched.run();
+  while (sched.trigger_timeout())
+    sched.run();
+  c1.receive([](cancel_verdict& v) { CAF_CHECK(v.honoured); },
+             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  f1.receive(
+    [](finalize_result& r) {
+      CAF_CHECK(r.outcome == finalize_outcome::cancelled);
+    },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_REQUIRE_EQUAL(waiting(), std::vector<std::string>{"tb"});
+  // Dave claims bob again; bob's cancel now must wait for THIS pair's
+  // decision (once it was answered at once from the stale record, and the
+  // session asked the queue and the finalizer in a loop for ever).
+  auto p2 = claim_raw("dave", "td");
+  auto f2 = self->request(fin2, caf::infinite, finalize_atom_v, p2);
+  auto c2 = self->request(fin2, caf::infinite, cancel_atom_v,
+                          inflight_cancel{"q", "bob", "tb"});
+  sched.run();
+  while (sched.trigger_timeout())
+    sched.run();
+  cancel_verdict told;
+  c2.receive([&](cancel_verdict& v) { told = v; },
+             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  f2.receive([](finalize_result&) {},
+             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_CHECK(told.honoured || !told.session_id.empty()); // a final verdict
+  auto s = db->active_session_of("bob");
+  CAF_REQUIRE(s);
+  CAF_CHECK_EQUAL(s->has_value(), !told.honoured);
+}
+
+CAF_TEST(a cancel of a pair committed elsewhere is answered from the database) {
+  // Another node committed bob's pair and died before anyone asked it.
+  auto prior = db->commit_matches(
+    {match_request{"q", "bob", "tb", "", "zed", "tz", ""}});
+  CAF_REQUIRE(prior.at(0));
+  auto rh = self->request(fin, caf::infinite, cancel_atom_v,
+                          inflight_cancel{"q", "bob", "tb"});
+  sched.run();
+  CAF_REQUIRE(sched.trigger_timeout()); // nothing of it seen here
+  sched.run();
+  rh.receive(
+    [&](cancel_verdict& v) {
+      CAF_CHECK(!v.honoured); // once a guess: "honoured"
+      CAF_CHECK_EQUAL(v.session_id, prior.at(0)->session_id);
+    },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+}
+
+CAF_TEST(a waiter that claimed on a re scan keeps its place when undone) {
+  auto a = session("alice");
+  CAF_REQUIRE(join(a, "ta").phase == session_phase::queued);
+  auto alice_ticket = held("alice");
+  auto score = raw->command({"ZSCORE", codec::queue_keys("q")[0],
+                             alice_ticket}).str;
+  // Xena waits behind alice (enqueued directly: a join would claim alice).
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "xena", "tx")));
+  // Alice's heartbeat re-scan claims xena, who cancels before the commit.
+  int fired = 0;
+  hook = [&](checkpoint cp, const claim_pair& p) {
+    if (cp == checkpoint::before_create && fired++ == 0)
+      cancels->add(p.queue, p.claimed.user, p.claimed.ticket);
+  };
+  CAF_REQUIRE(sched.trigger_timeout()); // alice's heartbeat
+  sched.run();
+  CAF_REQUIRE_EQUAL(fired, 1);
+  // Alice waits again at the place she had, not at the end of the queue.
+  CAF_CHECK(state_of(a).phase == session_phase::queued);
+  CAF_CHECK_EQUAL(waiting(), std::vector<std::string>{"ta"});
+  CAF_CHECK_EQUAL(held("alice"), alice_ticket);
+  CAF_CHECK_EQUAL(
+    raw->command({"ZSCORE", codec::queue_keys("q")[0], alice_ticket}).str,
+    score);
+}
+
+CAF_TEST(a self heal works for a ticket id of 128 bytes) {
+  auto b = session("bob");
+  std::string t(128, 't');
+  CAF_REQUIRE(join(b, t).phase == session_phase::queued);
+  auto k = raw->claim(test::spec("q", "ghost", "tg"), 10, false, 1000);
+  CAF_REQUIRE(k && k->outcome == claim_outcome::matched);
+  *clock_ms += 2000; // past the claim hold
+  CAF_REQUIRE(sched.trigger_timeout()); // heartbeat: "gone"
+  sched.run();
+  CAF_REQUIRE(sched.trigger_timeout()); // grace over: re-enqueue
+  sched.run();
+  auto sb = state_of(b);
+  CAF_CHECK(sb.phase == session_phase::queued); // once `failed`: too long
+  CAF_CHECK_EQUAL(sb.ticket, t);
+  CAF_CHECK_EQUAL(waiting(), std::vector<std::string>{t});
+  // A 129-byte ticket is refused by the session with a named error.
+  auto c = session("carol");
+  auto rh = self->request(c, caf::infinite, join_atom_v,
+                          join_request{"q", std::string(129, 't'), ""});
+  sched.run();
+  rh.receive([&](session_state&) { CAF_FAIL("join accepted"); },
+             [&](caf::error& e) {
+               CAF_CHECK_EQUAL(e.code(),
+                               static_cast<uint8_t>(errc::invalid_argument));
+             });
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
