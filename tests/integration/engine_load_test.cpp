@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "actors/engine.hpp"
+#include "core/ticket_id.hpp"
 #include "tests/support/pg_client.hpp"
 #include "tests/support/store_harness.hpp"
 
@@ -227,8 +228,9 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
   // I2: nobody who did not cancel is lost: matched, or waiting in the queue.
   auto waiting = redis.waiting(queue);
   std::set<std::string> waiting_users;
-  for (auto& t : waiting)
-    waiting_users.insert("u" + t.substr(1, t.find('.') - 1));
+  for (auto& t : waiting) // store tickets name their user
+    if (auto p = parse_store_ticket(t))
+      waiting_users.insert(p->user);
   int lost = 0, still_waiting = 0;
   for (int i = 0; i < users; ++i) {
     auto user = "u" + std::to_string(i);

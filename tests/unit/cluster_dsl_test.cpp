@@ -448,4 +448,48 @@ CAF_TEST(a crashed node lapses and its users count as connected nowhere) {
   CAF_CHECK(alice != nullptr && bob != nullptr);
 }
 
+CAF_TEST(a cancel whose owner node died after its commit agrees with the database) {
+  auto c1 = node_config("n1", port_n1);
+  auto c2 = node_config("n2", port_n2);
+  c1.session.route_timeout_ms = 2000;
+  // Nobody hears of the match before the cancel: no relay runs (n1's would
+  // deliver the event from the shared outbox).
+  c1.run_relay = false;
+  c2.run_relay = false;
+  c2.finalizer.batch_delay_ms = 500;
+  start(c1, c2);
+  auto alice = session(1, "alice");
+  auto bob = session(2, "bob");
+  settle();
+  caf::anon_send(alice, join_atom_v, join_request{"voice", "ta", ""});
+  settle();
+  caf::anon_send(bob, join_atom_v, join_request{"voice", "tb", ""});
+  settle();
+  CAF_REQUIRE_EQUAL(phase(seen2, "bob"), "finalizing");
+  // n2 commits the pair, cannot settle it in the queue (its broker is gone)
+  // and then dies altogether: alice's ticket stays "claimed by n2".
+  caf::anon_send_exit(n2->broker(), caf::exit_reason::kill);
+  settle();
+  advance(600);
+  auto active = db->connect()->active_session_of("alice");
+  CAF_REQUIRE(active && active->has_value());
+  auto sid = (*active)->session_id;
+  caf::anon_send_exit(n2->finalizer(), caf::exit_reason::kill);
+  caf::anon_send_exit(n2->gateway(), caf::exit_reason::kill);
+  settle();
+  // Alice cancels on n1. The queue names n2 as the owner; n2 cannot answer;
+  // the database can: she is matched (once: `failed`, a non-answer).
+  auto rh = earth.self->request(alice, caf::infinite, cancel_atom_v);
+  settle();
+  advance(2500);
+  rh.receive(
+    [&](session_state& st) {
+      CAF_CHECK_EQUAL(to_string(st.phase), std::string{"matched"});
+      CAF_CHECK_EQUAL(st.session_id, sid);
+    },
+    [&](caf::error& e) { CAF_FAIL("cancel: " << earth.sys.render(e)); });
+  CAF_CHECK(events(seen1, "alice").empty()); // it was the database's word
+  CAF_CHECK(bob != nullptr);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
