@@ -1,60 +1,20 @@
 #include "actors/session.hpp"
 
-#include <deque>
 #include <functional>
-#include <set>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/session_data.hpp"
 #include "core/logger.hpp"
 #include "core/ticket_id.hpp"
 
-namespace mm {
-
-namespace {
+namespace mm::session_detail {
 
 std::shared_ptr<spdlog::logger> ses_log() {
   static auto log = logger("session");
   return log;
 }
-
-using state_promise = caf::typed_response_promise<session_state>;
-
-struct session_data {
-  session_config cfg;
-  session_links links;
-  session_state st;
-  std::string base_user;
-  std::string attrs;
-  std::string base_ticket;          // the client's ticket (idempotency key)
-  // What the queue, the finalizer and the database know the join by: made
-  // from the user, the client's ticket, a nonce per join and the self-heal
-  // number (core/ticket_id.hpp), so two users' `t-1`, or one user's `t-1`
-  // of today and of yesterday, never meet below the session.
-  std::string store_ticket;
-  std::string nonce;
-  std::set<std::string> tickets;    // every store ticket of this join
-  uint64_t gen = 0;                 // timers of an older state are ignored
-  uint32_t heals = 0;
-  uint32_t cancel_rounds = 0;       // queue <-> finalizer rounds of a cancel
-  bool cancel_requested = false;
-  bool join_counted = false;        // this join is in metrics->joins
-  std::string owner_node;           // whose finalizer owns our claimed pair
-  // The user has no active match session: this actor saw it end, or the
-  // database said so. Until then a join asks the database first.
-  bool free_known = false;
-  uint64_t join_no = 0;             // the give-up timer belongs to one join
-  uint32_t give_up_after_s = 0;
-  bool giving_up = false;           // our own cancel: the join timed out
-  std::vector<state_promise> join_waiters;
-  std::vector<state_promise> cancel_waiters;
-  std::set<std::string> seen;       // event ids (at-least-once delivery)
-  std::deque<std::string> seen_order;
-  static inline const char* name = "session";
-};
-
-using ses_ptr = session_actor::stateful_pointer<session_data>;
 
 using join_fn = std::function<void(join_request&, state_promise)>;
 using cancel_fn = std::function<void(state_promise)>;
@@ -66,8 +26,6 @@ session_actor::behavior_type queued_b(ses_ptr self);
 session_actor::behavior_type finalizing_b(ses_ptr self);
 session_actor::behavior_type done_b(ses_ptr self);
 void start_claim(ses_ptr self, bool rescan);
-void cancel_at_queue(ses_ptr self);
-void ask_finalizer_to_cancel(ses_ptr self);
 void on_claimed(ses_ptr self, uint64_t gen, claim_result& r);
 
 bool terminal(session_phase p) {
@@ -177,26 +135,6 @@ caf::result<end_result> end_session(ses_ptr self, std::string session_id,
   return rp;
 }
 
-/// The join's give_up_after_s passed: a ticket still waiting leaves the
-/// queue (a cancel of our own; its outcome decides: `timed_out`, or
-/// `matched` when a claimer was faster). A join that is finalizing has found
-/// its partner and goes on.
-void give_up(ses_ptr self, uint64_t join_no) {
-  auto& d = self->state;
-  if (join_no != d.join_no || terminal(d.st.phase) || d.cancel_requested
-      || d.st.phase == session_phase::finalizing
-      || d.st.phase == session_phase::idle)
-    return;
-  if (d.st.phase != session_phase::queued) {
-    // claiming: its answer comes in a moment; look again then.
-    self->delayed_send(self, std::chrono::milliseconds(100), give_up_atom_v,
-                       join_no);
-    return;
-  }
-  d.giving_up = true;
-  d.cancel_requested = true;
-  cancel_at_queue(self);
-}
 
 // -- handlers shared by every state --------------------------------------------
 
@@ -410,129 +348,6 @@ session_actor::behavior_type claiming_b(ses_ptr self) {
     ignore_timer, ignore_timer);
 }
 
-/// Rounds of "cancel at the queue, ask the finalizer" one cancel may take.
-/// A round repeats only when the finalizer put the ticket back in the queue
-/// and a claimer took it again before our cancel reached the queue.
-constexpr uint32_t max_cancel_rounds = 20;
-
-/// The owner node of our pair could not be asked: the database tells
-/// whether the user is matched. Matched: that is the answer. Not matched:
-/// the owner may still commit (it is only unreachable as far as we know),
-/// so the join ends `failed` (never `cancelled`: that would be a guess).
-void owner_unreachable(ses_ptr self, uint64_t gen, caf::error err) {
-  auto& d = self->state;
-  auto what = self->system().render(err);
-  auto give_up = [self, gen, what](std::string why) {
-    auto& d = self->state;
-    if (gen != d.gen || terminal(d.st.phase))
-      return;
-    d.free_known = false;
-    finish(self, session_phase::failed, {},
-           "owner node " + d.owner_node + " unreachable (" + what + "); "
-             + why);
-  };
-  if (!d.links.lifecycle) {
-    give_up("not matched as far as this node knows");
-    return;
-  }
-  self
-    ->request(d.links.lifecycle,
-              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
-              state_atom_v, d.base_user)
-    .then(
-      [self, gen, give_up](std::string& session_id) {
-        auto& d = self->state;
-        if (gen != d.gen || terminal(d.st.phase))
-          return;
-        if (!session_id.empty())
-          finish(self, session_phase::matched, session_id, "cancel too late");
-        else
-          give_up("the database shows no match yet");
-      },
-      [give_up](caf::error& e) {
-        give_up("the database could not be asked either");
-      });
-}
-
-void ask_finalizer_to_cancel(ses_ptr self) {
-  auto& d = self->state;
-  auto gen = d.gen;
-  auto on_verdict = [self, gen](cancel_verdict& v) {
-    auto& d = self->state;
-    if (terminal(d.st.phase) || gen != d.gen)
-      return; // decided meanwhile (e.g. by the finalize answer)
-    if (v.honoured)
-      finish(self, session_phase::cancelled, {}, {});
-    else if (!v.session_id.empty())
-      finish(self, session_phase::matched, v.session_id, "cancel too late");
-    else if (d.st.phase == session_phase::queued)
-      cancel_at_queue(self); // we were put back: take the ticket down there
-  };
-  inflight_cancel c{d.st.queue, d.st.user, d.store_ticket};
-  if (d.links.gateway && !d.owner_node.empty()
-      && d.owner_node != d.cfg.node) {
-    // The pair is committed on another node: only its finalizer can tell.
-    self
-      ->request(d.links.gateway,
-                std::chrono::milliseconds(d.cfg.route_timeout_ms),
-                cancel_atom_v, d.owner_node, std::move(c))
-      .then(on_verdict, [self, gen](caf::error& err) {
-        if (gen == self->state.gen && !terminal(self->state.st.phase))
-          owner_unreachable(self, gen, std::move(err));
-      });
-    return;
-  }
-  self
-    ->request(d.links.finalizer,
-              std::chrono::milliseconds(d.cfg.route_timeout_ms), cancel_atom_v,
-              std::move(c))
-    .then(on_verdict, [self, gen](caf::error& err) {
-      if (gen == self->state.gen && !terminal(self->state.st.phase))
-        fail(self, err);
-    });
-}
-
-/// Cancels the waiting ticket; a claimed one is decided by the finalizer.
-void cancel_at_queue(ses_ptr self) {
-  auto& d = self->state;
-  if (++d.cancel_rounds > max_cancel_rounds) {
-    finish(self, session_phase::failed, {},
-           "cancel undecided after " + std::to_string(max_cancel_rounds)
-             + " rounds");
-    return;
-  }
-  auto gen = d.gen;
-  self
-    ->request(d.links.broker, caf::infinite, cancel_atom_v,
-              ticket_ref{d.st.queue, d.st.user, d.st.token})
-    .then(
-      [self, gen](cancel_result& r) {
-        auto& d = self->state;
-        if (terminal(d.st.phase) || gen != d.gen)
-          return;
-        if (r.outcome == cancel_outcome::cancelled) {
-          finish(self, session_phase::cancelled, {}, {});
-          return;
-        }
-        if (!r.node.empty())
-          d.owner_node = r.node; // the claimer's node owns the pair
-        ask_finalizer_to_cancel(self);
-      },
-      [self, gen](caf::error& err) {
-        auto& d = self->state;
-        if (terminal(d.st.phase) || gen != d.gen)
-          return;
-        if (err.category() == caf::atom("mm")
-            && (err.code() == static_cast<uint8_t>(errc::not_found)
-                || err.code() == static_cast<uint8_t>(errc::stale_token))) {
-          // Our ticket is gone: claimed and settled, or lapsed. Only the
-          // finalizer can tell which.
-          ask_finalizer_to_cancel(self);
-          return;
-        }
-        fail(self, err);
-      });
-}
 
 /// A cancel handler: every caller waits for the final state; `start` runs
 /// for the first cancel of the join only.
@@ -751,11 +566,13 @@ session_actor::behavior_type session_impl(ses_ptr self, std::string user,
   return idle_b(self);
 }
 
-} // namespace
+} // namespace mm::session_detail
+
+namespace mm {
 
 session_actor spawn_session(caf::actor_system& sys, std::string user,
                             session_links links, session_config cfg) {
-  return sys.spawn(session_impl, std::move(user), std::move(links), cfg);
+  return sys.spawn(session_detail::session_impl, std::move(user), std::move(links), cfg);
 }
 
 } // namespace mm

@@ -173,6 +173,51 @@ TEST_P(api_e2e, a_session_ends_both_hear_it_and_both_match_again) {
   EXPECT_NE((*ea2)["session_id"], sid);
 }
 
+TEST_P(api_e2e, two_users_may_call_their_ticket_by_the_same_id) {
+  // Once "invalid_argument: ticket id in use" for the second user.
+  auto alice = unique("alice"), bob = unique("bob");
+  ws_conn wa{node_->port(), alice, token(alice)};
+  auto ra = join(alice, "t-1");
+  ASSERT_EQ(ra.status, 200u) << ra.body;
+  auto rb = join(bob, "t-1");
+  ASSERT_EQ(rb.status, 200u) << rb.body;
+  EXPECT_EQ(rb.as_json()["ticket"], "t-1");
+  auto ev = wa.next_of("match.created", 5s);
+  ASSERT_TRUE(ev);
+  // Clients see their own ticket ids, never the engine's.
+  EXPECT_EQ((*ev)["tickets"], json::array({"t-1", "t-1"}));
+  auto st = http_->request(http::verb::get, path(bob, "/tickets/t-1"),
+                           token(bob));
+  ASSERT_EQ(st.status, 200u) << st.body;
+  EXPECT_EQ(st.as_json()["state"], "matched");
+  EXPECT_EQ(st.as_json()["ticket"], "t-1");
+}
+
+TEST_P(api_e2e, a_join_that_gives_up_ends_timed_out_with_a_notice) {
+  auto erin = unique("erin"), finn = unique("finn");
+  ws_conn we{node_->port(), erin, token(erin)};
+  json body{{"queue", queue_}, {"ticket", "t-e"}, {"give_up_after_s", 1}};
+  auto r = http_->request(http::verb::post, path(erin, "/tickets"),
+                          token(erin), body.dump());
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto notice = we.next_of("state", 5s);
+  ASSERT_TRUE(notice);
+  EXPECT_EQ((*notice)["state"], "timed_out");
+  EXPECT_EQ((*notice)["ticket"], "t-e");
+  auto st = http_->request(http::verb::get, path(erin, "/tickets/t-e"),
+                           token(erin));
+  EXPECT_EQ(st.as_json()["state"], "timed_out");
+  // Gone from the queue: the next user waits instead of claiming erin.
+  ws_conn wf{node_->port(), finn, token(finn)};
+  ASSERT_EQ(join(finn, "t-f").status, 200u);
+  EXPECT_FALSE(wf.next_of("match.created", 1500ms));
+  EXPECT_FALSE(we.next_of("match.created", 10ms));
+  EXPECT_EQ(http_->request(http::verb::get, path(finn, "/tickets/t-f"),
+                           token(finn))
+              .as_json()["state"],
+            "queued");
+}
+
 TEST_P(api_e2e, a_cancel_is_acknowledged_and_no_match_follows) {
   auto carol = unique("carol"), dave = unique("dave");
   ws_conn wc{node_->port(), carol, token(carol)};

@@ -1,0 +1,85 @@
+#pragma once
+
+// The session actor's state and the steps its files share (actors/session.cpp
+// holds the behaviours and the join/claim path, actors/session_cancel.cpp
+// the cancel and give-up path). Internal: include only from those two.
+
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/session.hpp"
+
+namespace spdlog {
+class logger;
+} // namespace spdlog
+
+namespace mm::session_detail {
+
+std::shared_ptr<spdlog::logger> ses_log();
+
+using state_promise = caf::typed_response_promise<session_state>;
+
+struct session_data {
+  session_config cfg;
+  session_links links;
+  session_state st;
+  std::string base_user;
+  std::string attrs;
+  std::string base_ticket;          // the client's ticket (idempotency key)
+  // What the queue, the finalizer and the database know the join by: made
+  // from the user, the client's ticket, a nonce per join and the self-heal
+  // number (core/ticket_id.hpp), so two users' `t-1`, or one user's `t-1`
+  // of today and of yesterday, never meet below the session.
+  std::string store_ticket;
+  std::string nonce;
+  std::set<std::string> tickets;    // every store ticket of this join
+  uint64_t gen = 0;                 // timers of an older state are ignored
+  uint32_t heals = 0;
+  uint32_t cancel_rounds = 0;       // queue <-> finalizer rounds of a cancel
+  bool cancel_requested = false;
+  bool join_counted = false;        // this join is in metrics->joins
+  std::string owner_node;           // whose finalizer owns our claimed pair
+  // The user has no active match session: this actor saw it end, or the
+  // database said so. Until then a join asks the database first.
+  bool free_known = false;
+  uint64_t join_no = 0;             // the give-up timer belongs to one join
+  uint32_t give_up_after_s = 0;
+  bool giving_up = false;           // our own cancel: the join timed out
+  std::vector<state_promise> join_waiters;
+  std::vector<state_promise> cancel_waiters;
+  std::set<std::string> seen;       // event ids (at-least-once delivery)
+  std::deque<std::string> seen_order;
+  static inline const char* name = "session";
+};
+
+using ses_ptr = session_actor::stateful_pointer<session_data>;
+
+/// True for the phases a join ends in.
+bool terminal(session_phase p);
+
+/// Enters `phase` (and its behavior), invalidating older timers.
+void enter(ses_ptr self, session_phase phase);
+
+/// Ends the join in `phase` (matched/cancelled/failed/timed_out).
+void finish(ses_ptr self, session_phase phase, std::string session_id,
+            std::string detail);
+
+/// Ends the join `failed` with the rendered error.
+void fail(ses_ptr self, const caf::error& err);
+
+/// Cancels the waiting ticket; a claimed one is decided by the finalizer.
+void cancel_at_queue(ses_ptr self);
+
+/// Asks the finalizer that owns our pair (this node's or, through the
+/// gateway, another's) for its verdict on our cancel.
+void ask_finalizer_to_cancel(ses_ptr self);
+
+/// The join's give_up_after_s passed (timer of join `join_no`).
+void give_up(ses_ptr self, uint64_t join_no);
+
+} // namespace mm::session_detail
