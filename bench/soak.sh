@@ -48,7 +48,7 @@ soak_find_idle_release() {
     v=$SOAK_IDLE_RELEASE
   elif echo "$line" | grep -qE -- "$opt +BOOLEAN"; then
     v=true
-  elif ! echo "$line" | grep -qE -- "$opt +[A-Z]+"; then
+  elif ! echo "$line" | grep -qE -- "$opt +[A-Z]+([ =]|$)"; then
     soak_idle_args=("$opt") # a plain switch
     return 0
   elif echo "$line" | grep -qwi 'ms'; then
