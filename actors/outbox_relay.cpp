@@ -262,13 +262,24 @@ bool parse_event(const outbox_event& ev, match_event& out, std::string& why) {
   }
 }
 
-store_command xadd(const std::string& stream, const outbox_event& ev,
-                   const match_event& m) {
-  return {"XADD",     stream,     "*",          "event_id", ev.event_id,
-          "type",     ev.type,    "session_id", m.session_id,
-          "queue",    m.queue,    "user_a",     m.user_a,
-          "ticket_a", m.ticket_a, "user_b",     m.user_b,
-          "ticket_b", m.ticket_b, "payload",    ev.payload};
+/// XADD of one event; with `maxlen > 0` the stream is capped at about that
+/// many entries (`MAXLEN ~`: Redis trims whole nodes, cheaply).
+store_command xadd(const std::string& stream, uint64_t maxlen,
+                   const outbox_event& ev, const match_event& m) {
+  store_command cmd{"XADD", stream};
+  if (maxlen > 0)
+    cmd.insert(cmd.end(), {"MAXLEN", "~", std::to_string(maxlen)});
+  cmd.insert(cmd.end(), {"*",
+                         "event_id", ev.event_id,
+                         "type", ev.type,
+                         "session_id", m.session_id,
+                         "queue", m.queue,
+                         "user_a", m.user_a,
+                         "ticket_a", m.ticket_a,
+                         "user_b", m.user_b,
+                         "ticket_b", m.ticket_b,
+                         "payload", ev.payload});
+  return cmd;
 }
 
 void fetch(relay_ptr self);
@@ -411,7 +422,8 @@ void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
 void sink(relay_ptr self, batch_ptr b) {
   auto cmds = std::make_shared<std::vector<store_command>>();
   for (auto i : b->unsent)
-    cmds->push_back(xadd(self->state.cfg.stream, b->events[i], b->parsed[i]));
+    cmds->push_back(xadd(self->state.cfg.stream, self->state.cfg.stream_maxlen,
+                         b->events[i], b->parsed[i]));
   auto replies = std::make_shared<std::vector<store_reply>>();
   with_sink(
     self, [cmds, replies](queue_store& s) { *replies = s.execute(*cmds); },

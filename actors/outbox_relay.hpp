@@ -28,6 +28,11 @@ struct relay_config {
   /// then waits 1000 ms per round.
   uint32_t poll_ms = 500;
   std::string stream = "mm:events"; ///< the Redis Stream key (XADD)
+  /// Cap of the stream: every XADD carries `MAXLEN ~ stream_maxlen`, so
+  /// Redis keeps about this many of the newest events (a little more:
+  /// it trims whole nodes). 0: uncapped. The outbox in the database keeps
+  /// every event for the lifecycle's retention (docs/persistence.md).
+  uint64_t stream_maxlen = 100000;
   uint32_t backoff_min_ms = 50, backoff_max_ms = 5000; ///< failure retries
   /// Wake up on the store's commit notifications (PostgreSQL LISTEN). Only
   /// for blocking stores; the in-memory store relies on ticks and flushes.
@@ -46,7 +51,8 @@ struct relay_config {
 ///
 /// One cycle: lease up to `batch` undelivered events (`fetch_undelivered`),
 /// XADD each to `cfg.stream` (fields event_id, type, session_id, queue,
-/// user_a, ticket_a, user_b, ticket_b, payload; one pipelined round trip),
+/// user_a, ticket_a, user_b, ticket_b, payload; `MAXLEN ~
+/// cfg.stream_maxlen`; one pipelined round trip),
 /// hand the ones the sink accepted to `directory` (`deliver_atom`; an
 /// invalid handle skips this step) and wait for its answers, then
 /// `mark_delivered` them; repeat until a fetch finds nothing. An event is

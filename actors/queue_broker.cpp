@@ -4,7 +4,7 @@
 #include <deque>
 #include <optional>
 #include <functional>
-#include <set>
+#include <map>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -66,12 +66,18 @@ store_worker(store_worker_actor::pointer,
   };
 }
 
+/// A queue the broker knows: swept periodically, depth exported.
+struct known_queue {
+  caf::actor_clock::time_point last_join; ///< last claim, enqueue or rescan
+};
+
 struct broker_state {
   broker_config cfg;
   std::unique_ptr<queue_store> inline_store; // non-blocking stores
   std::vector<store_worker_actor> idle;      // blocking stores: free workers
   std::deque<std::pair<script_call, reply_fn>> pending;
-  std::set<std::string> queues; // seen, for the periodic sweep
+  std::map<std::string, known_queue> queues; // bounded, see admit()
+  bool warned_full = false; // logged that max_queues refuses joins
   static inline const char* name = "queue_broker";
 };
 
@@ -142,27 +148,65 @@ void run_parsed(broker_ptr self, outcome<script_call> call,
   });
 }
 
-/// Refuses queues outside `cfg.queues` (when that list is not empty).
-std::optional<failure> unknown_queue(broker_ptr self, const std::string& q) {
-  auto& qs = self->state.cfg.queues;
-  if (qs.empty() || std::find(qs.begin(), qs.end(), q) != qs.end())
+void publish_known(broker_ptr self) {
+  if (auto& m = self->state.cfg.metrics)
+    m->queues_known.store(self->state.queues.size(),
+                          std::memory_order_relaxed);
+}
+
+/// Makes `q` known (or refreshes it) for a join; refuses, changing
+/// nothing, a queue outside `cfg.queues` (when that list is not empty) or
+/// one more queue than `cfg.max_queues` (when it is). A re-scan (`join ==
+/// false`) is never refused: its ticket exists; it only refreshes a known
+/// queue or takes a free place.
+std::optional<failure> admit(broker_ptr self, const std::string& q,
+                             bool join) {
+  auto& st = self->state;
+  auto& allowed = st.cfg.queues;
+  auto now = self->clock().now();
+  if (auto i = st.queues.find(q); i != st.queues.end()) {
+    i->second.last_join = now;
     return std::nullopt;
-  return failure{errc::not_found, "unknown queue '" + q + "'"};
+  }
+  if (!allowed.empty()) {
+    if (std::find(allowed.begin(), allowed.end(), q) == allowed.end()) {
+      if (!join)
+        return std::nullopt;
+      return failure{errc::unknown_queue, "unknown queue '" + q + "'"};
+    }
+  } else if (st.queues.size() >= std::max<uint32_t>(1, st.cfg.max_queues)) {
+    if (!join)
+      return std::nullopt;
+    if (!st.warned_full) // once per full spell: clients may retry a lot
+      broker_log()->warn("joins of new queues refused ('{}' first): {} "
+                         "queues known (max_queues)", q, st.queues.size());
+    st.warned_full = true;
+    return failure{errc::too_many_queues,
+                   "this node serves at most "
+                     + std::to_string(st.cfg.max_queues)
+                     + " queues at once; '" + q + "' is not one of them"};
+  }
+  st.queues.emplace(q, known_queue{now});
+  publish_known(self);
+  return std::nullopt;
 }
 
 /// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3 of docs/design.md).
 void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
            uint32_t stale, sink<claim_result> out) {
   auto& cfg = self->state.cfg;
-  if (auto f = unknown_queue(self, spec.queue)) {
-    out(std::move(*f));
-    return;
-  }
-  self->state.queues.insert(spec.queue);
   auto call = codec::claim_call(spec, cfg.scan, cfg.hold_ms, rescan);
   if (!call) {
     out(call.error());
     return;
+  }
+  // Only well-formed requests count towards the bound; the broker's own
+  // follow-up scans (scans > 0) were admitted with their first call.
+  if (scans == 0) {
+    if (auto f = admit(self, spec.queue, !rescan)) {
+      out(std::move(*f));
+      return;
+    }
   }
   submit(self, std::move(*call),
          [self, spec{std::move(spec)}, scans, stale,
@@ -201,6 +245,29 @@ sink<T> deliver_to(caf::typed_response_promise<T> rp) {
   };
 }
 
+/// After the last sweep call of a known queue: forgets it when it held no
+/// ticket and got no join for `queue_idle_ms`, else records its depth.
+void settle_known(broker_ptr self, const std::string& queue,
+                  const sweep_result& res) {
+  auto& st = self->state;
+  auto i = st.queues.find(queue);
+  if (i == st.queues.end())
+    return; // an explicit sweep of a queue we do not know: no label
+  auto& m = st.cfg.metrics;
+  auto idle_for = self->clock().now() - i->second.last_join;
+  if (st.cfg.queue_idle_ms > 0 && res.tracked == 0
+      && idle_for >= std::chrono::milliseconds(st.cfg.queue_idle_ms)) {
+    st.queues.erase(i);
+    st.warned_full = false;
+    if (m)
+      m->drop_queue_depth(queue);
+    publish_known(self);
+    return;
+  }
+  if (m)
+    m->set_queue_depth(queue, res.depth);
+}
+
 /// Sweeps `queue` until a call reports nothing more (bounded); the last
 /// call's depth is the queue's depth.
 void sweep(broker_ptr self, std::string queue, uint32_t removed,
@@ -221,8 +288,7 @@ void sweep(broker_ptr self, std::string queue, uint32_t removed,
         sweep(self, queue, res->removed, rounds + 1, out);
         return;
       }
-      if (m)
-        m->set_queue_depth(queue, res->depth);
+      settle_known(self, queue, *res);
       out(std::move(res));
     });
 }
@@ -247,13 +313,17 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
   return {
     [self](enqueue_atom, ticket_spec& spec) {
       auto rp = self->make_response_promise<enqueue_result>();
-      if (auto f = unknown_queue(self, spec.queue)) {
+      auto call = codec::enqueue_call(spec);
+      if (!call) {
+        rp.deliver(to_error(call.error()));
+        return rp;
+      }
+      if (auto f = admit(self, spec.queue, true)) {
         rp.deliver(to_error(*f));
         return rp;
       }
-      self->state.queues.insert(spec.queue);
-      run_parsed<enqueue_result>(self, codec::enqueue_call(spec),
-                                 codec::parse_enqueue, deliver_to(rp));
+      run_parsed<enqueue_result>(self, std::move(call), codec::parse_enqueue,
+                                 deliver_to(rp));
       return rp;
     },
     [self](claim_atom, ticket_spec& spec) {
@@ -328,7 +398,12 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
       return rp;
     },
     [self](tick_atom) {
-      for (auto& q : self->state.queues)
+      // By name: a sweep may forget its queue (inline stores: at once).
+      std::vector<std::string> names;
+      names.reserve(self->state.queues.size());
+      for (auto& kv : self->state.queues)
+        names.push_back(kv.first);
+      for (auto& q : names)
         sweep(self, q, 0, 0, [](outcome<sweep_result>) {});
       self->delayed_send(
         self, std::chrono::milliseconds(self->state.cfg.sweep_interval_ms),

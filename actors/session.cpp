@@ -529,7 +529,9 @@ void start_claim(ses_ptr self, bool rescan) {
     };
     if (!d.join_waiters.empty()
         && (refused(errc::invalid_argument) || refused(errc::not_found)
-            || refused(errc::duplicate_ticket))) {
+            || refused(errc::duplicate_ticket)
+            || refused(errc::unknown_queue)
+            || refused(errc::too_many_queues))) {
       // Bad input on the first step: refuse the join, change nothing.
       for (auto& rp : d.join_waiters)
         rp.deliver(err);

@@ -138,6 +138,7 @@ unsigned api_router::status_of(errc code) noexcept {
     case errc::invalid_argument:
       return 400;
     case errc::not_found:
+    case errc::unknown_queue:
       return 404;
     case errc::forbidden:
       return 403;
@@ -147,6 +148,7 @@ unsigned api_router::status_of(errc code) noexcept {
     case errc::stale_token:
     case errc::in_flight:
     case errc::cancelled:
+    case errc::too_many_queues:
       return 409;
     case errc::store_unavailable:
     case errc::shutting_down:

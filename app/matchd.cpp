@@ -138,6 +138,9 @@ int run(const matchd_config& mc) {
   ec.lifecycle.max_session_s = mc.max_session_s;
   ec.lifecycle.retention_s = mc.retention_s;
   ec.broker.queues = mc.queues;
+  ec.broker.max_queues = mc.max_queues;
+  ec.broker.queue_idle_ms = mc.queue_idle_ms;
+  ec.relay.stream_maxlen = mc.stream_maxlen;
   ec.broker.workers = mc.redis_workers;
   ec.finalizer.workers = mc.pg_workers;
   if (!mc.redis.empty()) {

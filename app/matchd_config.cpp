@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "persistence/queue/queue_codec.hpp"
+
 namespace mm {
 
 namespace {
@@ -65,8 +67,21 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "trace, debug, info, warn, error, critical or off")
     ->capture_default_str();
   app.add_option("--queues", cfg.queues,
-                 "Queues users may join (comma separated; default: any)")
+                 "Queues users may join (comma separated; default: any "
+                 "name, up to --max-queues at once)")
     ->delimiter(',');
+  app.add_option("--max-queues", cfg.max_queues,
+                 "Without --queues: distinct queues this node serves at "
+                 "once; a join of one more is refused too_many_queues")
+    ->capture_default_str();
+  app.add_option("--queue-idle", cfg.queue_idle_ms,
+                 "ms after which a queue with no ticket and no join is "
+                 "forgotten (no sweep, no metric label; 0: never)")
+    ->capture_default_str();
+  app.add_option("--stream-maxlen", cfg.stream_maxlen,
+                 "Events kept in the Redis Stream mm:events (XADD MAXLEN ~; "
+                 "0: uncapped)")
+    ->capture_default_str();
   app.add_option("--threads", cfg.threads, "Actor scheduler threads")
     ->capture_default_str();
   app.add_option("--io-threads", cfg.io_threads, "HTTP threads")
@@ -234,8 +249,12 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   if (cfg.member_ttl_ms < 1000)
     complain("member-ttl", "must be at least 1000 ms");
   for (auto& q : cfg.queues)
-    if (q.empty() || q.size() > 128)
-      complain("queues", "'" + q + "' must be 1-128 bytes");
+    if (auto why = codec::check_queue(q); !why.empty())
+      complain("queues", "'" + q + "': " + why);
+  if (cfg.max_queues < 1 || cfg.max_queues > 1000000)
+    complain("max-queues", "must be 1-1000000");
+  if (cfg.queue_idle_ms != 0 && cfg.queue_idle_ms < 1000)
+    complain("queue-idle", "must be 0 (never) or at least 1000 ms");
   if (!bad.empty()) {
     res.exit_code = 2;
     res.exit_now = true;

@@ -19,6 +19,9 @@ struct matchd_config {
   std::string node = "node-1";
   std::string log_level = "info";
   std::vector<std::string> queues; ///< allowed queues; empty: any
+  uint32_t max_queues = 1000;      ///< distinct queues known at once
+  uint32_t queue_idle_ms = 60000;  ///< an empty queue is forgotten after
+  uint64_t stream_maxlen = 100000; ///< MAXLEN ~ of the event stream; 0: off
   uint32_t threads = 2;    ///< CAF scheduler threads
   uint32_t io_threads = 1; ///< HTTP threads
   uint32_t max_body = 16384;

@@ -69,6 +69,10 @@ public:
                          "Age of the oldest event of the last delivered batch",
                          MetricType::Gauge,
                          static_cast<double>(m_->outbox_lag_ms.load())));
+    out.push_back(scalar("mm_queues_known",
+                         "Queues the broker sweeps and reports a depth for",
+                         MetricType::Gauge,
+                         static_cast<double>(m_->queues_known.load())));
     MetricFamily depth;
     depth.name = "mm_queue_depth";
     depth.help = "Tickets in the queue at the last sweep";

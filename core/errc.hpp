@@ -25,6 +25,8 @@ enum class errc : uint8_t {
   forbidden,         ///< the caller may not act on this resource
   in_session,        ///< the user is in an active match session
   timed_out,         ///< a waiting ticket gave up
+  unknown_queue,     ///< the queue is not on the node's allow-list
+  too_many_queues,   ///< the node already knows its maximum of queues
 };
 
 /// Returns the stable name of `x`, e.g. "duplicate_ticket".

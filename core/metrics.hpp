@@ -43,7 +43,7 @@ private:
 };
 
 /// What the engine counts. Every field only grows, except the gauges
-/// (`outbox_lag_ms`, queue depths).
+/// (`outbox_lag_ms`, `queues_known`, queue depths).
 struct engine_metrics {
   std::atomic<uint64_t> joins{0};         ///< joins accepted by sessions
   std::atomic<uint64_t> claims{0};        ///< claim scripts run
@@ -56,6 +56,9 @@ struct engine_metrics {
   std::atomic<uint64_t> events_delivered{0}; ///< outbox events delivered
   std::atomic<uint64_t> sessions_ended{0};   ///< by members and by expiry
   std::atomic<uint64_t> rows_pruned{0};      ///< old events and sessions
+  /// Queues the broker knows now (swept, with a depth); a gauge, bounded
+  /// by `broker_config::max_queues` or its allow-list.
+  std::atomic<uint64_t> queues_known{0};
   /// Age of the oldest event in the relay's last delivered batch.
   std::atomic<int64_t> outbox_lag_ms{0};
   latency_histogram finalize_latency; ///< claim pair in -> commit answered
@@ -67,7 +70,14 @@ struct engine_metrics {
     depths_[queue] = depth;
   }
 
-  /// A copy of the depth of every queue seen so far. Thread-safe.
+  /// Forgets the depth of `queue` (the broker no longer knows it): its
+  /// label leaves the metrics. Thread-safe; idempotent.
+  void drop_queue_depth(const std::string& queue) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    depths_.erase(queue);
+  }
+
+  /// A copy of the depth of every queue the broker knows. Thread-safe.
   std::map<std::string, uint64_t> queue_depths() const {
     std::lock_guard<std::mutex> guard{mtx_};
     return depths_;

@@ -168,11 +168,15 @@ struct sweep_result {
   /// Tickets left in the waiting set after the (last) call: the queue's
   /// depth. With `more` it may still include stale ones.
   uint64_t depth = 0;
+  /// Tickets of any state (waiting, claimed, claimer) left in the queue:
+  /// 0 means the queue holds nothing at all.
+  uint64_t tracked = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sweep_result& x) {
-  return f(caf::meta::type_name("sweep_result"), x.removed, x.more, x.depth);
+  return f(caf::meta::type_name("sweep_result"), x.removed, x.more, x.depth,
+           x.tracked);
 }
 
 } // namespace mm

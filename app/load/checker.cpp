@@ -51,6 +51,7 @@ void count_if_lost(checker_result& res, example_list& example,
   if (r.has(uf::join_ok) && !told_off && !r.has(uf::shutdown_notice)
       && !matched && !r.has(uf::final_waiting)) {
     res.lost_users++;
+    res.lost.push_back(static_cast<uint32_t>(u));
     example("lost_user", u);
   }
 }

@@ -30,6 +30,9 @@ struct checker_result {
   std::size_t in_session_after_end = 0;
   /// A few offending users per violation, for the report: (kind, user).
   std::vector<std::pair<std::string, uint32_t>> examples;
+  /// Every lost user (the JSON report lists them: a test that killed a node
+  /// checks that only that node's users are lost).
+  std::vector<uint32_t> lost;
 
   /// "ok" or "violations".
   const char* verdict() const noexcept {

@@ -287,6 +287,9 @@ bool write_json(const std::string& file, const load_options& opts,
     {"waiting_users", s.waiting_users},
     {"cancel_requested_users", s.cancel_requested_users},
   };
+  auto& lost = report["lost_users"] = json::array();
+  for (auto u : c.lost)
+    lost.push_back(opts.user_name(u));
   if (opts.cycles > 1) {
     report["cycles"] = json{{"planned", s.cycles_planned},
                             {"completed", s.cycles_completed},

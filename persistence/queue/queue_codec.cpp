@@ -333,9 +333,10 @@ outcome<sweep_result> parse_sweep(const store_reply& reply) {
   if (!f)
     return f.error();
   auto& x = *f;
-  if (x[0] == "swept" && has(x, 4))
+  if (x[0] == "swept" && has(x, 5))
     return sweep_result{static_cast<uint32_t>(to_int(x[1])), x[2] == "1",
-                        static_cast<uint64_t>(to_int(x[3]))};
+                        static_cast<uint64_t>(to_int(x[3])),
+                        static_cast<uint64_t>(to_int(x[4]))};
   return refusal(x);
 }
 

@@ -382,6 +382,7 @@ TEST_P(queue_conformance, sweep_reports_the_depth_of_the_waiting_set) {
   EXPECT_EQ(empty->removed, 0u);
   EXPECT_FALSE(empty->more);
   EXPECT_EQ(empty->depth, 0u);
+  EXPECT_EQ(empty->tracked, 0u);
   std::vector<enqueue_result> w;
   for (int i = 0; i < 4; ++i) {
     auto e = c().enqueue(spec(q_, "w" + std::to_string(i),
@@ -393,11 +394,16 @@ TEST_P(queue_conformance, sweep_reports_the_depth_of_the_waiting_set) {
   ASSERT_OK(four);
   EXPECT_EQ(four->removed, 0u);
   EXPECT_EQ(four->depth, 4u);
-  // A claimed pair has left the waiting set: only waiters count.
+  EXPECT_EQ(four->tracked, 4u);
+  // A claimed pair has left the waiting set: only waiters count in the
+  // depth, every ticket in `tracked`.
   auto k = c().claim(spec(q_, "carol", "tc"));
   ASSERT_OK(k);
   ASSERT_EQ(k->outcome, claim_outcome::matched);
-  EXPECT_EQ(c().sweep(q_)->depth, 3u);
+  auto claimed = c().sweep(q_);
+  ASSERT_OK(claimed);
+  EXPECT_EQ(claimed->depth, 3u);
+  EXPECT_EQ(claimed->tracked, 5u);
   // Back at its place: it counts again.
   ASSERT_EQ(c().requeue(q_, k->partner.ticket)->outcome,
             requeue_outcome::requeued);
@@ -424,6 +430,7 @@ TEST_P(queue_conformance, an_unfinalized_claim_lapses_after_its_hold) {
   ASSERT_OK(swept);
   EXPECT_EQ(swept->removed, 1u); // the claimer's record
   EXPECT_EQ(swept->depth, 0u);
+  EXPECT_EQ(swept->tracked, 0u); // nothing left: the queue may be forgotten
   EXPECT_EQ(c().records(q_), 0);
 }
 

@@ -200,7 +200,7 @@ TEST_F(RedisStore, EveryScriptAnswersItsReplyShape) {
     call(script_id::release, q_, {"t2"}),
     // cancel the requeued waiter -> {'cancelled', ticket}
     call(script_id::cancel, q_, {"u1", token1}),
-    // sweep -> {'swept', removed, more, depth}
+    // sweep -> {'swept', removed, more, depth, tracked}
     call(script_id::sweep, q_, {"100"}),
     // invalid input -> {'invalid', what}
     call(script_id::enqueue, q_, {"bad user!", "t3", "n", "", "1000"}),
@@ -238,7 +238,7 @@ TEST_F(RedisStore, EveryScriptAnswersItsReplyShape) {
   EXPECT_EQ(strings_of(replies[4]),
             (std::vector<std::string>{"cancelled", "t1"}));
   EXPECT_EQ(strings_of(replies[5]),
-            (std::vector<std::string>{"swept", "0", "0", "0"}));
+            (std::vector<std::string>{"swept", "0", "0", "0", "0"}));
   EXPECT_EQ(strings_of(replies[6]),
             (std::vector<std::string>{"invalid", "user"}));
 
@@ -270,7 +270,7 @@ TEST_F(RedisStore, ScriptErrorIsAnOrdinaryErrorReply) {
   EXPECT_FALSE(r[0].value.str.empty());
   // The pipeline stays in step after the error.
   EXPECT_EQ(strings_of(r[1]),
-            (std::vector<std::string>{"swept", "0", "0", "0"}));
+            (std::vector<std::string>{"swept", "0", "0", "0", "0"}));
 }
 
 TEST_F(RedisStore, ArgumentsAndRepliesAreBinarySafe) {
@@ -445,7 +445,7 @@ TEST(RedisStoreDown, ConnectsOnFirstUseOnceRedisIsUp) {
   }
   ASSERT_EQ(r.at(0).code, errc::none) << r[0].detail;
   EXPECT_EQ(strings_of(r[0]),
-            (std::vector<std::string>{"swept", "0", "0", "0"}));
+            (std::vector<std::string>{"swept", "0", "0", "0", "0"}));
 }
 
 TEST_F(RedisStore, CommandTimeoutBoundsAStalledServer) {

@@ -218,4 +218,129 @@ CAF_TEST(the periodic sweep removes ghosts) {
   sched.run();
 }
 
+CAF_TEST(a join outside the allow list is refused and changes nothing) {
+  broker_config cfg;
+  cfg.sweep_interval_ms = 0;
+  cfg.queues = {"voice", "games"};
+  cfg.metrics = std::make_shared<engine_metrics>();
+  auto b = spawn_queue_broker(sys, store, cfg);
+  run();
+  auto c = self->request(b, caf::infinite, claim_atom_v,
+                         test::spec("chess", "alice", "t1"));
+  auto e = self->request(b, caf::infinite, enqueue_atom_v,
+                         test::spec("chess", "alice", "t1"));
+  run();
+  c.receive([](claim_result&) { CAF_FAIL("accepted"); },
+            [](caf::error& x) { CAF_CHECK(is(x, errc::unknown_queue)); });
+  e.receive([](enqueue_result&) { CAF_FAIL("accepted"); },
+            [](caf::error& x) { CAF_CHECK(is(x, errc::unknown_queue)); });
+  CAF_CHECK_EQUAL(raw->records("chess"), 0);
+  CAF_CHECK_EQUAL(cfg.metrics->queues_known.load(), 0u);
+  auto rh = self->request(b, caf::infinite, claim_atom_v,
+                          test::spec("voice", "alice", "t1"));
+  run();
+  rh.receive([](claim_result& r) { CAF_CHECK(r.outcome == claim_outcome::queued); },
+             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_CHECK_EQUAL(cfg.metrics->queues_known.load(), 1u);
+  anon_send_exit(b, caf::exit_reason::user_shutdown);
+  run();
+}
+
+CAF_TEST(joins beyond max_queues are refused and change nothing) {
+  broker_config cfg;
+  cfg.sweep_interval_ms = 0;
+  cfg.max_queues = 2;
+  auto m = std::make_shared<engine_metrics>();
+  cfg.metrics = m;
+  auto b = spawn_queue_broker(sys, store, cfg);
+  run();
+  auto join = [&](const std::string& q, const std::string& user) {
+    auto rh = self->request(b, caf::infinite, claim_atom_v,
+                            test::spec(q, user, "t-" + user));
+    run();
+    caf::error err;
+    rh.receive([](claim_result&) {}, [&](caf::error& e) { err = e; });
+    return err;
+  };
+  CAF_CHECK(!join("q1", "alice"));
+  CAF_CHECK(!join("q2", "bob"));
+  CAF_CHECK(is(join("q3", "carol"), errc::too_many_queues));
+  // Malformed names never count, and never take a place.
+  CAF_CHECK(is(join("a b", "dave"), errc::invalid_argument));
+  auto rh = self->request(b, caf::infinite, enqueue_atom_v,
+                          test::spec("q4", "erin", "t-erin"));
+  run();
+  rh.receive([](enqueue_result&) { CAF_FAIL("accepted"); },
+             [](caf::error& e) { CAF_CHECK(is(e, errc::too_many_queues)); });
+  CAF_CHECK_EQUAL(raw->records("q3"), 0);
+  CAF_CHECK_EQUAL(raw->records("q4"), 0);
+  CAF_CHECK_EQUAL(raw->user_ticket("q3", "carol"), "");
+  CAF_CHECK_EQUAL(m->queues_known.load(), 2u);
+  // Known queues still take joins; a re-scan is never refused.
+  CAF_CHECK(!join("q1", "frank"));
+  auto rs = self->request(b, caf::infinite, rescan_atom_v,
+                          test::spec("q5", "gina", "t-gina"));
+  run();
+  rs.receive([](claim_result&) {},
+             [&](caf::error& e) { CAF_FAIL("re-scan refused: " << sys.render(e)); });
+  CAF_CHECK_EQUAL(m->queues_known.load(), 2u);
+  anon_send_exit(b, caf::exit_reason::user_shutdown);
+  run();
+}
+
+CAF_TEST(an idle empty queue is forgotten with its metric label) {
+  broker_config cfg;
+  cfg.sweep_interval_ms = 1000;
+  cfg.queue_idle_ms = 5000;
+  cfg.max_queues = 2;
+  auto m = std::make_shared<engine_metrics>();
+  cfg.metrics = m;
+  auto b = spawn_queue_broker(sys, store, cfg);
+  sched.run();
+  // "empty" gets a ghost that the first sweep removes; "busy" a waiter
+  // that stays for the whole test.
+  self->send(b, enqueue_atom_v, test::spec("empty", "ghost", "tg", 500));
+  self->send(b, enqueue_atom_v, test::spec("busy", "live", "tl", 600000));
+  sched.run();
+  CAF_CHECK_EQUAL(m->queues_known.load(), 2u);
+  *clock_ms += 1000;
+  // Only messages run here: run() would also fire the re-armed tick forever.
+  auto tick = [&] {
+    CAF_REQUIRE(sched.trigger_timeout());
+    sched.run();
+  };
+  tick(); // t = 1 s: the ghost is swept, "empty" holds nothing now
+  CAF_CHECK_EQUAL(raw->records("empty"), 0);
+  CAF_CHECK_EQUAL(m->queue_depths(),
+                  (std::map<std::string, uint64_t>{{"busy", 1}, {"empty", 0}}));
+  // The bound holds while both are known.
+  auto rh = self->request(b, caf::infinite, claim_atom_v,
+                          test::spec("new", "nina", "tn"));
+  sched.run();
+  rh.receive([](claim_result&) { CAF_FAIL("accepted"); },
+             [](caf::error& e) { CAF_CHECK(is(e, errc::too_many_queues)); });
+  for (int i = 0; i < 3; ++i)
+    tick(); // t = 4 s: "empty" has been idle for 4 s, still known
+  CAF_CHECK_EQUAL(m->queue_depths().count("empty"), 1u);
+  tick(); // t = 5 s: idle for 5 s, forgotten
+  CAF_CHECK_EQUAL(m->queue_depths(),
+                  (std::map<std::string, uint64_t>{{"busy", 1}}));
+  CAF_CHECK_EQUAL(m->queues_known.load(), 1u);
+  for (int i = 0; i < 10; ++i)
+    tick(); // a queue with a ticket is never forgotten
+  CAF_CHECK_EQUAL(m->queue_depths(),
+                  (std::map<std::string, uint64_t>{{"busy", 1}}));
+  // The freed place takes a new queue.
+  auto again = self->request(b, caf::infinite, claim_atom_v,
+                             test::spec("new", "nina", "tn"));
+  sched.run();
+  again.receive([](claim_result& r) { CAF_CHECK(r.outcome == claim_outcome::queued); },
+                [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_CHECK_EQUAL(m->queues_known.load(), 2u);
+  anon_send_exit(b, caf::exit_reason::user_shutdown);
+  sched.run();
+  sched.trigger_timeouts();
+  sched.run();
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -503,6 +503,55 @@ TEST_F(embedded_store_test, stream_commands) {
   EXPECT_EQ(cmd({"XADD", "s2", "7-*", "f", "v"}), S("7-4"));
 }
 
+TEST_F(embedded_store_test, xadd_trims_by_maxlen_and_minid) {
+  for (int i = 1; i <= 5; ++i)
+    EXPECT_EQ(cmd({"XADD", "s", std::to_string(i) + "-0", "f",
+                   std::to_string(i)}),
+              S(std::to_string(i) + "-0"));
+  // Exact and approximate MAXLEN both keep the newest N here.
+  EXPECT_EQ(cmd({"XADD", "s", "MAXLEN", "3", "6-0", "f", "6"}), S("6-0"));
+  EXPECT_EQ(cmd({"XLEN", "s"}), I(3));
+  EXPECT_EQ(cmd({"XRANGE", "s", "-", "+", "COUNT", "1"}),
+            A({A({S("4-0"), AS({"f", "4"})})}));
+  EXPECT_EQ(cmd({"XADD", "s", "maxlen", "~", "2", "*", "f", "7"}).type,
+            kind::string);
+  EXPECT_EQ(cmd({"XLEN", "s"}), I(2));
+  EXPECT_EQ(cmd({"XADD", "s", "MAXLEN", "=", "2", "*", "f", "8"}).type,
+            kind::string);
+  EXPECT_EQ(cmd({"XLEN", "s"}), I(2));
+  // LIMIT caps what one approximate trim drops.
+  for (int i = 0; i < 5; ++i)
+    cmd({"XADD", "s", "*", "f", "x"});
+  EXPECT_EQ(cmd({"XLEN", "s"}), I(7));
+  EXPECT_EQ(cmd({"XADD", "s", "MAXLEN", "~", "1", "LIMIT", "3", "*", "f",
+                 "y"}).type,
+            kind::string);
+  EXPECT_EQ(cmd({"XLEN", "s"}), I(5));
+  // MAXLEN 0 keeps the key (and its last id) but no entry.
+  EXPECT_EQ(cmd({"XADD", "s", "MAXLEN", "0", "*", "f", "z"}).type,
+            kind::string);
+  EXPECT_EQ(cmd({"XLEN", "s"}), I(0));
+  EXPECT_EQ(cmd({"XADD", "s", "1-0", "f", "v"}),
+            ERR("ERR The ID specified in XADD is equal or smaller than the "
+                "target stream top item"));
+  // MINID drops the entries below it.
+  for (int i = 1; i <= 4; ++i)
+    cmd({"XADD", "m", std::to_string(i) + "-0", "f", "v"});
+  EXPECT_EQ(cmd({"XADD", "m", "MINID", "3", "5-0", "f", "v"}), S("5-0"));
+  EXPECT_EQ(cmd({"XRANGE", "m", "-", "+"}),
+            A({A({S("3-0"), AS({"f", "v"})}), A({S("4-0"), AS({"f", "v"})}),
+               A({S("5-0"), AS({"f", "v"})})}));
+  // NOMKSTREAM: no stream is created.
+  EXPECT_EQ(cmd({"XADD", "none", "NOMKSTREAM", "*", "f", "v"}), NIL());
+  EXPECT_EQ(cmd({"EXISTS", "none"}), I(0));
+  EXPECT_EQ(cmd({"XADD", "m", "NOMKSTREAM", "MAXLEN", "1", "*", "f", "v"})
+              .type,
+            kind::string);
+  EXPECT_EQ(cmd({"XLEN", "m"}), I(1));
+  // The refusals of bad options: stream_conformance (both stores).
+  EXPECT_EQ(cmd({"XLEN", "m"}), I(1));
+}
+
 // -- errors ---------------------------------------------------------------------------------
 
 TEST_F(embedded_store_test, wrong_type_unknown_command_and_arity) {
@@ -776,7 +825,7 @@ TEST_F(embedded_store_test, claim_enqueues_when_nobody_is_waiting) {
 }
 
 TEST_F(embedded_store_test, sweep_removes_tickets_past_their_deadline) {
-  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "0", "0", "0"}));
+  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "0", "0", "0", "0"}));
   for (int i = 0; i < 3; ++i) {
     auto n = std::to_string(i);
     ASSERT_EQ(enqueue("u" + n, "t" + n, std::to_string(1000 * (i + 1)))
@@ -785,8 +834,8 @@ TEST_F(embedded_store_test, sweep_removes_tickets_past_their_deadline) {
   }
   now += 2001; // t0 and t1 are past their deadlines, t2 is not
   // depth: what is left in the waiting set (t1, stale, is still there)
-  EXPECT_EQ(script(script_id::sweep, {"1"}), AS({"swept", "1", "1", "2"}));
-  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "1", "0", "1"}));
+  EXPECT_EQ(script(script_id::sweep, {"1"}), AS({"swept", "1", "1", "2", "2"}));
+  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "1", "0", "1", "1"}));
   EXPECT_EQ(cmd({"ZRANGE", "mm:{q}:waiting", "0", "-1"}), AS({"t2"}));
   EXPECT_EQ(cmd({"HLEN", "mm:{q}:tickets"}), I(1));
   EXPECT_EQ(cmd({"HLEN", "mm:{q}:users"}), I(1));

@@ -403,7 +403,7 @@ CAF_TEST(bad input gets a named error and changes nothing) {
                });
     CAF_CHECK(state_of(a).phase == session_phase::idle);
   };
-  refused(join_request{"nope", "t1", ""}, errc::not_found); // unknown queue
+  refused(join_request{"nope", "t1", ""}, errc::unknown_queue);
   refused(join_request{"q", "", ""}, errc::invalid_argument);
   refused(join_request{"q", "t1", std::string(5000, 'x')},
           errc::invalid_argument); // oversized payload

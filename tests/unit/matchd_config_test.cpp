@@ -93,6 +93,38 @@ TEST_F(matchd_config_test, every_bad_value_is_named_once) {
   EXPECT_EQ(lines, 6) << res.output;
 }
 
+TEST_F(matchd_config_test, queue_and_stream_bounds) {
+  args d{"--secret", "0123456789abcdef"};
+  matchd_config def;
+  ASSERT_FALSE(parse_matchd_config(d.argc(), d.argv.data(), def).exit_now);
+  EXPECT_TRUE(def.queues.empty());
+  EXPECT_EQ(def.max_queues, 1000u);
+  EXPECT_EQ(def.queue_idle_ms, 60000u);
+  EXPECT_EQ(def.stream_maxlen, 100000u);
+  args ok{"--secret", "0123456789abcdef", "--queues", "voice,games.eu",
+          "--max-queues", "5", "--queue-idle", "0", "--stream-maxlen", "0"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(ok.argc(), ok.argv.data(), cfg);
+  ASSERT_FALSE(res.exit_now) << res.output;
+  EXPECT_EQ(cfg.queues, (std::vector<std::string>{"voice", "games.eu"}));
+  EXPECT_EQ(cfg.max_queues, 5u);
+  EXPECT_EQ(cfg.queue_idle_ms, 0u);
+  EXPECT_EQ(cfg.stream_maxlen, 0u);
+  // A listed name that no join could ever use is refused, not ignored.
+  args bad{"--secret", "0123456789abcdef", "--queues", "voice,a{b}",
+           "--max-queues", "0", "--queue-idle", "10"};
+  matchd_config cfg2;
+  auto res2 = parse_matchd_config(bad.argc(), bad.argv.data(), cfg2);
+  ASSERT_TRUE(res2.exit_now);
+  EXPECT_EQ(res2.exit_code, 2);
+  for (auto opt : {"--queues", "--max-queues", "--queue-idle"})
+    EXPECT_NE(res2.output.find(std::string{"bad value for "} + opt),
+              std::string::npos)
+      << opt << " in:\n"
+      << res2.output;
+  EXPECT_NE(res2.output.find("a{b}"), std::string::npos) << res2.output;
+}
+
 TEST_F(matchd_config_test, unknown_keys_and_types_are_refused) {
   auto file = write_file("matchd_bad.toml", "colour = \"blue\"\n");
   args a{"--config", file, "--secret", "0123456789abcdef"};

@@ -497,6 +497,31 @@ CAF_TEST(committed matches reach the stream and both sessions) {
   CAF_CHECK_EQUAL(received(), 10u);
 }
 
+CAF_TEST(the stream is capped at stream_maxlen events) {
+  for (int i = 0; i < 10; ++i) {
+    connect("a" + std::to_string(i));
+    connect("b" + std::to_string(i));
+  }
+  auto c = cfg;
+  c.stream_maxlen = 3;
+  auto r = relay(c);
+  run();
+  auto ids = commit(0, 10);
+  CAF_CHECK_EQUAL(flush(r), 10u);
+  // The embedded store trims `MAXLEN ~` exactly: the three newest are left
+  // (Redis may keep a node more: stream_conformance).
+  auto in_stream = stream_ids();
+  CAF_CHECK_EQUAL(in_stream.size(), 3u);
+  for (size_t i = 7; i < ids.size(); ++i)
+    CAF_CHECK_EQUAL(in_stream[ids[i]], 1);
+  // Trimming the stream loses nothing else: all delivered and marked.
+  CAF_CHECK(all_marked());
+  for (auto& [id, ev] : expected) {
+    CAF_CHECK_EQUAL(got(ev.user_a, id), 1);
+    CAF_CHECK_EQUAL(got(ev.user_b, id), 1);
+  }
+}
+
 CAF_TEST(a user registering after the delivery gets its pending event) {
   connect("a0");
   auto r = relay(cfg);

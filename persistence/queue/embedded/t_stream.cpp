@@ -1,5 +1,5 @@
-// Stream commands of the embedded data set: XADD XLEN XRANGE, and parsing of
-// stream ids.
+// Stream commands of the embedded data set: XADD (with its trimming
+// options) XLEN XRANGE, and parsing of stream ids.
 
 #include "persistence/queue/embedded/dataset.hpp"
 
@@ -42,16 +42,110 @@ bool parse_stream_id(const std::string& s, uint64_t missing_seq,
 const char* const invalid_stream_id
   = "ERR Invalid stream ID specified as stream command argument";
 
+/// The trimming options of XADD (Redis 7.0: MAXLEN and MINID, `=` or `~`,
+/// LIMIT with `~` only).
+struct trim_args {
+  enum class by : uint8_t { none, maxlen, minid } strategy = by::none;
+  bool approx = false;
+  int64_t maxlen = 0;
+  stream_id minid;
+  int64_t limit = 0; ///< with `~`: most entries one call drops; 0: any
+};
+
+/// Drops entries from the front of `st` as `t` says. Approximate trimming
+/// trims exactly here (Redis may keep up to a radix-tree node more); its
+/// LIMIT caps the entries dropped by one call, as in Redis.
+void trim(stream_type& st, const trim_args& t) {
+  int64_t budget = t.approx && t.limit > 0 ? t.limit : -1; // -1: no cap
+  auto& es = st.entries;
+  while (!es.empty() && budget != 0) {
+    bool drop = t.strategy == trim_args::by::maxlen
+                  ? static_cast<int64_t>(es.size()) > t.maxlen
+                  : es.front().id < t.minid;
+    if (!drop)
+      break;
+    es.pop_front();
+    if (budget > 0)
+      --budget;
+  }
+}
+
 } // namespace
 
-// XADD key <* | ms-seq | ms-* | ms> field value [field value ...]
+// XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]]
+//      <* | ms-seq | ms-* | ms> field value [field value ...]
 void dataset::cmd_xadd(const std::string* argv, size_t argc,
                        reply_sink& out) {
-  if ((argc - 3) % 2 != 0) {
+  bool no_mkstream = false;
+  bool limit_given = false;
+  trim_args trim_by;
+  size_t i = 2;
+  for (; i < argc; ++i) {
+    bool more = i + 1 < argc;
+    const auto& opt = argv[i];
+    if (opt == "*")
+      break;
+    if ((equals_nocase(opt, "maxlen") || equals_nocase(opt, "minid"))
+        && more) {
+      bool by_len = equals_nocase(opt, "maxlen");
+      auto strategy = by_len ? trim_args::by::maxlen : trim_args::by::minid;
+      if (trim_by.strategy != trim_args::by::none) {
+        out.error("ERR syntax error, MAXLEN and MINID options at the same "
+                  "time are not compatible");
+        return;
+      }
+      trim_by.strategy = strategy;
+      const auto* next = &argv[i + 1];
+      if ((*next == "~" || *next == "=") && i + 2 < argc) {
+        trim_by.approx = *next == "~";
+        ++i;
+        next = &argv[i + 1];
+      }
+      ++i;
+      if (by_len) {
+        if (!parse_ll(*next, trim_by.maxlen)) {
+          out.error(not_integer_error);
+          return;
+        }
+        if (trim_by.maxlen < 0) {
+          out.error("ERR The MAXLEN argument must be >= 0.");
+          return;
+        }
+      } else if (!parse_stream_id(*next, 0, trim_by.minid)) {
+        out.error(invalid_stream_id);
+        return;
+      }
+    } else if (equals_nocase(opt, "limit") && more) {
+      if (!parse_ll(argv[++i], trim_by.limit)) {
+        out.error(not_integer_error);
+        return;
+      }
+      if (trim_by.limit < 0) {
+        out.error("ERR The LIMIT argument must be >= 0.");
+        return;
+      }
+      limit_given = true;
+    } else if (equals_nocase(opt, "nomkstream")) {
+      no_mkstream = true;
+    } else {
+      break; // the id (or a bad one, refused below)
+    }
+  }
+  if (trim_by.limit > 0 && trim_by.strategy == trim_args::by::none) {
+    out.error("ERR syntax error, LIMIT cannot be used without specifying a "
+              "trimming strategy");
+    return;
+  }
+  if (limit_given && !trim_by.approx) {
+    out.error("ERR syntax error, LIMIT cannot be used without the special ~ "
+              "option");
+    return;
+  }
+  if (i >= argc || argc - (i + 1) < 2 || (argc - (i + 1)) % 2 != 0) {
     out.error("ERR wrong number of arguments for 'xadd' command");
     return;
   }
-  const auto& id_arg = argv[2];
+  const auto& id_arg = argv[i];
   bool auto_id = id_arg == "*";
   bool auto_seq = false;
   stream_id id;
@@ -74,6 +168,10 @@ void dataset::cmd_xadd(const std::string* argv, size_t argc,
   stream_type* st = nullptr;
   if (!find_as(argv[1], st, out))
     return;
+  if (st == nullptr && no_mkstream) {
+    out.nil();
+    return;
+  }
   stream_id last = st != nullptr ? st->last : stream_id{};
   if (auto_id) {
     auto now = static_cast<uint64_t>(std::max<int64_t>(0, now_));
@@ -100,9 +198,11 @@ void dataset::cmd_xadd(const std::string* argv, size_t argc,
     st = find_or_create<stream_type>(argv[1], out);
   stream_entry entry;
   entry.id = id;
-  entry.fields.assign(argv + 3, argv + argc);
+  entry.fields.assign(argv + i + 1, argv + argc);
   st->entries.push_back(std::move(entry));
   st->last = id;
+  if (trim_by.strategy != trim_args::by::none)
+    trim(*st, trim_by);
   out.bulk(id.to_string());
 }
 

@@ -4,6 +4,7 @@
 // commands (XADD XLEN XRANGE) are in t_stream.cpp.
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,7 @@ struct stream_entry {
 };
 
 struct stream_type {
-  std::vector<stream_entry> entries; // ascending ids
+  std::deque<stream_entry> entries; // ascending ids; trimmed at the front
   stream_id last;
 };
 
