@@ -27,6 +27,7 @@ std::shared_ptr<spdlog::logger> dir_log() {
 constexpr auto route_timeout = std::chrono::seconds(8);
 
 struct directory_state {
+  directory_config cfg;
   std::unordered_map<std::string, session_actor> sessions; ///< by user
   /// Reverse index: which users point at a session. A session is monitored
   /// while it has at least one entry, so a down message finds its entries
@@ -39,6 +40,17 @@ struct directory_state {
 };
 
 using directory_ptr = directory_actor::stateful_pointer<directory_state>;
+
+void count(directory_ptr self) {
+  auto& st = self->state;
+  if (auto& m = st.cfg.metrics) {
+    size_t n = 0;
+    for (auto& kv : st.pending)
+      n += kv.second.size();
+    m->directory_users.store(static_cast<int64_t>(st.sessions.size()));
+    m->parked_events.store(static_cast<int64_t>(n));
+  }
+}
 
 /// Drops `user` from the reverse index of `session`; stops monitoring a
 /// session that no entry points at anymore.
@@ -64,7 +76,7 @@ void park(directory_ptr self, const std::string& user, const match_event& ev) {
     if (kept.event_id == ev.event_id)
       return; // a redelivery: the user gets it once from here
   q.push_back(ev);
-  if (q.size() > directory_pending_limit) {
+  if (q.size() > self->state.cfg.parked_per_user) {
     dir_log()->warn("directory: dropping event {} kept for user '{}' "
                       "(more than {} waiting)",
                       q.front().event_id, user, directory_pending_limit);
@@ -84,6 +96,7 @@ delivery_report deliver_here(directory_ptr self, const std::string& user,
     rep.reached = 1;
   } else {
     park(self, user, ev);
+    count(self);
     rep.kept = 1;
   }
   return rep;
@@ -95,7 +108,9 @@ void gone(directory_ptr self, const std::string& user) {
     self->send(gw, unregister_atom_v, user);
 }
 
-directory_actor::behavior_type directory_impl(directory_ptr self) {
+directory_actor::behavior_type directory_impl(directory_ptr self,
+                                              directory_config cfg) {
+  self->state.cfg = std::move(cfg);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     auto i = st.users_of.find(dm.source);
@@ -109,6 +124,7 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
       }
     }
     st.users_of.erase(i);
+    count(self);
   });
   return {
     [self](register_atom, std::string& user, session_actor& session) {
@@ -132,6 +148,7 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
           self->send(session, deliver_atom_v, std::move(ev));
         st.pending.erase(p);
       }
+      count(self);
       // The cluster's user -> node map, and the replay of the user's active
       // match (a reconnect on another node).
       if (st.gateway)
@@ -145,6 +162,7 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
       st.sessions.erase(i);
       release(self, user, session);
       gone(self, user);
+      count(self);
     },
     [self](deliver_atom, match_event& ev) {
       auto& st = self->state;
@@ -210,8 +228,8 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
 
 } // namespace
 
-directory_actor spawn_directory(caf::actor_system& sys) {
-  return sys.spawn(directory_impl);
+directory_actor spawn_directory(caf::actor_system& sys, directory_config cfg) {
+  return sys.spawn(directory_impl, std::move(cfg));
 }
 
 } // namespace mm

@@ -152,6 +152,7 @@ private:
     auto l = spawn_client_link(sys_, user, eng_, events_,
                                client_link_config{cfg_.client_ttl_ms});
     links_.emplace(user, l);
+    eng_->metrics()->client_links.store(static_cast<int64_t>(links_.size()));
     return l;
   }
 

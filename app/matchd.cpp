@@ -135,6 +135,8 @@ int run(const matchd_config& mc) {
   ec.node = mc.node;
   ec.session.ttl_ms = mc.ticket_ttl_ms;
   ec.session.heartbeat_ms = mc.heartbeat_ms;
+  ec.session.idle_release_ms = mc.idle_release_ms;
+  ec.directory.parked_ttl_ms = mc.parked_ttl_ms;
   ec.lifecycle.max_session_s = mc.max_session_s;
   ec.lifecycle.retention_s = mc.retention_s;
   ec.broker.queues = mc.queues;

@@ -43,7 +43,8 @@ private:
 };
 
 /// What the engine counts. Every field only grows, except the gauges
-/// (`outbox_lag_ms`, queue depths).
+/// (`outbox_lag_ms`, `sessions_live`, `directory_users`, `parked_events`,
+/// `client_links`, queue depths).
 struct engine_metrics {
   std::atomic<uint64_t> joins{0};         ///< joins accepted by sessions
   std::atomic<uint64_t> claims{0};        ///< claim scripts run
@@ -56,8 +57,15 @@ struct engine_metrics {
   std::atomic<uint64_t> events_delivered{0}; ///< outbox events delivered
   std::atomic<uint64_t> sessions_ended{0};   ///< by members and by expiry
   std::atomic<uint64_t> rows_pruned{0};      ///< old events and sessions
+  std::atomic<uint64_t> sessions_released{0}; ///< idle session actors stopped
   /// Age of the oldest event in the relay's last delivered batch.
   std::atomic<int64_t> outbox_lag_ms{0};
+  // What the node holds per user right now (I9: each goes back to zero when
+  // the users are idle, docs/engine.md "Idle users cost nothing").
+  std::atomic<int64_t> sessions_live{0};   ///< the engine's session actors
+  std::atomic<int64_t> directory_users{0}; ///< users with a session entry
+  std::atomic<int64_t> parked_events{0};   ///< kept for users not here
+  std::atomic<int64_t> client_links{0};    ///< matchd: users with a link
   latency_histogram finalize_latency; ///< claim pair in -> commit answered
 
   /// Sets the depth of `queue`: tickets in its waiting set, as of the
