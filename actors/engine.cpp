@@ -121,6 +121,23 @@ session_actor engine::session(const std::string& user,
     map.emplace(user, s);
     set_gauge(cfg_.metrics, map.size());
   }
+  // A session that stops (idle release, or killed) is forgotten, so that
+  // the map holds live sessions only (I9 of docs/design.md). Attached outside the lock: on an
+  // actor that is down already the hook runs at once.
+  std::weak_ptr<session_table> table = sessions_;
+  auto addr = s.address();
+  auto metrics = cfg_.metrics;
+  s->attach_functor([table, user, addr, metrics] {
+    auto t = table.lock();
+    if (!t)
+      return;
+    std::lock_guard<std::mutex> guard{t->mtx};
+    auto i = t->map.find(user);
+    if (i != t->map.end() && i->second.address() == addr) {
+      t->map.erase(i);
+      set_gauge(metrics, t->map.size());
+    }
+  });
   return s;
 }
 

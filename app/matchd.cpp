@@ -182,6 +182,13 @@ int run(const matchd_config& mc) {
   auto events = std::make_shared<hub>();
   auto bridge = engine_bridge::make(sys, eng, events,
                                     bridge_config{mc.client_ttl_ms, 30000});
+  // A WebSocket that opens gets its user a link (and session) here: events
+  // for the user come to this node from then on.
+  events->on_attach([weak = std::weak_ptr<engine_bridge>{bridge}](
+                      const std::string& user) {
+    if (auto b = weak.lock())
+      b->attach(user);
+  });
   auto exporter = std::make_shared<metrics_exporter>(metrics, mc.node);
   auto probe = std::make_shared<readiness_probe>(eng->queue_store(),
                                                  eng->match_store(), events);

@@ -60,8 +60,9 @@ struct engine_metrics {
   std::atomic<uint64_t> sessions_released{0}; ///< idle session actors stopped
   /// Age of the oldest event in the relay's last delivered batch.
   std::atomic<int64_t> outbox_lag_ms{0};
-  // What the node holds per user right now (I9: each goes back to zero when
-  // the users are idle, docs/engine.md "Idle users cost nothing").
+  // What the node holds per user right now (I9 of docs/design.md: each goes
+  // back to zero when the users are idle, docs/engine.md "Idle users cost
+  // nothing").
   std::atomic<int64_t> sessions_live{0};   ///< the engine's session actors
   std::atomic<int64_t> directory_users{0}; ///< users with a session entry
   std::atomic<int64_t> parked_events{0};   ///< kept for users not here

@@ -1,4 +1,4 @@
-// Idle users cost nothing (I9), on the embedded stores under the CAF test
+// Idle users cost nothing (I9 of docs/design.md), on the embedded stores under the CAF test
 // coordinator: after users join, match and end their sessions, and then stay
 // quiet past the idle grace, the engine holds no session actor, the
 // directory no entry and no kept event for them; a later join works and is
