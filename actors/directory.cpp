@@ -1,5 +1,6 @@
 #include "actors/directory.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -26,19 +27,99 @@ std::shared_ptr<spdlog::logger> dir_log() {
 /// still comes back as a report.
 constexpr auto route_timeout = std::chrono::seconds(8);
 
+using time_point = caf::actor_clock::time_point;
+
+/// An event kept for a user without a session here.
+struct parked {
+  uint64_t seq; ///< arrival number (one counter for all users)
+  match_event ev;
+};
+
+/// One kept event in arrival order across users: the expiry sweep and the
+/// overall bound drop from the front.
+struct parked_ref {
+  uint64_t seq;
+  time_point due;
+  std::string user;
+};
+
 struct directory_state {
+  directory_config cfg;
   std::unordered_map<std::string, session_actor> sessions; ///< by user
   /// Reverse index: which users point at a session. A session is monitored
   /// while it has at least one entry, so a down message finds its entries
   /// without scanning every user.
   std::map<caf::actor_addr, std::set<std::string>> users_of;
-  std::unordered_map<std::string, std::deque<match_event>> pending; ///< by user
+  std::unordered_map<std::string, std::deque<parked>> pending; ///< by user
+  /// Every kept event by age. An entry whose event already left (handed
+  /// over, or dropped by the per-user bound) is skipped when reached; none
+  /// outlives its `due`, so this holds at most the events kept within one
+  /// `parked_ttl_ms`.
+  std::deque<parked_ref> order;
+  size_t parked_count = 0; ///< events in `pending`
+  uint64_t next_seq = 0;
+  bool sweep_armed = false;
   /// Routes users without a session here to their node (may be invalid).
   node_gateway_actor gateway;
   static inline const char* name = "directory";
 };
 
 using directory_ptr = directory_actor::stateful_pointer<directory_state>;
+
+/// Publishes the gauges (if any).
+void count(directory_ptr self) {
+  auto& st = self->state;
+  if (auto& m = st.cfg.metrics) {
+    m->directory_users.store(static_cast<int64_t>(st.sessions.size()),
+                             std::memory_order_relaxed);
+    m->parked_events.store(static_cast<int64_t>(st.parked_count),
+                           std::memory_order_relaxed);
+  }
+}
+
+/// Drops the oldest event kept for `ref.user` if it is the one `ref` names
+/// (otherwise it left already). Answers whether one was dropped.
+bool drop(directory_ptr self, const parked_ref& ref) {
+  auto& st = self->state;
+  auto i = st.pending.find(ref.user);
+  if (i == st.pending.end() || i->second.front().seq != ref.seq)
+    return false;
+  i->second.pop_front();
+  --st.parked_count;
+  if (i->second.empty())
+    st.pending.erase(i);
+  return true;
+}
+
+void arm_sweep(directory_ptr self) {
+  auto& st = self->state;
+  if (st.sweep_armed || st.order.empty()
+      || st.order.front().due == time_point::max())
+    return;
+  st.sweep_armed = true;
+  auto wait = st.order.front().due - self->clock().now();
+  self->delayed_send(self,
+                     std::max(wait, decltype(wait){std::chrono::milliseconds(1)}),
+                     tick_atom_v);
+}
+
+/// Drops the kept events past their time.
+void sweep(directory_ptr self) {
+  auto& st = self->state;
+  st.sweep_armed = false;
+  auto now = self->clock().now();
+  size_t dropped = 0;
+  while (!st.order.empty() && st.order.front().due <= now) {
+    if (drop(self, st.order.front()))
+      ++dropped;
+    st.order.pop_front();
+  }
+  if (dropped > 0)
+    dir_log()->info("directory: {} kept event(s) expired (older than {} ms)",
+                    dropped, st.cfg.parked_ttl_ms);
+  count(self);
+  arm_sweep(self);
+}
 
 /// Drops `user` from the reverse index of `session`; stops monitoring a
 /// session that no entry points at anymore.
@@ -56,20 +137,39 @@ void release(directory_ptr self, const std::string& user,
   }
 }
 
-/// Keeps `ev` for `user` until it registers: one copy per event id, the
-/// oldest dropped beyond the limit.
+/// Keeps `ev` for `user` until it registers, at most `parked_ttl_ms`: one
+/// copy per event id, the oldest dropped beyond the per-user and the overall
+/// bounds.
 void park(directory_ptr self, const std::string& user, const match_event& ev) {
-  auto& q = self->state.pending[user];
+  auto& st = self->state;
+  auto& q = st.pending[user];
   for (auto& kept : q)
-    if (kept.event_id == ev.event_id)
+    if (kept.ev.event_id == ev.event_id)
       return; // a redelivery: the user gets it once from here
-  q.push_back(ev);
-  if (q.size() > directory_pending_limit) {
+  auto seq = st.next_seq++;
+  q.push_back(parked{seq, ev});
+  ++st.parked_count;
+  auto due = st.cfg.parked_ttl_ms == 0
+               ? time_point::max()
+               : self->clock().now()
+                   + std::chrono::milliseconds(st.cfg.parked_ttl_ms);
+  st.order.push_back(parked_ref{seq, due, user});
+  if (q.size() > st.cfg.parked_per_user) {
     dir_log()->warn("directory: dropping event {} kept for user '{}' "
-                      "(more than {} waiting)",
-                      q.front().event_id, user, directory_pending_limit);
-    q.pop_front();
+                    "(more than {} waiting)",
+                    q.front().ev.event_id, user, st.cfg.parked_per_user);
+    q.pop_front(); // its `order` entry is skipped when reached
+    --st.parked_count;
   }
+  while (st.parked_count > st.cfg.parked_max && !st.order.empty()) {
+    auto ref = std::move(st.order.front());
+    st.order.pop_front();
+    if (drop(self, ref))
+      dir_log()->warn("directory: dropping an event kept for user '{}' "
+                      "(more than {} kept in all)",
+                      ref.user, st.cfg.parked_max);
+  }
+  arm_sweep(self);
 }
 
 /// Hands `ev` to the session of `user` here, or keeps it for the user.
@@ -84,6 +184,7 @@ delivery_report deliver_here(directory_ptr self, const std::string& user,
     rep.reached = 1;
   } else {
     park(self, user, ev);
+    count(self);
     rep.kept = 1;
   }
   return rep;
@@ -95,7 +196,9 @@ void gone(directory_ptr self, const std::string& user) {
     self->send(gw, unregister_atom_v, user);
 }
 
-directory_actor::behavior_type directory_impl(directory_ptr self) {
+directory_actor::behavior_type directory_impl(directory_ptr self,
+                                              directory_config cfg) {
+  self->state.cfg = std::move(cfg);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     auto i = st.users_of.find(dm.source);
@@ -109,6 +212,7 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
       }
     }
     st.users_of.erase(i);
+    count(self);
   });
   return {
     [self](register_atom, std::string& user, session_actor& session) {
@@ -128,10 +232,12 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
       // A user reconnecting gets what arrived while it had no session here.
       auto p = st.pending.find(user);
       if (p != st.pending.end()) {
-        for (auto& ev : p->second)
-          self->send(session, deliver_atom_v, std::move(ev));
-        st.pending.erase(p);
+        for (auto& kept : p->second)
+          self->send(session, deliver_atom_v, std::move(kept.ev));
+        st.parked_count -= p->second.size();
+        st.pending.erase(p); // their `order` entries are skipped when reached
       }
+      count(self);
       // The cluster's user -> node map, and the replay of the user's active
       // match (a reconnect on another node).
       if (st.gateway)
@@ -145,6 +251,7 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
       st.sessions.erase(i);
       release(self, user, session);
       gone(self, user);
+      count(self);
     },
     [self](deliver_atom, match_event& ev) {
       auto& st = self->state;
@@ -205,13 +312,14 @@ directory_actor::behavior_type directory_impl(directory_ptr self) {
     [self](attach_atom, node_gateway_actor& gw) {
       self->state.gateway = std::move(gw);
     },
+    [self](tick_atom) { sweep(self); },
   };
 }
 
 } // namespace
 
-directory_actor spawn_directory(caf::actor_system& sys) {
-  return sys.spawn(directory_impl);
+directory_actor spawn_directory(caf::actor_system& sys, directory_config cfg) {
+  return sys.spawn(directory_impl, std::move(cfg));
 }
 
 } // namespace mm

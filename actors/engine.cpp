@@ -9,7 +9,9 @@
 namespace mm {
 
 engine::engine(caf::actor_system& sys, engine_config cfg)
-  : sys_(sys), cfg_(std::move(cfg)) {
+  : sys_(sys),
+    cfg_(std::move(cfg)),
+    sessions_(std::make_shared<session_table>()) {
   // nop
 }
 
@@ -35,6 +37,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   cfg.relay.metrics = cfg.metrics;
   cfg.swipe.metrics = cfg.metrics;
   cfg.lifecycle.metrics = cfg.metrics;
+  cfg.directory.metrics = cfg.metrics;
   std::shared_ptr<engine> e{new engine(sys, cfg)};
   if (cfg.queue_factory) {
     e->queue_store_ = cfg.queue_factory;
@@ -57,7 +60,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
       return applied.error();
   }
   e->broker_ = spawn_queue_broker(sys, e->queue_store_, cfg.broker);
-  e->directory_ = spawn_directory(sys);
+  e->directory_ = spawn_directory(sys, cfg.directory);
   if (cfg.run_relay)
     e->relay_ = spawn_outbox_relay(sys, e->match_store_, e->queue_store_,
                                    e->directory_, cfg.relay);
@@ -93,39 +96,95 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   return e;
 }
 
+namespace {
+
+void set_gauge(const std::shared_ptr<engine_metrics>& m, size_t n) {
+  m->sessions_live.store(static_cast<int64_t>(n), std::memory_order_relaxed);
+}
+
+} // namespace
+
 session_actor engine::session(const std::string& user,
                               subscriber_actor subscriber) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto i = sessions_.find(user);
-  if (i != sessions_.end())
-    return i->second;
-  auto s = spawn_session(sys_, user,
-                         session_links{broker_, finalizer_, directory_,
-                                       std::move(subscriber), gateway_,
-                                       lifecycle_},
-                         cfg_.session);
-  sessions_.emplace(user, s);
+  session_actor s;
+  {
+    std::lock_guard<std::mutex> guard{sessions_->mtx};
+    auto& map = sessions_->map;
+    auto i = map.find(user);
+    if (i != map.end())
+      return i->second;
+    s = spawn_session(sys_, user,
+                      session_links{broker_, finalizer_, directory_,
+                                    std::move(subscriber), gateway_,
+                                    lifecycle_},
+                      cfg_.session);
+    map.emplace(user, s);
+    set_gauge(cfg_.metrics, map.size());
+  }
+  // A session that stops (idle release, or killed) is forgotten, so that
+  // the map holds live sessions only (I9 of docs/design.md). Attached outside the lock: on an
+  // actor that is down already the hook runs at once.
+  std::weak_ptr<session_table> table = sessions_;
+  auto addr = s.address();
+  auto metrics = cfg_.metrics;
+  s->attach_functor([table, user, addr, metrics] {
+    auto t = table.lock();
+    if (!t)
+      return;
+    std::lock_guard<std::mutex> guard{t->mtx};
+    auto i = t->map.find(user);
+    if (i != t->map.end() && i->second.address() == addr) {
+      t->map.erase(i);
+      set_gauge(metrics, t->map.size());
+    }
+  });
   return s;
+}
+
+session_actor engine::renew_session(const std::string& user,
+                                    const session_actor& gone,
+                                    subscriber_actor subscriber) {
+  if (gone) {
+    {
+      std::lock_guard<std::mutex> guard{sessions_->mtx};
+      auto i = sessions_->map.find(user);
+      if (i != sessions_->map.end() && i->second == gone) {
+        sessions_->map.erase(i);
+        set_gauge(cfg_.metrics, sessions_->map.size());
+      }
+    }
+    // Never two sessions of one user: a caller that was wrong about `gone`
+    // being down loses it now.
+    caf::anon_send_exit(gone, caf::exit_reason::user_shutdown);
+  }
+  return session(user, std::move(subscriber));
 }
 
 void engine::release(const std::string& user) {
   session_actor s;
   {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto i = sessions_.find(user);
-    if (i == sessions_.end())
+    std::lock_guard<std::mutex> guard{sessions_->mtx};
+    auto i = sessions_->map.find(user);
+    if (i == sessions_->map.end())
       return;
     s = std::move(i->second);
-    sessions_.erase(i);
+    sessions_->map.erase(i);
+    set_gauge(cfg_.metrics, sessions_->map.size());
   }
   caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+}
+
+size_t engine::session_count() const {
+  std::lock_guard<std::mutex> guard{sessions_->mtx};
+  return sessions_->map.size();
 }
 
 void engine::stop() {
   std::unordered_map<std::string, session_actor> sessions;
   {
-    std::lock_guard<std::mutex> guard{mtx_};
-    sessions.swap(sessions_);
+    std::lock_guard<std::mutex> guard{sessions_->mtx};
+    sessions.swap(sessions_->map);
+    set_gauge(cfg_.metrics, 0);
   }
   if (gateway_ && cfg_.cluster.enabled()) {
     // Out of the membership now (not after member_ttl_ms): the other nodes

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "actors/cluster_config.hpp"
+#include "actors/directory.hpp"
 #include "actors/finalizer.hpp"
 #include "actors/lifecycle.hpp"
 #include "actors/outbox_relay.hpp"
@@ -38,6 +39,8 @@ struct engine_config {
   broker_config broker;
   finalizer_config finalizer;
   session_config session; ///< `node` is overwritten with `node` above
+  /// Events kept for users without a session here: how long, how many.
+  directory_config directory;
   relay_config relay;
   pair_lock_config lock; ///< mutual likes: wait and lease bounds
   swipe_config swipe;
@@ -59,7 +62,8 @@ struct engine_config {
   std::shared_ptr<match_store_factory> match_factory;
   /// What the engine counts; made by `engine::start` when null. The engine
   /// hands it to every actor it spawns (it overwrites the `metrics` of
-  /// `broker`, `finalizer`, `session`, `relay` and `swipe` above).
+  /// `broker`, `finalizer`, `session`, `directory`, `relay`, `swipe` and
+  /// `lifecycle` above).
   std::shared_ptr<engine_metrics> metrics;
 };
 
@@ -88,16 +92,35 @@ public:
   ~engine();
 
   /// The session actor of `user`, spawned on first use; later calls return
-  /// the same actor (and ignore `subscriber`). Send it `join_atom`,
-  /// `cancel_atom`, `state_atom`; `subscriber` receives every state change
-  /// and every match event of the user. Idempotent per user. Thread-safe.
+  /// the same actor (and ignore `subscriber`) while it lives. Send it
+  /// `join_atom`, `cancel_atom`, `state_atom`; `subscriber` receives every
+  /// state change and every match event of the user. A session that is
+  /// idle for `config().session.idle_release_ms` (not live, no request)
+  /// stops and the engine forgets it: the next call spawns a fresh one,
+  /// which knows nothing of the user (the stores do). A holder of a handle
+  /// learns of that by monitoring it, or by a request that fails with
+  /// `caf::sec::request_receiver_down`: it then calls `renew_session`.
+  /// Idempotent per user (while the session lives). Thread-safe.
   session_actor session(const std::string& user,
                         subscriber_actor subscriber = {});
+
+  /// For a holder whose session handle `gone` is down: forgets `gone` if
+  /// the engine still maps `user` to it (its down message may not have
+  /// reached the engine yet) and stops it (nothing happens to a dead
+  /// actor), then answers as `session(user, subscriber)`. Call it only with
+  /// a handle that is down. Idempotent per `gone`. Thread-safe.
+  session_actor renew_session(const std::string& user,
+                              const session_actor& gone,
+                              subscriber_actor subscriber = {});
 
   /// Stops the session actor of `user` and forgets it: the next
   /// `session(user)` spawns a fresh one, which knows nothing of the user
   /// (the stores do). Idempotent.
   void release(const std::string& user);
+
+  /// Session actors alive now (also the `sessions_live` gauge).
+  /// Thread-safe.
+  size_t session_count() const;
 
   /// Stops every actor of the engine (sessions included). With a cluster it
   /// first takes this node's membership record out of the queue store (so
@@ -176,8 +199,13 @@ private:
   uint16_t published_port_ = 0; ///< 0: the engine did not publish
   pair_lock_actor lock_;
   swipe_actor swipe_;
-  std::mutex mtx_;
-  std::unordered_map<std::string, session_actor> sessions_;
+  /// The sessions by user; shared with the exit hooks of the sessions,
+  /// which take a session out when it stops.
+  struct session_table {
+    std::mutex mtx;
+    std::unordered_map<std::string, session_actor> map;
+  };
+  std::shared_ptr<session_table> sessions_;
 };
 
 } // namespace mm

@@ -33,8 +33,49 @@ bool terminal(session_phase p) {
          || p == session_phase::failed || p == session_phase::timed_out;
 }
 
+bool live(session_phase p) {
+  return p == session_phase::claiming || p == session_phase::queued
+         || p == session_phase::finalizing;
+}
+
+/// Idle release: a request or a state change restarts the quiet time; one
+/// release timer is armed at a time.
+void touch(ses_ptr self) {
+  auto& d = self->state;
+  d.last_touch = self->clock().now();
+  if (d.cfg.idle_release_ms == 0 || d.idle_armed)
+    return;
+  d.idle_armed = true;
+  self->delayed_send(self, std::chrono::milliseconds(d.cfg.idle_release_ms),
+                     release_atom_v);
+}
+
+/// The release timer: a session that is not live, that nobody waits on and
+/// that was quiet for idle_release_ms stops (the directory and the engine
+/// forget it). A live one is armed again when it leaves that phase.
+void release_if_idle(ses_ptr self) {
+  auto& d = self->state;
+  d.idle_armed = false;
+  if (live(d.st.phase))
+    return;
+  auto grace = std::chrono::duration_cast<caf::actor_clock::duration_type>(
+    std::chrono::milliseconds(d.cfg.idle_release_ms));
+  auto quiet = self->clock().now() - d.last_touch;
+  if (quiet < grace || !d.join_waiters.empty() || !d.cancel_waiters.empty()
+      || d.ends_pending > 0) {
+    d.idle_armed = true;
+    self->delayed_send(self, quiet < grace ? grace - quiet : grace,
+                       release_atom_v);
+    return;
+  }
+  if (d.cfg.metrics)
+    d.cfg.metrics->sessions_released.fetch_add(1, std::memory_order_relaxed);
+  self->quit();
+}
+
 void publish(ses_ptr self) {
   auto& d = self->state;
+  touch(self); // every state change
   if (d.links.subscriber)
     self->send(d.links.subscriber, d.st);
 }
@@ -122,16 +163,21 @@ caf::result<end_result> end_session(ses_ptr self, std::string session_id,
     return caf::make_error(errc::shutting_down,
                            "sessions cannot be ended on this engine");
   auto rp = self->make_response_promise<end_result>();
+  ++d.ends_pending;
   self
     ->request(d.links.lifecycle,
               std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms), end_atom_v,
               session_id, d.base_user, std::move(reason))
     .then(
       [self, rp](end_result& r) mutable {
+        --self->state.ends_pending;
         session_over(self, r.session_id, r.reason);
         rp.deliver(std::move(r));
       },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      [self, rp](caf::error& err) mutable {
+        --self->state.ends_pending;
+        rp.deliver(std::move(err));
+      });
   return rp;
 }
 
@@ -143,17 +189,23 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
                                   timer_fn on_grace) {
   return {
     [self, on_join](join_atom, join_request& r) {
+      touch(self);
       auto rp = self->make_response_promise<session_state>();
       on_join(r, rp);
       return rp;
     },
     [self, on_cancel](cancel_atom) {
+      touch(self);
       auto rp = self->make_response_promise<session_state>();
       on_cancel(rp);
       return rp;
     },
-    [self](state_atom) { return self->state.st; },
+    [self](state_atom) {
+      touch(self);
+      return self->state.st;
+    },
     [self](end_atom, std::string& session_id, std::string& reason) {
+      touch(self);
       return end_session(self, std::move(session_id), std::move(reason));
     },
     [self](deliver_atom, match_event& ev) {
@@ -193,6 +245,7 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
     [on_tick](tick_atom, uint64_t gen) { on_tick(gen); },
     [on_grace](grace_atom, uint64_t gen) { on_grace(gen); },
     [self](give_up_atom, uint64_t join_no) { give_up(self, join_no); },
+    [self](release_atom) { release_if_idle(self); },
   };
 }
 
@@ -565,6 +618,7 @@ session_actor::behavior_type session_impl(ses_ptr self, std::string user,
   if (d.links.directory)
     self->send(d.links.directory, register_atom_v, d.st.user,
                caf::actor_cast<session_actor>(self));
+  touch(self);
   return idle_b(self);
 }
 

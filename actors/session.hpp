@@ -20,6 +20,12 @@ struct session_config {
   uint32_t route_timeout_ms = 30000;
   /// Bound of a call to the lifecycle actor (an end, the in-session check).
   uint32_t lifecycle_timeout_ms = 10000;
+  /// Idle release: a session that is not live (not claiming, queued or
+  /// finalizing), that nobody waits on and that had no request (join,
+  /// cancel, state, end) and no state change for this long stops itself;
+  /// the engine then spawns a fresh one on the next `engine::session`
+  /// call. 0: never (docs/engine.md, "Idle users cost nothing").
+  uint32_t idle_release_ms = 60000;
   /// Where the session counts (null: nothing is counted): `joins` (a new
   /// join whose first claim-or-enqueue step the store answered; repeats,
   /// refusals, retries and self-heals are not new joins) and `cancels` (a
@@ -65,6 +71,10 @@ struct session_links {
 /// nothing starts). After `failed`, or with another ticket once the join has
 /// ended, a join starts over; while a join lasts, another ticket is refused
 /// with `duplicate_ticket`.
+///
+/// A session that is not live stops itself after `cfg.idle_release_ms`
+/// without a request (see session_config); `metrics->sessions_released`
+/// counts it.
 ///
 /// Timers are CAF delayed messages (tests drive them with the test
 /// coordinator). Not idempotent: every call spawns a new actor.

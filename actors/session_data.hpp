@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor_clock.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/session.hpp"
@@ -54,6 +55,11 @@ struct session_data {
   std::vector<state_promise> cancel_waiters;
   std::set<std::string> seen;       // event ids (at-least-once delivery)
   std::deque<std::string> seen_order;
+  // Idle release: the last request or state change, the armed timer, and
+  // ends whose answer is still out (someone waits on us).
+  caf::actor_clock::time_point last_touch;
+  bool idle_armed = false;
+  uint32_t ends_pending = 0;
   static inline const char* name = "session";
 };
 

@@ -1,5 +1,7 @@
 #include "app/client_link.hpp"
 
+#include <functional>
+
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
@@ -22,7 +24,9 @@ struct link_data {
   std::string ticket;      ///< the client's ticket of the current/last join
   std::string reason;      ///< why we cancelled, for the WebSocket notice
   size_t joins_pending = 0; ///< joins sent to the session, not answered yet
+  size_t asking = 0;        ///< requests to the session not answered yet
   bool ticking = false;
+  bool keeping = false;     ///< the keep-alive timer is armed
   static inline const char* name = "client_link";
 };
 
@@ -59,13 +63,86 @@ void arm_presence(link_ptr self) {
 
 using state_rp = caf::typed_response_promise<session_state>;
 
+/// The session `used` is down (idle release): a fresh one, subscribed to
+/// this link, unless that happened already.
+void renew(link_ptr self, const session_actor& used) {
+  auto& d = self->state;
+  if (d.session != used)
+    return;
+  d.session = d.eng->renew_session(d.user, used,
+                                   caf::actor_cast<subscriber_actor>(self));
+  self->monitor(d.session);
+}
+
+/// Asks the user's session. A session that stopped meanwhile (its idle
+/// release) never saw the request: the link renews it and asks once more.
+template <class T, class... Ts>
+void ask_session(link_ptr self, std::function<void(T&)> ok,
+                 std::function<void(caf::error&)> bad, Ts... xs) {
+  auto& d = self->state;
+  auto used = d.session;
+  ++d.asking;
+  self->request(used, caf::infinite, xs...)
+    .then(
+      [self, ok](T& x) {
+        --self->state.asking;
+        ok(x);
+      },
+      [self, ok, bad, used, xs...](caf::error& err) {
+        auto& d = self->state;
+        --d.asking;
+        if (err != caf::sec::request_receiver_down) {
+          bad(err);
+          return;
+        }
+        renew(self, used);
+        ++d.asking;
+        self->request(d.session, caf::infinite, xs...)
+          .then(
+            [self, ok](T& x) {
+              --self->state.asking;
+              ok(x);
+            },
+            [self, bad](caf::error& err) {
+              --self->state.asking;
+              bad(err);
+            });
+      });
+}
+
+void ignore_state(session_state&) {
+  // a keep-alive's answer
+}
+
+void ignore_error(caf::error&) {
+  // a keep-alive or a presence cancel: the next tick tries again
+}
+
+/// While a WebSocket of the user is open, the session must not be released
+/// (events for the user are routed to it): a state request every half
+/// idle_release_ms restarts its quiet time.
+void keep_session(link_ptr self) {
+  auto& d = self->state;
+  auto idle_ms = d.eng->config().session.idle_release_ms;
+  if (idle_ms == 0 || !d.events->connected(d.user))
+    return;
+  ask_session<session_state>(self, ignore_state, ignore_error, state_atom_v);
+  if (d.keeping)
+    return;
+  d.keeping = true;
+  self->delayed_send(self, std::chrono::milliseconds(idle_ms / 2 + 1),
+                     heartbeat_atom_v);
+}
+
 void cancel_join(link_ptr self, std::string reason, state_rp rp) {
   self->state.reason = std::move(reason);
-  self->request(self->state.session, caf::infinite, cancel_atom_v)
-    .then([self, rp](session_state& st) mutable {
-            rp.deliver(as_client(self, std::move(st)));
-          },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  ask_session<session_state>(
+    self,
+    [self, rp](session_state& st) mutable {
+      rp.deliver(as_client(self, std::move(st)));
+    },
+    [rp](caf::error& err) mutable { rp.deliver(std::move(err)); },
+    cancel_atom_v);
 }
 
 client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
@@ -79,6 +156,21 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
   d.cfg = cfg;
   d.last.user = user;
   d.session = eng->session(user, caf::actor_cast<subscriber_actor>(self));
+  // The session stops when the user is idle (engine::session): so does this
+  // link, unless a WebSocket opened or a request is on its way meanwhile.
+  self->monitor(d.session);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& d = self->state;
+    if (dm.source != d.session.address())
+      return; // an older session
+    if (d.asking > 0 || d.joins_pending > 0 || d.events->connected(d.user)) {
+      renew(self, d.session);
+      keep_session(self);
+      return;
+    }
+    self->quit();
+  });
+  keep_session(self);
   return {
     [self](session_state& st) {
       auto& d = self->state;
@@ -111,25 +203,25 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
       }
       auto rp = self->make_response_promise<session_state>();
       ++d.joins_pending;
-      self->request(d.session, caf::infinite, join_atom_v, std::move(req))
-        .then(
-          [self, rp](session_state& st) mutable {
-            --self->state.joins_pending;
-            rp.deliver(as_client(self, std::move(st)));
-          },
-          [self, rp](caf::error& err) mutable {
-            --self->state.joins_pending;
-            rp.deliver(std::move(err));
-          });
+      ask_session<session_state>(
+        self,
+        [self, rp](session_state& st) mutable {
+          --self->state.joins_pending;
+          rp.deliver(as_client(self, std::move(st)));
+        },
+        [self, rp](caf::error& err) mutable {
+          --self->state.joins_pending;
+          rp.deliver(std::move(err));
+        },
+        join_atom_v, std::move(req));
       return rp;
     },
     [self](end_atom, std::string& session, std::string& reason) {
       auto rp = self->make_response_promise<end_result>();
-      self
-        ->request(self->state.session, caf::infinite, end_atom_v,
-                  std::move(session), std::move(reason))
-        .then([rp](end_result& r) mutable { rp.deliver(std::move(r)); },
-              [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      ask_session<end_result>(
+        self, [rp](end_result& r) mutable { rp.deliver(std::move(r)); },
+        [rp](caf::error& err) mutable { rp.deliver(std::move(err)); },
+        end_atom_v, std::move(session), std::move(reason));
       return rp;
     },
     [self](state_atom, std::string& ticket) -> caf::result<session_state> {
@@ -137,15 +229,16 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
       if (!owns(d, ticket))
         return unknown_ticket();
       auto rp = self->make_response_promise<session_state>();
-      self->request(d.session, caf::infinite, state_atom_v)
-        .then(
-          [self, rp](session_state& st) mutable {
-            if (st.phase == session_phase::idle)
-              rp.deliver(unknown_ticket());
-            else
-              rp.deliver(as_client(self, std::move(st)));
-          },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      ask_session<session_state>(
+        self,
+        [self, rp](session_state& st) mutable {
+          if (st.phase == session_phase::idle)
+            rp.deliver(unknown_ticket());
+          else
+            rp.deliver(as_client(self, std::move(st)));
+        },
+        [rp](caf::error& err) mutable { rp.deliver(std::move(err)); },
+        state_atom_v);
       return rp;
     },
     [self](cancel_atom, std::string& ticket,
@@ -166,10 +259,10 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
       auto rp = self->make_response_promise<bool>();
       // The outcome is certain once the session answers the cancel.
       d.reason = "shutting_down";
-      self->request(d.session, caf::infinite, cancel_atom_v)
-        .then([rp](session_state&) mutable { rp.deliver(true); },
-              // not_found: the pending join was refused; nothing is live.
-              [rp](caf::error&) mutable { rp.deliver(true); });
+      ask_session<session_state>(
+        self, [rp](session_state&) mutable { rp.deliver(true); },
+        // not_found: the pending join was refused; nothing is live.
+        [rp](caf::error&) mutable { rp.deliver(true); }, cancel_atom_v);
       return rp;
     },
     [self](tick_atom) {
@@ -183,11 +276,19 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
           && d.events->idle(d.user)
                > std::chrono::milliseconds(d.cfg.client_ttl_ms)) {
         d.reason = "client_gone";
-        self->request(d.session, caf::infinite, cancel_atom_v)
-          .then([](session_state&) {}, [](caf::error&) {});
+        ask_session<session_state>(self, ignore_state, ignore_error,
+                                   cancel_atom_v);
         return;
       }
       arm_presence(self);
+    },
+    [self](attach_atom) {
+      keep_session(self);
+      return true;
+    },
+    [self](heartbeat_atom) {
+      self->state.keeping = false;
+      keep_session(self);
     },
   };
 }

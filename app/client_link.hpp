@@ -23,8 +23,13 @@ struct client_link_config {
   uint32_t client_ttl_ms = 30000;
 };
 
-/// Spawns the link of `user` and its session (engine::session). Not
-/// idempotent: one link per user is the caller's job.
+/// Spawns the link of `user` and its session (engine::session). While a
+/// WebSocket of the user is open (`events->connected`) the link keeps the
+/// session from its idle release (session_config::idle_release_ms); once
+/// the session is released anyway, the link stops too, unless a WebSocket
+/// or a request of the user is there: then it takes a fresh session
+/// (engine::renew_session), as it does for a request that finds its
+/// session gone. Not idempotent: one link per user is the caller's job.
 client_link_actor spawn_client_link(caf::actor_system& sys, std::string user,
                                     std::shared_ptr<engine> eng,
                                     std::shared_ptr<hub> events,

@@ -1,8 +1,10 @@
 #include "app/engine_bridge.hpp"
 
+#include <functional>
 #include <future>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -32,37 +34,128 @@ ticket_view to_view(const session_state& st) {
                      st.session_id, st.detail};
 }
 
+/// The client links by user, shared with the links' exit hooks (a link
+/// stops when its user is idle: client_link.hpp) and with the request
+/// actors (a request that finds its link stopped gets a fresh one).
+class link_table : public std::enable_shared_from_this<link_table> {
+public:
+  link_table(caf::actor_system& sys, std::shared_ptr<engine> eng,
+             std::shared_ptr<hub> events, client_link_config cfg)
+    : sys_(sys), eng_(std::move(eng)), events_(std::move(events)), cfg_(cfg) {
+    // nop
+  }
+
+  /// The link of `user`, spawned when there is none (or when the one there
+  /// is `gone`: a link the caller found stopped).
+  client_link_actor get(const std::string& user,
+                        const client_link_actor& gone = {}) {
+    client_link_actor l;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto i = map_.find(user);
+      if (i != map_.end()) {
+        if (!gone || i->second != gone)
+          return i->second;
+        map_.erase(i);
+      }
+      l = spawn_client_link(sys_, user, eng_, events_, cfg_);
+      map_.emplace(user, l);
+      count();
+    }
+    // Forgotten when it stops (I9 of docs/design.md); attached outside the lock: on a link
+    // that is down already the hook runs at once.
+    std::weak_ptr<link_table> weak = shared_from_this();
+    auto addr = l.address();
+    l->attach_functor([weak, user, addr] {
+      if (auto t = weak.lock())
+        t->forget(user, addr);
+    });
+    return l;
+  }
+
+  std::vector<client_link_actor> all() const {
+    std::vector<client_link_actor> out;
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& kv : map_)
+      out.push_back(kv.second);
+    return out;
+  }
+
+  /// Stops every link and forgets them.
+  void clear() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& kv : map_)
+      caf::anon_send_exit(kv.second, caf::exit_reason::user_shutdown);
+    map_.clear();
+    count();
+  }
+
+  size_t size() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return map_.size();
+  }
+
+private:
+  void forget(const std::string& user, const caf::actor_addr& addr) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = map_.find(user);
+    if (i != map_.end() && i->second.address() == addr) {
+      map_.erase(i);
+      count();
+    }
+  }
+
+  void count() { // under the lock
+    if (auto m = eng_->metrics())
+      m->client_links.store(static_cast<int64_t>(map_.size()),
+                            std::memory_order_relaxed);
+  }
+
+  caf::actor_system& sys_;
+  std::shared_ptr<engine> eng_;
+  std::shared_ptr<hub> events_;
+  client_link_config cfg_;
+  mutable std::mutex mtx_;
+  std::unordered_map<std::string, client_link_actor> map_;
+};
+
 class bridge_impl : public engine_bridge {
 public:
   bridge_impl(caf::actor_system& sys, std::shared_ptr<engine> eng,
               std::shared_ptr<hub> events, bridge_config cfg)
-    : sys_(sys), eng_(std::move(eng)), events_(std::move(events)), cfg_(cfg) {
+    : sys_(sys),
+      eng_(std::move(eng)),
+      cfg_(cfg),
+      links_(std::make_shared<link_table>(
+        sys, eng_, std::move(events),
+        client_link_config{cfg.client_ttl_ms})) {
     // nop
   }
 
   void join(const std::string& user, const std::string& queue,
             const std::string& ticket, const std::string& attrs,
             uint32_t give_up_after_s, ticket_cb cb) override {
-    ask_link(link(user), std::move(cb), join_atom_v,
-             join_request{queue, ticket, attrs, give_up_after_s});
+    ask_ticket(user, std::move(cb), join_atom_v,
+               join_request{queue, ticket, attrs, give_up_after_s});
   }
 
   void cancel(const std::string& user, const std::string& ticket,
               ticket_cb cb) override {
-    ask_link(link(user), std::move(cb), cancel_atom_v, ticket, std::string{});
+    ask_ticket(user, std::move(cb), cancel_atom_v, ticket, std::string{});
   }
 
   void state(const std::string& user, const std::string& ticket,
              ticket_cb cb) override {
-    ask_link(link(user), std::move(cb), state_atom_v, ticket);
+    ask_ticket(user, std::move(cb), state_atom_v, ticket);
   }
 
   void swipe(const std::string& from, const std::string& to, bool like,
              swipe_cb cb) override {
-    // Both users need a session here, or a mutual match's event would wait
-    // in the directory for a session that never comes.
-    link(from);
-    link(to);
+    // No link and no session for either user: a swipe does not need one,
+    // and a session of `to` here would claim `to` for this node in the
+    // cluster's user -> node map (its events would come here, where it has
+    // no WebSocket). The mutual match's event reaches both users through
+    // their own sessions, wherever they are, or waits in the directory.
     auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
     auto swipes = eng_->swipes();
     sys_.spawn([=](caf::event_based_actor* self) {
@@ -77,26 +170,21 @@ public:
 
   void end(const std::string& user, const std::string& session,
            const std::string& reason, end_cb cb) override {
-    auto l = link(user);
-    auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
-    sys_.spawn([=](caf::event_based_actor* self) {
-      self->request(l, timeout, end_atom_v, session, reason)
-        .then(
-          [cb](end_result& r) {
-            cb(end_view{r.session_id, r.queue, r.ended_by, r.reason,
-                        r.ended_now});
-          },
-          [cb](caf::error& err) { cb(to_failure(err)); });
-    });
+    ask_link<end_result>(
+      user,
+      [cb](end_result& r) {
+        cb(end_view{r.session_id, r.queue, r.ended_by, r.reason, r.ended_now});
+      },
+      [cb](const failure& f) { cb(f); }, end_atom_v, session, reason);
+  }
+
+  void attach(const std::string& user) override {
+    ask_link<bool>(
+      user, [](bool) {}, [](const failure&) {}, attach_atom_v);
   }
 
   bool drain(time_point deadline) override {
-    std::vector<client_link_actor> all;
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      for (auto& kv : links_)
-        all.push_back(kv.second);
-    }
+    auto all = links_->all();
     auto left = std::make_shared<std::atomic<size_t>>(all.size());
     auto done = std::make_shared<std::promise<void>>();
     auto fut = done->get_future();
@@ -132,47 +220,50 @@ public:
   }
 
   void stop() override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    for (auto& kv : links_)
-      caf::anon_send_exit(kv.second, caf::exit_reason::user_shutdown);
-    links_.clear();
+    links_->clear();
   }
 
   size_t users() const override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return links_.size();
+    return links_->size();
   }
 
 private:
-  client_link_actor link(const std::string& user) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto i = links_.find(user);
-    if (i != links_.end())
-      return i->second;
-    auto l = spawn_client_link(sys_, user, eng_, events_,
-                               client_link_config{cfg_.client_ttl_ms});
-    links_.emplace(user, l);
-    return l;
-  }
-
-  /// One short-lived actor per request: it asks and hands the answer to the
-  /// transport's callback (which posts it to the connection's thread).
-  template <class... Ts>
-  void ask_link(client_link_actor l, ticket_cb cb, Ts... xs) {
+  /// One short-lived actor per request: it asks the user's link and hands
+  /// the answer to the transport's callback (which posts it to the
+  /// connection's thread). A link that stopped meanwhile (its user was
+  /// idle) never saw the request: it is asked once more of a fresh link.
+  template <class T, class... Ts>
+  void ask_link(const std::string& user, std::function<void(T&)> ok,
+                std::function<void(const failure&)> bad, Ts... xs) {
     auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
+    auto links = links_;
+    auto l = links->get(user);
     sys_.spawn([=](caf::event_based_actor* self) {
       self->request(l, timeout, xs...)
-        .then([cb](session_state& st) { cb(to_view(st)); },
-              [cb](caf::error& err) { cb(to_failure(err)); });
+        .then([ok](T& x) { ok(x); },
+              [=](caf::error& err) {
+                if (err != caf::sec::request_receiver_down) {
+                  bad(to_failure(err));
+                  return;
+                }
+                self->request(links->get(user, l), timeout, xs...)
+                  .then([ok](T& x) { ok(x); },
+                        [bad](caf::error& e) { bad(to_failure(e)); });
+              });
     });
+  }
+
+  template <class... Ts>
+  void ask_ticket(const std::string& user, ticket_cb cb, Ts... xs) {
+    ask_link<session_state>(
+      user, [cb](session_state& st) { cb(to_view(st)); },
+      [cb](const failure& f) { cb(f); }, xs...);
   }
 
   caf::actor_system& sys_;
   std::shared_ptr<engine> eng_;
-  std::shared_ptr<hub> events_;
   bridge_config cfg_;
-  mutable std::mutex mtx_;
-  std::unordered_map<std::string, client_link_actor> links_;
+  std::shared_ptr<link_table> links_;
 };
 
 } // namespace

@@ -1,11 +1,14 @@
 #pragma once
 
 // The engine behind the API: implements `engine_port` with one client link
-// (and session) per user in matchd's actor system.
+// (and session) per user in matchd's actor system, for users that ask
+// something or have a WebSocket open; an idle user's link and session stop
+// (client_link.hpp) and are made again on the user's next request.
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include <caf/fwd.hpp>
 
@@ -45,7 +48,12 @@ public:
   /// Idempotent.
   virtual void stop() = 0;
 
-  /// Users with a link on this node.
+  /// A WebSocket of `user` opened: the user gets a link (and a session)
+  /// here if it has none, which keeps the session from its idle release
+  /// while a WebSocket is open (client_link.hpp). Idempotent.
+  virtual void attach(const std::string& user) = 0;
+
+  /// Users with a link on this node (also the `client_links` gauge).
   virtual size_t users() const = 0;
 };
 

@@ -28,6 +28,12 @@ void hub::attach(const std::string& user, std::shared_ptr<event_sink> sink) {
   // Outside the lock: push only queues, but keep the critical section short.
   for (auto& item : backlog)
     sink->push(item.second);
+  if (on_attach_)
+    on_attach_(user);
+}
+
+void hub::on_attach(std::function<void(const std::string&)> hook) {
+  on_attach_ = std::move(hook);
 }
 
 void hub::detach(const std::string& user, const event_sink* sink) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,8 +35,14 @@ public:
                std::chrono::seconds backlog_ttl = std::chrono::seconds{300});
 
   /// Adds `sink` to `user`'s sinks and pushes the user's backlog to it
-  /// (then clears it). Counts as a sign of life. Idempotent per sink.
+  /// (then clears it), then calls the attach hook (if any). Counts as a
+  /// sign of life. Idempotent per sink.
   void attach(const std::string& user, std::shared_ptr<event_sink> sink);
+
+  /// Called with the user after each new sink (matchd: the user's client
+  /// link keeps its session while a WebSocket is open). Set it before the
+  /// first attach; it runs on the attaching thread, outside the hub's lock.
+  void on_attach(std::function<void(const std::string&)> hook);
 
   /// Removes `sink`. Counts as a sign of life. Idempotent.
   void detach(const std::string& user, const event_sink* sink);
@@ -71,6 +78,7 @@ private:
     clock::time_point last_seen;
   };
 
+  std::function<void(const std::string&)> on_attach_;
   size_t backlog_limit_;
   clock::duration backlog_ttl_;
   mutable std::mutex mtx_;

@@ -135,6 +135,8 @@ int run(const matchd_config& mc) {
   ec.node = mc.node;
   ec.session.ttl_ms = mc.ticket_ttl_ms;
   ec.session.heartbeat_ms = mc.heartbeat_ms;
+  ec.session.idle_release_ms = mc.idle_release_ms;
+  ec.directory.parked_ttl_ms = mc.parked_ttl_ms;
   ec.lifecycle.max_session_s = mc.max_session_s;
   ec.lifecycle.retention_s = mc.retention_s;
   ec.broker.queues = mc.queues;
@@ -183,6 +185,13 @@ int run(const matchd_config& mc) {
   auto events = std::make_shared<hub>();
   auto bridge = engine_bridge::make(sys, eng, events,
                                     bridge_config{mc.client_ttl_ms, 30000});
+  // A WebSocket that opens gets its user a link (and session) here: events
+  // for the user come to this node from then on.
+  events->on_attach([weak = std::weak_ptr<engine_bridge>{bridge}](
+                      const std::string& user) {
+    if (auto b = weak.lock())
+      b->attach(user);
+  });
   auto exporter = std::make_shared<metrics_exporter>(metrics, mc.node);
   auto probe = std::make_shared<readiness_probe>(eng->queue_store(),
                                                  eng->match_store(), events);

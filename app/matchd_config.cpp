@@ -112,6 +112,13 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "Seconds after which a match session ends by itself "
                  "(reason expired; 0: never)")
     ->capture_default_str();
+  app.add_option("--idle-release", cfg.idle_release_ms,
+                 "ms after which a user with no live ticket, no WebSocket and "
+                 "no request is released from memory (0: never)")
+    ->capture_default_str();
+  app.add_option("--parked-ttl", cfg.parked_ttl_ms,
+                 "ms an event is kept for a user with no session on this node")
+    ->capture_default_str();
   app.add_option("--retention", cfg.retention_s,
                  "Seconds delivered events and closed sessions are kept "
                  "(0: forever)")
@@ -223,6 +230,10 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("heartbeat", "must be at least 100 ms and less than --ticket-ttl");
   if (cfg.client_ttl_ms != 0 && cfg.client_ttl_ms < 1000)
     complain("client-ttl", "must be 0 (off) or at least 1000 ms");
+  if (cfg.idle_release_ms != 0 && cfg.idle_release_ms < 1000)
+    complain("idle-release", "must be 0 (never) or at least 1000 ms");
+  if (cfg.parked_ttl_ms < 1000 || cfg.parked_ttl_ms > 3600000)
+    complain("parked-ttl", "must be 1000-3600000 ms");
   if (cfg.redis_workers < 1 || cfg.redis_workers > 64)
     complain("redis-workers", "must be 1-64");
   if (cfg.pg_workers < 1 || cfg.pg_workers > 64)

@@ -65,6 +65,21 @@ public:
       m_->relay_retries);
     c("mm_events_delivered_total", "Outbox events delivered",
       m_->events_delivered);
+    c("mm_sessions_released_total", "Idle session actors released",
+      m_->sessions_released);
+    auto g = [&](const char* name, const char* help,
+                 const std::atomic<int64_t>& v) {
+      out.push_back(scalar(name, help, MetricType::Gauge,
+                           static_cast<double>(v.load())));
+    };
+    g("mm_sessions_live", "Session actors alive on this node",
+      m_->sessions_live);
+    g("mm_client_links", "Users with a client link on this node",
+      m_->client_links);
+    g("mm_directory_users", "Users with a session entry in the directory",
+      m_->directory_users);
+    g("mm_parked_events", "Events kept for users without a session here",
+      m_->parked_events);
     out.push_back(scalar("mm_outbox_lag_ms",
                          "Age of the oldest event of the last delivered batch",
                          MetricType::Gauge,

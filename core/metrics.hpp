@@ -43,7 +43,8 @@ private:
 };
 
 /// What the engine counts. Every field only grows, except the gauges
-/// (`outbox_lag_ms`, `queues_known`, queue depths).
+/// (`outbox_lag_ms`, `queues_known`, `sessions_live`, `directory_users`,
+/// `parked_events`, `client_links`, queue depths).
 struct engine_metrics {
   std::atomic<uint64_t> joins{0};         ///< joins accepted by sessions
   std::atomic<uint64_t> claims{0};        ///< claim scripts run
@@ -59,8 +60,16 @@ struct engine_metrics {
   /// Queues the broker knows now (swept, with a depth); a gauge, bounded
   /// by `broker_config::max_queues` or its allow-list.
   std::atomic<uint64_t> queues_known{0};
+  std::atomic<uint64_t> sessions_released{0}; ///< idle session actors stopped
   /// Age of the oldest event in the relay's last delivered batch.
   std::atomic<int64_t> outbox_lag_ms{0};
+  // What the node holds per user right now (I9 of docs/design.md: each goes
+  // back to zero when the users are idle, docs/engine.md "Idle users cost
+  // nothing").
+  std::atomic<int64_t> sessions_live{0};   ///< the engine's session actors
+  std::atomic<int64_t> directory_users{0}; ///< users with a session entry
+  std::atomic<int64_t> parked_events{0};   ///< kept for users not here
+  std::atomic<int64_t> client_links{0};    ///< matchd: users with a link
   latency_histogram finalize_latency; ///< claim pair in -> commit answered
 
   /// Sets the depth of `queue`: tickets in its waiting set, as of the

@@ -141,10 +141,12 @@ using session_actor = caf::typed_actor<
   // state. `forbidden` for a session the user is not a member of,
   // `not_found` for an unknown one.
   caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
-  // Timers: heartbeat, the grace time after a heartbeat answered gone, and
-  // the join's give_up_after_s (by join number).
+  // Timers: heartbeat, the grace time after a heartbeat answered gone, the
+  // join's give_up_after_s (by join number), and the idle release (a
+  // session that is not live and had no request for its idle_release_ms
+  // stops; otherwise nothing happens).
   caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<grace_atom, uint64_t>,
-  caf::reacts_to<give_up_atom, uint64_t>>;
+  caf::reacts_to<give_up_atom, uint64_t>, caf::reacts_to<release_atom>>;
 
 /// Commits claimed pairs (actors/finalizer.hpp).
 using finalizer_actor = caf::typed_actor<
@@ -212,7 +214,9 @@ using directory_actor = caf::typed_actor<
     delivery_report>,
   // Routes users without a session here through `gateway` from now on (an
   // invalid handle: routing off). Idempotent.
-  caf::reacts_to<attach_atom, node_gateway_actor>>;
+  caf::reacts_to<attach_atom, node_gateway_actor>,
+  // Timer: drops kept events past their time. Idempotent.
+  caf::reacts_to<tick_atom>>;
 
 /// Delivers committed outbox events (actors/outbox_relay.hpp).
 using outbox_relay_actor = caf::typed_actor<
@@ -277,7 +281,14 @@ using client_link_actor = caf::typed_actor<
   // actor. Idempotent (one final state per session).
   caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
   // Timer: presence check.
-  caf::reacts_to<tick_atom>>;
+  caf::reacts_to<tick_atom>,
+  // A WebSocket of the user opened (from matchd's bridge): the link keeps
+  // the user's session from its idle release while one is open. Answers
+  // true. Idempotent.
+  caf::replies_to<attach_atom>::with<bool>,
+  // Timer: while a WebSocket is open, keeps the session from its idle
+  // release.
+  caf::reacts_to<heartbeat_atom>>;
 
 /// Registers every type of the block and the error category with `cfg`.
 /// Call it on EVERY node before the actor system starts. Idempotent.

@@ -2,6 +2,7 @@
 // embedded stores and on a private Redis + PostgreSQL: the same cases.
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <thread>
@@ -48,11 +49,30 @@ double metric(http_conn& c, const std::string& name) {
   return std::stod(line.substr(line.rfind(' ') + 1));
 }
 
+/// Polls `pred` every 100 ms for at most `bound`; answers its last value.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(100ms);
+  }
+  return true;
+}
+
 class api_e2e : public ::testing::TestWithParam<std::string> {
 protected:
+  /// Options of this suite's matchd besides the common ones.
+  virtual std::vector<std::string> extra_args() const {
+    return {};
+  }
+
   void SetUp() override {
     std::vector<std::string> args{"--secret", secret, "--client-ttl", "2000",
                                   "--log-level", "warn"};
+    for (auto& a : extra_args())
+      args.push_back(a);
     if (GetParam() == "redis_pg") {
       args.push_back("--redis");
       args.push_back("127.0.0.1:" + std::to_string(redis_port()));
@@ -75,6 +95,15 @@ protected:
     json body{{"queue", queue_}, {"ticket", ticket}};
     return http_->request(http::verb::post, path(user, "/tickets"),
                           tok.empty() ? token(user) : tok, body.dump());
+  }
+
+  http_answer like(const std::string& from, const std::string& to) {
+    return http_->request(http::verb::post, path(from, "/swipes"), token(from),
+                          json{{"to", to}, {"action", "LIKE"}}.dump());
+  }
+
+  double gauge(const std::string& name) {
+    return metric(*http_, name);
   }
 
   std::unique_ptr<matchd_process> node_;
@@ -380,6 +409,29 @@ TEST_P(api_e2e, a_mutual_like_pushes_the_match_to_both) {
   EXPECT_EQ((*eh)["session_id"], second.as_json()["session_id"]);
 }
 
+TEST_P(api_e2e, a_swipe_creates_nothing_for_its_target) {
+  // Neither user has a WebSocket open or asked anything before.
+  auto pia = unique("pia"), quinn = unique("quinn");
+  auto first = like(pia, quinn);
+  ASSERT_EQ(first.status, 200u) << first.body;
+  EXPECT_EQ(first.as_json()["mutual"], false);
+  // No link and no session for the target (nor for the swiper: a swipe
+  // needs none).
+  EXPECT_EQ(gauge("mm_client_links"), 0);
+  EXPECT_EQ(gauge("mm_sessions_live"), 0);
+  EXPECT_EQ(gauge("mm_directory_users"), 0);
+  auto second = like(quinn, pia);
+  ASSERT_EQ(second.status, 200u) << second.body;
+  EXPECT_EQ(second.as_json()["mutual"], true);
+  EXPECT_EQ(gauge("mm_client_links"), 0);
+  EXPECT_EQ(gauge("mm_sessions_live"), 0);
+  // The match's event waits here for both; quinn's WebSocket gets it.
+  ws_conn wq{node_->port(), quinn, token(quinn)};
+  auto ev = wq.next_of("match.created", 5s);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ((*ev)["session_id"], second.as_json()["session_id"]);
+}
+
 TEST_P(api_e2e, a_waiting_user_whose_client_is_gone_is_cancelled) {
   // --client-ttl 2000: no WebSocket and no request for 2 s.
   auto ivan = unique("ivan");
@@ -469,6 +521,133 @@ TEST_P(api_e2e, operations_endpoints_answer) {
 INSTANTIATE_TEST_SUITE_P(stores, api_e2e,
                          ::testing::Values("embedded", "redis_pg"),
                          [](const auto& info) { return info.param; });
+
+/// A node that releases idle users after 1 s (and drops kept events after
+/// 1 s).
+class api_idle : public api_e2e {
+protected:
+  std::vector<std::string> extra_args() const override {
+    return {"--idle-release", "1000", "--parked-ttl", "1000"};
+  }
+};
+
+TEST_P(api_idle, an_idle_user_is_released_and_matches_again) {
+  auto alice = unique("alice"), bob = unique("bob");
+  std::string sid;
+  {
+    ws_conn wa{node_->port(), alice, token(alice)};
+    ws_conn wb{node_->port(), bob, token(bob)};
+    ASSERT_EQ(join(alice, "t-a").status, 200u);
+    ASSERT_EQ(join(bob, "t-b").status, 200u);
+    auto ea = wa.next_of("match.created", 5s);
+    ASSERT_TRUE(ea && wb.next_of("match.created", 5s));
+    sid = (*ea)["session_id"];
+    auto ended = http_->request(http::verb::post,
+                                path(alice, "/sessions/" + sid + "/end"),
+                                token(alice), R"({"reason": "bye"})");
+    ASSERT_EQ(ended.status, 200u) << ended.body;
+    ASSERT_TRUE(wa.next_of("session.ended", 5s));
+    ASSERT_TRUE(wb.next_of("session.ended", 5s));
+    // Idle, but with open WebSockets: kept, however long.
+    std::this_thread::sleep_for(2500ms);
+    EXPECT_EQ(gauge("mm_sessions_live"), 2);
+    EXPECT_EQ(gauge("mm_client_links"), 2);
+  } // both WebSockets close
+  // No WebSocket, no request, no ticket: released after the grace.
+  EXPECT_TRUE(eventually(
+    [&] {
+      return gauge("mm_sessions_live") == 0 && gauge("mm_client_links") == 0
+             && gauge("mm_directory_users") == 0;
+    },
+    10s))
+    << "sessions " << gauge("mm_sessions_live") << ", links "
+    << gauge("mm_client_links") << ", directory "
+    << gauge("mm_directory_users");
+  EXPECT_EQ(gauge("mm_parked_events"), 0);
+  EXPECT_GE(gauge("mm_sessions_released_total"), 2);
+  // Forgotten: the finished ticket is unknown now (docs/api.md).
+  auto old = http_->request(http::verb::get, path(alice, "/tickets/t-a"),
+                            token(alice));
+  EXPECT_EQ(old.status, 404u) << old.body;
+  // Both join again (no WebSocket) and are matched with each other.
+  ASSERT_EQ(join(alice, "t-a2").status, 200u);
+  ASSERT_EQ(join(bob, "t-b2").status, 200u);
+  http_answer sa, sb;
+  EXPECT_TRUE(eventually(
+    [&] {
+      sa = http_->request(http::verb::get, path(alice, "/tickets/t-a2"),
+                          token(alice));
+      sb = http_->request(http::verb::get, path(bob, "/tickets/t-b2"),
+                          token(bob));
+      return sa.as_json()["state"] == "matched"
+             && sb.as_json()["state"] == "matched";
+    },
+    5s))
+    << sa.body << " " << sb.body;
+  EXPECT_EQ(sa.as_json()["session_id"], sb.as_json()["session_id"]);
+  EXPECT_NE(sa.as_json()["session_id"], sid);
+}
+
+INSTANTIATE_TEST_SUITE_P(stores, api_idle,
+                         ::testing::Values("embedded", "redis_pg"),
+                         [](const auto& info) { return info.param; });
+
+/// The node a user's session lives on, as the cluster's map in the private
+/// Redis says ("" when none).
+std::string route_of(const std::string& user) {
+  auto cmd = "redis-cli -p " + std::to_string(redis_port())
+             + " HGET 'mm:{cluster}:users' '" + user + "'";
+  std::string out;
+  if (auto* f = ::popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (::fgets(buf, sizeof buf, f))
+      out += buf;
+    ::pclose(f);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
+    out.pop_back();
+  return out;
+}
+
+/// Two nodes sharing Redis and PostgreSQL: a swipe through one node to a
+/// user whose WebSocket is on the other does not claim that user for the
+/// swiper's node; the mutual match's event reaches the user's WebSocket.
+TEST(api_cluster, a_swipe_leaves_the_targets_route_alone) {
+  auto db = pg_conninfo(fresh_database("api_cluster"));
+  auto redis = "127.0.0.1:" + std::to_string(redis_port());
+  auto tag = unique("e2e");
+  auto node = [&](const std::string& id) {
+    return matchd_process{
+      {"--secret", secret, "--node", tag + id, "--redis", redis, "--postgres",
+       db, "--cluster-port", std::to_string(free_tcp_port()),
+       "--cluster-host", "127.0.0.1", "--log-level", "warn"},
+      std::string{::testing::TempDir()} + "matchd_cluster_" + id + ".log"};
+  };
+  auto n1 = node("-n1");
+  auto n2 = node("-n2");
+  http_conn h1{n1.port()}, h2{n2.port()};
+  auto sam = unique("sam"), tom = unique("tom");
+  auto like = [&](http_conn& h, const std::string& from, const std::string& to) {
+    return h.request(http::verb::post, "/v1/users/" + from + "/swipes",
+                     token(from), json{{"to", to}, {"action", "LIKE"}}.dump());
+  };
+  // Tom is on node 2: WebSocket and a request there.
+  ws_conn wt{n2.port(), tom, token(tom)};
+  h2.request(http::verb::get, "/v1/users/" + tom + "/tickets/none", token(tom));
+  ASSERT_TRUE(eventually([&] { return route_of(tom) == tag + "-n2"; }, 5s))
+    << route_of(tom);
+  auto first = like(h2, tom, sam);
+  ASSERT_EQ(first.status, 200u) << first.body;
+  // Sam likes tom through node 1: mutual, committed on node 1.
+  auto second = like(h1, sam, tom);
+  ASSERT_EQ(second.status, 200u) << second.body;
+  EXPECT_EQ(second.as_json()["mutual"], true);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(route_of(tom), tag + "-n2");
+  auto ev = wt.next_of("match.created", 5s);
+  ASSERT_TRUE(ev) << "tom's WebSocket on node 2 never got the match";
+  EXPECT_EQ((*ev)["session_id"], second.as_json()["session_id"]);
+}
 
 /// Limits: a small rate and body bound on their own node.
 TEST(api_limits, rate_and_size_limits_refuse_with_named_errors) {

@@ -73,6 +73,9 @@ struct fixture : test_coordinator_fixture<mm_config> {
     scfg.ttl_ms = 30000;
     scfg.heartbeat_ms = 10000;
     scfg.grace_ms = 5000;
+    // The tests fire timers one by one (or all): no idle release in between
+    // (tests/unit/idle_test.cpp has it).
+    scfg.idle_release_ms = 0;
     scfg.metrics = metrics;
     run();
   }

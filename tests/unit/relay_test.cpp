@@ -42,6 +42,7 @@ session_actor::behavior_type recorder(session_actor::pointer,
     [](grace_atom, uint64_t) {},
     [](end_atom, std::string&, std::string&) { return end_result{}; },
     [](give_up_atom, uint64_t) {},
+    [](release_atom) {},
   };
 }
 
@@ -228,7 +229,11 @@ struct fixture : test_coordinator_fixture<mm_config> {
     CAF_REQUIRE(conn->apply_migrations());
     cfg.poll_ms = 0; // run() would fire a periodic timer forever
     cfg.stream = "test:events";
-    dir = spawn_directory(sys);
+    // run() fires every timer at once: kept events do not expire here
+    // (tests/unit/idle_test.cpp moves a clock for that).
+    directory_config dcfg;
+    dcfg.parked_ttl_ms = 0;
+    dir = spawn_directory(sys, dcfg);
     to_stop.push_back(caf::actor_cast<caf::actor>(dir));
     run();
   }
@@ -419,6 +424,29 @@ CAF_TEST(at most 64 events are kept per user and the oldest go first) {
   CAF_REQUIRE_EQUAL(box.size(), directory_pending_limit);
   CAF_CHECK_EQUAL(box.front().event_id, "e6");
   CAF_CHECK_EQUAL(box.back().event_id, "e69");
+}
+
+CAF_TEST(at most parked_max events are kept in all and the oldest go first) {
+  directory_config dcfg;
+  dcfg.parked_ttl_ms = 0;
+  dcfg.parked_max = 5;
+  dcfg.metrics = std::make_shared<engine_metrics>();
+  dir = spawn_directory(sys, dcfg);
+  to_stop.push_back(caf::actor_cast<caf::actor>(dir));
+  // Eight events for four users (two each), one user per event.
+  for (int i = 0; i < 8; ++i)
+    self->send(dir, deliver_atom_v,
+               event("e" + std::to_string(i), "u" + std::to_string(i % 4), ""));
+  run();
+  CAF_CHECK_EQUAL(dcfg.metrics->parked_events.load(), 5);
+  connect("u0"); // e0 went (the oldest of all), e4 is kept
+  CAF_CHECK_EQUAL(got("u0", "e0"), 0);
+  CAF_CHECK_EQUAL(got("u0", "e4"), 1);
+  connect("u3"); // both kept
+  CAF_CHECK_EQUAL(got("u3", "e3"), 1);
+  CAF_CHECK_EQUAL(got("u3", "e7"), 1);
+  CAF_CHECK_EQUAL(dcfg.metrics->parked_events.load(), 2); // e5, e6
+  CAF_CHECK_EQUAL(dcfg.metrics->directory_users.load(), 2);
 }
 
 CAF_TEST(unregister removes only the entry that still points at the actor) {
