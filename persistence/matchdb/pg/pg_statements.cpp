@@ -19,6 +19,15 @@ namespace mm::pg {
 /// MM_SESSION_COLS and, after them, who ended the session ('' for nobody).
 #define MM_ENDED_COLS MM_SESSION_COLS ", coalesce(s.ended_by, '')"
 
+/// A CTE that commits the statement's own transaction without waiting for
+/// the WAL flush (`synchronous_commit` off for this transaction only; join
+/// it into the statement: an unreferenced CTE is not run). For leases and
+/// delivery marks: one lost in a crash only hands its events out again,
+/// which at-least-once delivery allows (consumers dedupe by event id);
+/// matches and ends always wait for the flush.
+#define MM_NO_FLUSH                                                            \
+  "nf AS (SELECT set_config('synchronous_commit', 'off', true))"
+
 /// `col` older than $1 ms on the database clock.
 #define MM_OLDER(col) col " < now() - $1::int8 * interval '1 millisecond'"
 
@@ -229,7 +238,7 @@ const statement statements[st_count] = {
   // undelivered row on. Entries above it that are dead already are those
   // delivered while an older event waits (at most a lease long).
   {"mm_fetch",
-   "WITH c AS ("
+   "WITH " MM_NO_FLUSH ", c AS ("
    "  SELECT id FROM outbox"
    "  WHERE delivered_at IS NULL"
    "    AND (locked_until IS NULL OR locked_until <= now())"
@@ -240,7 +249,7 @@ const statement statements[st_count] = {
    " UPDATE outbox o"
    " SET locked_until = now() + $2::int8 * interval '1 millisecond',"
    "     attempts = o.attempts + 1"
-   " FROM c WHERE o.id = c.id"
+   " FROM c, nf WHERE o.id = c.id"
    " RETURNING o.id, o.event_id, o.aggregate_id, o.type, o.payload::text, "
    MM_MS("o.created_at") ", " MM_MS("o.delivered_at") ", "
    MM_MS("o.locked_until") ", o.attempts"},
@@ -248,15 +257,16 @@ const statement statements[st_count] = {
   // one WHERE, the planner hashed the ids against a bitmap scan of
   // outbox_undelivered, which reads its dead entries (see mm_fetch).
   {"mm_mark",
-   "WITH t AS MATERIALIZED ("
+   "WITH " MM_NO_FLUSH ", t AS MATERIALIZED ("
    "  SELECT id FROM outbox"
    "  WHERE event_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
    ")"
    " UPDATE outbox o SET delivered_at = now(), locked_until = NULL"
-   " FROM t WHERE o.id = t.id AND o.delivered_at IS NULL"},
+   " FROM t, nf WHERE o.id = t.id AND o.delivered_at IS NULL"},
 };
 
 #undef MM_OLDER
+#undef MM_NO_FLUSH
 #undef MM_ENDED_COLS
 #undef MM_SESSION_COLS
 #undef MM_MS
