@@ -156,6 +156,13 @@ const statement statements[st_count] = {
   // changed while it waited): closed, with the first one's ended_by.
   {"mm_lock_session", "SELECT " MM_ENDED_COLS " FROM match_sessions s"
                       " WHERE s.id = $1 FOR UPDATE"},
+  // $1: JSON array of session ids. The same for a batch of ends, locked in
+  // id order: two batches wait for each other in one order, never in a
+  // cycle.
+  {"mm_lock_sessions",
+   "SELECT " MM_ENDED_COLS " FROM match_sessions s"
+   " WHERE s.id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
+   " ORDER BY s.id FOR UPDATE"},
   // $1: JSON array of sessions this transaction locked while active, each
   // with idx (event order), ended_by ('' for the engine), reason, event id
   // and payload. Closes them, frees their members and writes one
