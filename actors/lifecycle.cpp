@@ -55,6 +55,8 @@ lc_worker_actor::behavior_type lc_worker(lc_worker_actor::pointer,
 
 using lookup_promise = caf::typed_response_promise<std::string>;
 
+using end_promise = caf::typed_response_promise<end_result>;
+
 struct lc_state {
   lifecycle_config cfg;
   std::shared_ptr<match_store> inline_store; // non-blocking stores
@@ -66,6 +68,11 @@ struct lc_state {
   /// batch takes all of them (one worker round trip for many joins).
   std::vector<std::pair<std::string, lookup_promise>> lookups;
   bool lookup_running = false;
+  /// Ends waiting for the running batch of ends to commit: every batch
+  /// takes up to `cfg.batch` of them in one transaction (one WAL flush for
+  /// many ends, as the finalizer's group commit does for matches).
+  std::vector<std::pair<end_request, end_promise>> ends;
+  bool ends_running = false;
   bool sweeping = false;
   bool sweep_failing = false; // log a failing sweep once, not every period
   static inline const char* name = "lifecycle";
@@ -166,6 +173,59 @@ void run_lookups(lc_ptr self) {
     true);
 }
 
+/// Ends the waiting sessions in one store call (one transaction), up to
+/// `cfg.batch` at a time, then the ones that arrived meanwhile.
+void run_ends(lc_ptr self) {
+  auto& st = self->state;
+  if (st.ends_running || st.ends.empty())
+    return;
+  st.ends_running = true;
+  auto batch = std::make_shared<
+    std::vector<std::pair<end_request, end_promise>>>();
+  auto n = std::min<size_t>(st.ends.size(), st.cfg.batch);
+  batch->assign(std::make_move_iterator(st.ends.begin()),
+                std::make_move_iterator(st.ends.begin() + n));
+  st.ends.erase(st.ends.begin(), st.ends.begin() + n);
+  auto reqs = std::make_shared<std::vector<end_request>>();
+  for (auto& entry : *batch)
+    reqs->push_back(entry.first);
+  auto res = std::make_shared<std::vector<outcome<end_record>>>();
+  auto finish = [self] {
+    self->state.ends_running = false;
+    run_ends(self);
+  };
+  with_store(
+    self, [reqs, res](match_store& s) { *res = s.end_sessions(*reqs); },
+    [self, batch, res, finish] {
+      size_t ended = 0;
+      for (size_t i = 0; i < batch->size(); ++i) {
+        auto& rp = (*batch)[i].second;
+        if (i >= res->size()) {
+          rp.deliver(caf::make_error(errc::protocol_error,
+                                     "the store did not answer this end"));
+          continue;
+        }
+        auto& r = (*res)[i];
+        if (!r) {
+          rp.deliver(as_error(r.error()));
+          continue;
+        }
+        if (r->ended_now)
+          ++ended;
+        rp.deliver(end_result{r->session.session_id, r->session.queue,
+                              r->ended_by, r->reason, r->ended_now});
+      }
+      count_ended(self, ended);
+      finish();
+    },
+    [batch, finish](const caf::error&) {
+      for (auto& entry : *batch)
+        entry.second.deliver(caf::make_error(
+          errc::store_unavailable, "the database did not answer in time"));
+      finish();
+    });
+}
+
 /// Seconds of the config as the store's milliseconds (saturated).
 uint32_t ms_of(uint32_t seconds) {
   return static_cast<uint32_t>(
@@ -241,27 +301,10 @@ lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
     [self](end_atom, std::string& session_id, std::string& user,
            std::string& reason) -> caf::result<end_result> {
       auto rp = self->make_response_promise<end_result>();
-      auto res = std::make_shared<outcome<end_record>>(errc::none);
-      with_store(
-        self,
-        [res, session_id, user, reason](match_store& s) {
-          *res = s.end_session(session_id, user, reason);
-        },
-        [self, rp, res]() mutable {
-          if (!*res) {
-            rp.deliver(as_error(res->error()));
-            return;
-          }
-          auto& r = **res;
-          if (r.ended_now)
-            count_ended(self, 1);
-          rp.deliver(end_result{r.session.session_id, r.session.queue,
-                                r.ended_by, r.reason, r.ended_now});
-        },
-        [rp](const caf::error& err) mutable {
-          rp.deliver(caf::make_error(errc::store_unavailable,
-                                     "the database did not answer in time"));
-        });
+      self->state.ends.emplace_back(
+        end_request{std::move(session_id), std::move(user), std::move(reason)},
+        rp);
+      run_ends(self);
       return rp;
     },
     [self](state_atom, std::string& user) -> caf::result<std::string> {

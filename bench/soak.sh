@@ -28,6 +28,10 @@ soak_retention=${SOAK_RETENTION:-30}
 # matchctl stops starting users after this many seconds (0: no bound).
 soak_max_s=${SOAK_MAX_S:-3600}
 soak_secret="bench-soak-secret-0123456789"
+# Top statements by PostgreSQL time to print after each part (0: none). The
+# private cluster then loads pg_stat_statements (with planning time), which
+# costs a little CPU itself: compare runs with the same setting.
+soak_pg_stats=${SOAK_PG_STATS:-0}
 
 soak_mpid=""  # the matchd of the current part
 soak_mport=""
@@ -82,6 +86,45 @@ soak_matchd() {
   echo "bench/run: matchd ($label) did not get ready:" >&2
   tail -n 20 "$dir/matchd_$label.log" >&2
   exit 1
+}
+
+# soak_pg_reset: forgets the statement statistics (before a part's load).
+soak_pg_reset() {
+  [ "$soak_pg_stats" -gt 0 ] || return 0
+  psql -X -q -h 127.0.0.1 -p "$soak_pgport" -U postgres -d postgres \
+    -c "SELECT pg_stat_statements_reset()" >/dev/null
+}
+
+# soak_pg_top LABEL DB N UNIT: the statements of database DB since the last
+# reset, most PostgreSQL time first: calls and time per UNIT (N of them),
+# mean time per call, rows per call; then all statements together.
+soak_pg_top() {
+  local label=$1 db=$2 n=$3 unit=$4
+  [ "$soak_pg_stats" -gt 0 ] && [ "${n:-0}" -gt 0 ] || return 0
+  echo "# $label pg_stat_statements (database $db, per $unit of $n;"\
+" exec + plan ms):"
+  psql -X -q -t -A -F ' | ' -h 127.0.0.1 -p "$soak_pgport" -U postgres \
+    -d postgres -v n="$n" -v db="$db" -v top="$soak_pg_stats" <<'SQL' \
+    | sed 's/^/#   /'
+WITH s AS (
+  SELECT * FROM pg_stat_statements
+  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = :'db'))
+(SELECT to_char(calls::float8 / :n, 'FM9990.000') || ' calls',
+        to_char((total_exec_time + total_plan_time) / :n, 'FM9990.000')
+          || ' ms',
+        to_char(mean_exec_time, 'FM9990.000') || ' ms/call exec',
+        to_char(total_plan_time / greatest(calls, 1), 'FM9990.000')
+          || ' ms/call plan',
+        to_char(rows::float8 / greatest(calls, 1), 'FM999990.0') || ' rows',
+        left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+ FROM s ORDER BY total_exec_time + total_plan_time DESC LIMIT :top)
+UNION ALL
+SELECT to_char(sum(calls)::float8 / :n, 'FM9990.000') || ' calls',
+       to_char(sum(total_exec_time + total_plan_time) / :n, 'FM9990.000')
+         || ' ms',
+       '', '', '', 'all statements'
+FROM s;
+SQL
 }
 
 soak_stop_matchd() {
@@ -189,6 +232,7 @@ soak_single() {
   echo "# soak: single-shot matchctl load, $soak_single_users users (join and"\
 " match), concurrency $soak_concurrency, $soak_queues queues"
   local rc=0 last before after
+  soak_pg_reset
   before=$(soak_cpu)
   soak_ctl_cpu=0
   soak_load --users "$soak_single_users" --prefix single- --no-progress \
@@ -201,6 +245,8 @@ soak_single() {
   echo "# single-shot: $last"
   soak_cpu_line single-shot "$(soak_field matched "$last" \
     | awk '{ print int($1 / 2) }')" "$before" "$after" "$soak_ctl_cpu"
+  soak_pg_top single-shot soak_single "$(soak_field matched "$last" \
+    | awk '{ print int($1 / 2) }')" match
   if [ "$rc" != 0 ] || [ -z "$last" ]; then
     tail -n 20 "$dir/single.out" >&2
     echo "bench/run: the single-shot run failed (exit $rc)" >&2
@@ -273,6 +319,7 @@ soak_run() {
   soak_last_t=$soak_t0
   soak_sample 0 0
   local before after
+  soak_pg_reset
   before=$(soak_cpu)
   soak_ctl_cpu=0
   soak_load --users "$soak_users" --cycles "$soak_cycles" \
@@ -289,6 +336,7 @@ soak_run() {
     [ -n "${soak_rss[$pct]:-}" ] || soak_sample "$pct" "${n:-0}"
   done
   soak_cpu_line soak "${n:-0}" "$before" "$after" "$soak_ctl_cpu"
+  soak_pg_top soak "$soak_db" "${n:-0}" cycle
   soak_rc=$rc
 }
 
@@ -309,8 +357,17 @@ soak_main() {
     cmake --build "$build" -j2 --target matchd matchctl >/dev/null
   fi
   soak_find_idle_release
+  if [ "$soak_pg_stats" -gt 0 ]; then
+    MM_PG_OPTS="${MM_PG_OPTS:-} -c shared_preload_libraries=pg_stat_statements"
+    MM_PG_OPTS="$MM_PG_OPTS -c pg_stat_statements.track_planning=on"
+    export MM_PG_OPTS
+  fi
   "$root/tests/support/postgres_server.sh" start "$dir/pg" >/dev/null
   soak_pgport=$(cat "$dir/pg/port")
+  if [ "$soak_pg_stats" -gt 0 ]; then
+    psql -X -q -h 127.0.0.1 -p "$soak_pgport" -U postgres -d postgres \
+      -c "CREATE EXTENSION pg_stat_statements" >/dev/null
+  fi
   echo "# bench/run soak: $(nproc) cores, load average"\
 " $(cut -d' ' -f1-3 /proc/loadavg); private PostgreSQL on"\
 " 127.0.0.1:$soak_pgport, private redis on 127.0.0.1:$port"

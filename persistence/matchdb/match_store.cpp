@@ -81,6 +81,37 @@ outcome<end_record> match_store::end_session(const std::string& session_id,
   return do_end_session(session_id, user, reason);
 }
 
+std::vector<outcome<end_record>>
+match_store::end_sessions(const std::vector<end_request>& requests) {
+  std::vector<outcome<end_record>> out(requests.size(),
+                                       outcome<end_record>{errc::none});
+  std::vector<end_request> valid;
+  std::vector<size_t> slot; // index in `requests` of valid[k]
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto& r = requests[i];
+    failure f = check_id("session id", r.session_id);
+    if (f.code == errc::none)
+      f = check_id("user", r.user);
+    if (f.code == errc::none)
+      f = check_close_reason(r.reason);
+    if (f.code != errc::none) {
+      out[i] = f;
+      continue;
+    }
+    valid.push_back(r);
+    slot.push_back(i);
+  }
+  if (valid.empty())
+    return out;
+  auto res = do_end_sessions(valid);
+  for (size_t k = 0; k < slot.size(); ++k)
+    out[slot[k]] = k < res.size()
+                     ? std::move(res[k])
+                     : outcome<end_record>{errc::protocol_error,
+                                           "end sessions: no answer"};
+  return out;
+}
+
 outcome<std::vector<end_record>>
 match_store::expire_sessions(uint32_t max_age_ms, uint32_t limit) {
   if (auto f = check_expire_args(max_age_ms, limit); f.code != errc::none)
@@ -158,6 +189,15 @@ outcome<end_record> match_store::do_end_session(const std::string&,
                                                 const std::string&) {
   return outcome<end_record>{errc::protocol_error,
                              "end_session is not supported by this store"};
+}
+
+std::vector<outcome<end_record>>
+match_store::do_end_sessions(const std::vector<end_request>& requests) {
+  std::vector<outcome<end_record>> out;
+  out.reserve(requests.size());
+  for (const auto& r : requests)
+    out.push_back(do_end_session(r.session_id, r.user, r.reason));
+  return out;
 }
 
 outcome<std::vector<end_record>>

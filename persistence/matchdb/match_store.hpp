@@ -194,6 +194,19 @@ public:
                                   const std::string& user,
                                   const std::string& reason);
 
+  /// Ends many sessions in ONE transaction (one commit, one WAL flush, one
+  /// notification): entry k answers `requests[k]` exactly as
+  /// `end_session` would if the requests came one after the other in this
+  /// order — a later request for a session that an earlier one of the
+  /// batch ended answers that end (`ended_now == false`); malformed,
+  /// unknown and foreign requests are refused alone and change nothing.
+  /// One `session.ended` event per session ended. When the transaction
+  /// itself fails, every valid request fails (`store_unavailable` when the
+  /// connection was lost) and nothing is written. Concurrent batches lock
+  /// their sessions in one order and do not deadlock. Idempotent.
+  std::vector<outcome<end_record>>
+  end_sessions(const std::vector<end_request>& requests);
+
   /// Ends up to `limit` (1..10000) active sessions created more than
   /// `max_age_ms` (> 0) ago on the store's clock, oldest first, each as
   /// `end_session` does (one `session.ended` event each) but with an empty
@@ -295,6 +308,11 @@ protected:
   virtual outcome<end_record> do_end_session(const std::string& session_id,
                                              const std::string& user,
                                              const std::string& reason);
+
+  /// Valid requests only (at least one). The default ends them one by one
+  /// with `do_end_session`, one transaction each.
+  virtual std::vector<outcome<end_record>>
+  do_end_sessions(const std::vector<end_request>& requests);
 
   /// `check_expire_args` passed.
   virtual outcome<std::vector<end_record>>

@@ -66,6 +66,14 @@ struct match_record {
   bool created = false;
 };
 
+/// One request of `match_store::end_sessions`: `user` ends `session_id`
+/// with `reason`, as `end_session(session_id, user, reason)` would.
+struct end_request {
+  std::string session_id;
+  std::string user;
+  std::string reason;
+};
+
 /// What `match_store::end_session` and `expire_sessions` answer: the
 /// session in its final state (status closed) and who ended it, why.
 struct end_record {

@@ -1715,6 +1715,102 @@ TEST_P(match_store_conformance, an_end_is_refused_to_strangers_and_bad_input) {
   EXPECT_EQ(drain(s()).size(), 1u);
 }
 
+TEST_P(match_store_conformance, a_batch_of_ends_answers_as_one_by_one) {
+  auto ids = commit_all(s(), {req(q_, "a0", "b0"), req(q_, "a1", "b1"),
+                              req(q_, "a2", "b2"), req(q_, "a3", "b3")});
+  ASSERT_OK(s().end_session(ids[2], "a2", "before"));
+  ASSERT_OK(s().close_session(ids[3], "admin"));
+  drain(s());
+  auto r = s().end_sessions({
+    {ids[0], "b0", "left"},     // ends it
+    {ids[0], "a0", "too"},      // ended earlier in this batch
+    {ids[1], "mallory", "r"},   // a stranger: refused alone
+    {"no-such-session", "a1", "r"},
+    {ids[1], "", "r"},          // malformed
+    {ids[1], "a1", "bye"},      // ends it
+    {ids[2], "b2", "again"},    // ended before
+    {ids[3], "a3", "late"},     // closed by close_session
+  });
+  ASSERT_EQ(r.size(), 8u);
+  ASSERT_OK(r[0]);
+  EXPECT_TRUE(r[0]->ended_now);
+  EXPECT_EQ(r[0]->ended_by, "b0");
+  EXPECT_EQ(r[0]->reason, "left");
+  EXPECT_EQ(r[0]->session.status, session_status::closed);
+  EXPECT_SAME_END(r[1], *r[0]);
+  ASSERT_FALSE(r[2]);
+  EXPECT_EQ(r[2].error().code, errc::forbidden);
+  ASSERT_FALSE(r[3]);
+  EXPECT_EQ(r[3].error().code, errc::not_found);
+  ASSERT_FALSE(r[4]);
+  EXPECT_EQ(r[4].error().code, errc::invalid_argument);
+  ASSERT_OK(r[5]);
+  EXPECT_TRUE(r[5]->ended_now);
+  EXPECT_EQ(r[5]->ended_by, "a1");
+  EXPECT_ENDED_BEFORE(r[6], "a2", "before");
+  EXPECT_ENDED_BEFORE(r[7], "", "admin");
+  // One event per session this batch ended, with its payload.
+  auto evs = events_of(drain(s()), session_ended_type);
+  ASSERT_EQ(evs.size(), 2u);
+  std::set<std::string> got;
+  for (auto& [key, ev] : evs) {
+    got.insert(ev.aggregate_id);
+    auto j = nlohmann::json::parse(ev.payload);
+    EXPECT_EQ(j.at("ended_by"), ev.aggregate_id == ids[0] ? "b0" : "a1");
+  }
+  EXPECT_EQ(got, (std::set<std::string>{ids[0], ids[1]}));
+  for (auto user : {"a0", "b0", "a1", "b1"}) {
+    auto a = s().active_session_of(user);
+    ASSERT_OK(a);
+    EXPECT_FALSE(a->has_value()) << user;
+  }
+  // Repeated, the batch answers the recorded state and writes nothing.
+  auto again = s().end_sessions({{ids[1], "b1", "x"}, {ids[0], "a0", "y"}});
+  EXPECT_SAME_END(again.at(0), *r[5]);
+  EXPECT_SAME_END(again.at(1), *r[0]);
+  EXPECT_TRUE(drain(s()).empty());
+  EXPECT_TRUE(s().end_sessions({}).empty());
+}
+
+TEST_P(match_store_conformance, crossing_batches_of_ends_end_each_once) {
+  // Two connections end the same sessions in opposite orders, many
+  // rounds: no deadlock, each session ended exactly once.
+  constexpr int rounds = 100;
+  constexpr int per_batch = 8;
+  auto ids = commit_pairs(s(), q_, "xa", "xb", rounds * per_batch);
+  drain(s());
+  auto c1 = factory_->connect();
+  auto c2 = factory_->connect();
+  racer race;
+  int violations = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<end_request> fwd, bwd;
+    for (int k = 0; k < per_batch; ++k) {
+      auto i = round * per_batch + k;
+      fwd.push_back({ids[i], "xa" + std::to_string(i), "fwd"});
+    }
+    for (int k = per_batch - 1; k >= 0; --k) {
+      auto i = round * per_batch + k;
+      bwd.push_back({ids[i], "xb" + std::to_string(i), "bwd"});
+    }
+    std::vector<outcome<end_record>> r1, r2;
+    race.run([&] { r1 = c1->end_sessions(fwd); },
+             [&] { r2 = c2->end_sessions(bwd); });
+    for (int k = 0; k < per_batch; ++k) {
+      const auto& x = r1.at(k);
+      const auto& y = r2.at(per_batch - 1 - k);
+      if (!x || !y || (x->ended_now ? 1 : 0) + (y->ended_now ? 1 : 0) != 1
+          || x->ended_by != y->ended_by || x->reason != y->reason
+          || x->session.closed_at != y->session.closed_at)
+        ++violations;
+    }
+  }
+  EXPECT_EQ(violations, 0);
+  auto evs = drain(s());
+  EXPECT_EQ(events_of(evs, session_ended_type).size(),
+            size_t{rounds * per_batch});
+}
+
 TEST_P(match_store_conformance, a_mutual_session_ends_like_any_other) {
   auto m = s().commit_matches({mutual_req("alice", "bob")});
   ASSERT_OK(m.at(0));

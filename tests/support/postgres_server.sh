@@ -4,6 +4,8 @@
 # machine's PostgreSQL service or clusters.
 #   postgres_server.sh start DIR  -> writes DIR/port, DIR/socket, DIR/base
 #   postgres_server.sh stop DIR
+# MM_PG_OPTS: more server options for `start` (e.g. "-c
+# shared_preload_libraries=pg_stat_statements"), appended to postgres' own.
 # initdb refuses to run as root, so as root the server runs as `postgres`,
 # and its files live in a fresh directory under /tmp (recorded in DIR/base):
 # the postgres user may not be able to traverse DIR's parents.
@@ -74,7 +76,7 @@ case "$cmd" in
     for attempt in 1 2 3 4 5; do
       port=$(free_port)
       if as_owner "$bin/pg_ctl" -D "$base/data" -l "$base/data/server.log" \
-           -o "-p $port -k $base/sock -c listen_addresses=127.0.0.1" \
+           -o "-p $port -k $base/sock -c listen_addresses=127.0.0.1 ${MM_PG_OPTS:-}" \
            -w -t 20 start >/dev/null; then
         echo "$port" > "$dir/port"
         echo "$base/sock" > "$dir/socket"

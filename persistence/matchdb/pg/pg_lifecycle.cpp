@@ -13,6 +13,8 @@
 #include "persistence/matchdb/pg/pg_match_store.hpp"
 
 #include <cstdlib>
+#include <unordered_map>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +93,75 @@ outcome<end_record> pg_match_store::do_end_session(
     commit(true); // NOTIFY + COMMIT in one round trip
     return std::move(todo[0]);
   });
+}
+
+std::vector<outcome<end_record>>
+pg_match_store::do_end_sessions(const std::vector<end_request>& requests) {
+  auto ids = nlohmann::json::array();
+  for (const auto& r : requests)
+    ids.push_back(r.session_id);
+  auto arg = ids.dump();
+  using answers = std::vector<outcome<end_record>>;
+  auto res = run<answers>("end sessions", [&] {
+    must(exec("BEGIN"), "BEGIN");
+    auto r = exec_prepared(st_lock_sessions, {&arg});
+    must(r, "lock sessions");
+    // By id: each session as it is now, then as this batch leaves it.
+    std::unordered_map<std::string, end_record> now;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      auto e = read_ended(r.get(), i);
+      auto id = e.session.session_id;
+      now.emplace(std::move(id), std::move(e));
+    }
+    answers out(requests.size(), outcome<end_record>{errc::none});
+    std::vector<end_record> todo;
+    std::unordered_map<std::string, size_t> ending; // id -> index in todo
+    std::vector<std::pair<size_t, size_t>> later; // (request, todo index)
+    for (size_t k = 0; k < requests.size(); ++k) {
+      const auto& q = requests[k];
+      auto i = now.find(q.session_id);
+      if (i == now.end()) {
+        out[k] = outcome<end_record>{errc::not_found,
+                                     "no session " + q.session_id};
+        continue;
+      }
+      if (auto f = check_member(i->second.session, q.user);
+          f.code != errc::none) {
+        out[k] = f;
+        continue;
+      }
+      if (auto j = ending.find(q.session_id); j != ending.end()) {
+        later.emplace_back(k, j->second); // ended earlier in this batch
+        continue;
+      }
+      if (i->second.session.status == session_status::closed) {
+        out[k] = i->second; // ended before: the recorded state
+        continue;
+      }
+      ending.emplace(q.session_id, todo.size());
+      todo.push_back(i->second);
+      todo.back().ended_by = q.user;
+      todo.back().reason = q.reason;
+      later.emplace_back(k, todo.size() - 1);
+    }
+    if (todo.empty()) {
+      must(exec("ROLLBACK"), "ROLLBACK");
+      return outcome<answers>{std::move(out)};
+    }
+    end_locked(todo);
+    commit(true); // NOTIFY + COMMIT in one round trip
+    std::vector<bool> answered(todo.size(), false);
+    for (auto [k, t] : later) {
+      out[k] = todo[t];
+      if (answered[t]) // a later request of the batch: ended before it
+        out[k]->ended_now = false;
+      answered[t] = true;
+    }
+    return outcome<answers>{std::move(out)};
+  });
+  if (!res)
+    return answers(requests.size(), outcome<end_record>{res.error()});
+  return std::move(*res);
 }
 
 outcome<std::vector<end_record>>

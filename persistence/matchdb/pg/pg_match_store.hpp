@@ -54,6 +54,9 @@ public:
                                      const std::string& user,
                                      const std::string& reason) override;
 
+  std::vector<outcome<end_record>>
+  do_end_sessions(const std::vector<end_request>& requests) override;
+
   outcome<std::vector<end_record>>
   do_expire_sessions(uint32_t max_age_ms, uint32_t limit) override;
 

@@ -19,6 +19,15 @@ namespace mm::pg {
 /// MM_SESSION_COLS and, after them, who ended the session ('' for nobody).
 #define MM_ENDED_COLS MM_SESSION_COLS ", coalesce(s.ended_by, '')"
 
+/// A CTE that commits the statement's own transaction without waiting for
+/// the WAL flush (`synchronous_commit` off for this transaction only; join
+/// it into the statement: an unreferenced CTE is not run). For leases and
+/// delivery marks: one lost in a crash only hands its events out again,
+/// which at-least-once delivery allows (consumers dedupe by event id);
+/// matches and ends always wait for the flush.
+#define MM_NO_FLUSH                                                            \
+  "nf AS (SELECT set_config('synchronous_commit', 'off', true))"
+
 /// `col` older than $1 ms on the database clock.
 #define MM_OLDER(col) col " < now() - $1::int8 * interval '1 millisecond'"
 
@@ -147,10 +156,20 @@ const statement statements[st_count] = {
   // changed while it waited): closed, with the first one's ended_by.
   {"mm_lock_session", "SELECT " MM_ENDED_COLS " FROM match_sessions s"
                       " WHERE s.id = $1 FOR UPDATE"},
+  // $1: JSON array of session ids. The same for a batch of ends, locked in
+  // id order: two batches wait for each other in one order, never in a
+  // cycle.
+  {"mm_lock_sessions",
+   "SELECT " MM_ENDED_COLS " FROM match_sessions s"
+   " WHERE s.id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
+   " ORDER BY s.id FOR UPDATE"},
   // $1: JSON array of sessions this transaction locked while active, each
   // with idx (event order), ended_by ('' for the engine), reason, event id
   // and payload. Closes them, frees their members and writes one
-  // session.ended event each; answers the sessions it closed.
+  // session.ended event each; answers the sessions it closed. The sessions
+  // are looked up by primary key (`= ANY`): joined with the JSON rows alone
+  // (estimated at 100), the planner hashed every active session instead,
+  // once per end.
   {"mm_end",
    "WITH e AS ("
    "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
@@ -161,6 +180,7 @@ const statement statements[st_count] = {
    "    close_reason = e.reason, ended_by = nullif(e.ended_by, ''),"
    "    match_key = x.match_key || '#' || x.id"
    "  FROM e WHERE x.id = e.id AND x.status = 'active'"
+   "    AND x.id = ANY (ARRAY(SELECT id FROM e))"
    "  RETURNING x.id, x.closed_at"
    "), m AS ("
    "  UPDATE session_members SET active = false"
@@ -192,16 +212,20 @@ const statement statements[st_count] = {
    ")"
    " DELETE FROM outbox o USING c WHERE o.id = c.id"},
   // Members go by ON DELETE CASCADE. Kept: mutual matches' sessions (the
-  // pair is matched once) and sessions with an undelivered event.
+  // pair is matched once) and sessions with an undelivered event. Those
+  // are found in one pass over the undelivered events (a hashed subplan:
+  // aggregate_id is NOT NULL, so NOT IN means NOT EXISTS), not with one
+  // look-up per session: the planner, told by ANALYZE that hardly any event
+  // is undelivered, answered each look-up with a whole scan of
+  // outbox_undelivered and its dead entries (see mm_fetch).
   {"mm_prune_sessions",
    "WITH c AS ("
    "  SELECT s.id FROM match_sessions s"
    "  WHERE s.status = 'closed' AND " MM_OLDER("s.closed_at")
    "    AND NOT EXISTS (SELECT 1 FROM mutual_matches p"
    "                    WHERE p.session_id = s.id)"
-   "    AND NOT EXISTS (SELECT 1 FROM outbox o"
-   "                    WHERE o.aggregate_id = s.id"
-   "                      AND o.delivered_at IS NULL)"
+   "    AND s.id NOT IN (SELECT o.aggregate_id FROM outbox o"
+   "                     WHERE o.delivered_at IS NULL)"
    "  ORDER BY s.closed_at LIMIT $2"
    "  FOR UPDATE OF s SKIP LOCKED"
    ")"
@@ -211,28 +235,45 @@ const statement statements[st_count] = {
   // leased in the same statement, which commits at once. A row whose lease
   // was just taken by a concurrent fetcher fails the recheck of the WHERE
   // clause on its new version, so it is skipped too.
+  // The lower bound is for the index outbox_undelivered: every delivered
+  // row leaves a dead entry there until VACUUM (autovacuum: a minute or
+  // more), and the planner scans the partial index with a bitmap, which
+  // reads every one of them, each time (a relay fetches after every
+  // commit). min(id) is always a plain index scan from the low end, which
+  // marks the dead entries it passes (the next one skips them without
+  // reading the table); the pick then reads only entries from the oldest
+  // undelivered row on. Entries above it that are dead already are those
+  // delivered while an older event waits (at most a lease long).
   {"mm_fetch",
-   "WITH c AS ("
+   "WITH " MM_NO_FLUSH ", c AS ("
    "  SELECT id FROM outbox"
    "  WHERE delivered_at IS NULL"
    "    AND (locked_until IS NULL OR locked_until <= now())"
+   "    AND id >= (SELECT min(id) FROM outbox WHERE delivered_at IS NULL)"
    "  ORDER BY id LIMIT $1"
    "  FOR UPDATE SKIP LOCKED"
    ")"
    " UPDATE outbox o"
    " SET locked_until = now() + $2::int8 * interval '1 millisecond',"
    "     attempts = o.attempts + 1"
-   " FROM c WHERE o.id = c.id"
+   " FROM c, nf WHERE o.id = c.id"
    " RETURNING o.id, o.event_id, o.aggregate_id, o.type, o.payload::text, "
    MM_MS("o.created_at") ", " MM_MS("o.delivered_at") ", "
    MM_MS("o.locked_until") ", o.attempts"},
+  // The rows by their unique event id, one index probe each. Written as
+  // one WHERE, the planner hashed the ids against a bitmap scan of
+  // outbox_undelivered, which reads its dead entries (see mm_fetch).
   {"mm_mark",
-   "UPDATE outbox SET delivered_at = now(), locked_until = NULL"
-   " WHERE event_id IN (SELECT jsonb_array_elements_text($1::jsonb))"
-   "   AND delivered_at IS NULL"},
+   "WITH " MM_NO_FLUSH ", t AS MATERIALIZED ("
+   "  SELECT id FROM outbox"
+   "  WHERE event_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
+   ")"
+   " UPDATE outbox o SET delivered_at = now(), locked_until = NULL"
+   " FROM t, nf WHERE o.id = t.id AND o.delivered_at IS NULL"},
 };
 
 #undef MM_OLDER
+#undef MM_NO_FLUSH
 #undef MM_ENDED_COLS
 #undef MM_SESSION_COLS
 #undef MM_MS

@@ -19,6 +19,7 @@ enum stmt : size_t {
   st_active_of,
   st_by_id,
   st_lock_session,
+  st_lock_sessions,
   st_end,
   st_expire_pick,
   st_prune_outbox,
