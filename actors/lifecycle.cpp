@@ -128,6 +128,18 @@ void sweep_done(lc_ptr self, const std::string& what, const failure& err) {
   }
 }
 
+/// The failure handler of a batched store call: every request of the batch
+/// is told the database did not answer, then `finish` runs.
+template <class Batch, class Finish>
+auto answer_unavailable(std::shared_ptr<Batch> batch, Finish finish) {
+  return [batch, finish](const caf::error&) {
+    for (auto& entry : *batch)
+      entry.second.deliver(caf::make_error(
+        errc::store_unavailable, "the database did not answer in time"));
+    finish();
+  };
+}
+
 /// Answers every waiting in-session check in one worker round trip, then
 /// the ones that arrived meanwhile.
 void run_lookups(lc_ptr self) {
@@ -164,13 +176,7 @@ void run_lookups(lc_ptr self) {
       }
       finish();
     },
-    [batch, finish](const caf::error&) {
-      for (auto& entry : *batch)
-        entry.second.deliver(caf::make_error(
-          errc::store_unavailable, "the database did not answer in time"));
-      finish();
-    },
-    true);
+    answer_unavailable(batch, finish), true);
 }
 
 /// Ends the waiting sessions in one store call (one transaction), up to
@@ -218,12 +224,7 @@ void run_ends(lc_ptr self) {
       count_ended(self, ended);
       finish();
     },
-    [batch, finish](const caf::error&) {
-      for (auto& entry : *batch)
-        entry.second.deliver(caf::make_error(
-          errc::store_unavailable, "the database did not answer in time"));
-      finish();
-    });
+    answer_unavailable(batch, finish));
 }
 
 /// Seconds of the config as the store's milliseconds (saturated).
