@@ -229,8 +229,11 @@ struct finalizer_state {
   /// Final verdicts (honoured, or matched in a session), so a cancel that
   /// arrives late gets the same answer. "Not here, retry at the queue" is
   /// never kept: it is true only until the ticket is claimed again.
+  /// Kept `decided_ttl_ms` (and at most max_decided): a cancel later than
+  /// that is answered from the database, so the cache needs to cover only
+  /// the moments around a commit, not every ticket ever decided.
   std::unordered_map<std::string, cancel_verdict> decided;
-  std::deque<std::string> decided_order;
+  std::deque<std::pair<steady_time, std::string>> decided_order;
   static inline const char* name = "finalizer";
 };
 
@@ -258,6 +261,22 @@ void mark_in_flight(finalizer_state& st, const pending_pair& pp, int delta) {
   }
 }
 
+/// Verdicts kept at most, whatever their age (the cache's memory bound).
+constexpr size_t max_decided = 100000;
+
+/// Drops the verdicts older than decided_ttl_ms, and the oldest beyond
+/// max_decided. A key decided again meanwhile may leave a stale entry in
+/// the order: erasing it early only sends a late cancel to the database.
+void forget_decided(finalizer_state& st, steady_time now) {
+  auto ttl = std::chrono::milliseconds(st.cfg.decided_ttl_ms);
+  while (!st.decided_order.empty()
+         && (st.decided_order.size() >= max_decided
+             || now - st.decided_order.front().first >= ttl)) {
+    st.decided.erase(st.decided_order.front().second);
+    st.decided_order.pop_front();
+  }
+}
+
 /// Records the verdict for a ticket and answers every cancel waiting on it.
 void decide(fin_ptr self, const std::string& queue, const std::string& user,
             const std::string& ticket, cancel_verdict v) {
@@ -270,15 +289,12 @@ void decide(fin_ptr self, const std::string& queue, const std::string& user,
   }
   if (!v.honoured && v.session_id.empty())
     return;
-  if (st.decided.emplace(k, v).second) {
-    st.decided_order.push_back(k);
-    if (st.decided_order.size() > 100000) {
-      st.decided.erase(st.decided_order.front());
-      st.decided_order.pop_front();
-    }
-  } else {
+  auto now = std::chrono::steady_clock::now();
+  forget_decided(st, now);
+  if (st.decided.emplace(k, v).second)
+    st.decided_order.emplace_back(now, k);
+  else
     st.decided[k] = v;
-  }
 }
 
 void log_failure(const char* what, const caf::error& err, fin_ptr self) {
@@ -622,6 +638,7 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
       auto& st = self->state;
       auto rp = self->make_response_promise<cancel_verdict>();
       auto k = ticket_key(c.queue, c.user, c.ticket);
+      forget_decided(st, std::chrono::steady_clock::now());
       if (auto i = st.decided.find(k); i != st.decided.end()) {
         rp.deliver(i->second);
         return rp;

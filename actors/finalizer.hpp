@@ -36,6 +36,10 @@ struct finalizer_config {
   /// when the user's active session holds the ticket, else honoured; the
   /// registered cancel refuses a pair that comes later).
   uint32_t cancel_wait_ms = 15000;
+  /// How long a final verdict (honoured, matched in S) is kept for a cancel
+  /// that arrives late; a cancel after that is answered from the database
+  /// as above. Bounds the cache by the match rate, not by users served.
+  uint32_t decided_ttl_ms = 60000;
   std::shared_ptr<cancel_registry> cancels; ///< made when empty
   /// Woken after every batch that committed a match, so the waiting side
   /// hears of it at once (the in-memory store has no LISTEN/NOTIFY; with

@@ -157,10 +157,11 @@ struct fixture : test_coordinator_fixture<mm_config> {
 
   /// A second finalizer whose group commit waits 50 ms for more pairs, so a
   /// cancel can arrive while its pair is pending (in flight).
-  finalizer_actor slow_finalizer() {
+  finalizer_actor slow_finalizer(uint32_t decided_ttl_ms = 60000) {
     finalizer_config fcfg;
     fcfg.batch_delay_ms = 50;
     fcfg.cancel_wait_ms = 15000;
+    fcfg.decided_ttl_ms = decided_ttl_ms;
     fcfg.cancels = std::make_shared<cancel_registry>();
     auto f = spawn_finalizer(sys, mstore, broker, fcfg);
     extra.push_back(caf::actor_cast<caf::actor>(f));
@@ -709,6 +710,49 @@ CAF_TEST(a cancel of a pair committed elsewhere is answered from the database) {
       CAF_CHECK_EQUAL(v.session_id, prior.at(0)->session_id);
     },
     [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+}
+
+CAF_TEST(a verdict is kept for a while then the database answers) {
+  auto cancel_of = [&](finalizer_actor f, bool expect_at_once) {
+    auto rh = self->request(f, caf::infinite, cancel_atom_v,
+                            inflight_cancel{"q", "alice", "ta"});
+    sched.run();
+    if (!expect_at_once) {
+      // Not kept any more: registered and answered after cancel_wait_ms,
+      // from the database.
+      CAF_REQUIRE(self->mailbox().empty());
+      CAF_REQUIRE(sched.trigger_timeout());
+      sched.run();
+    }
+    cancel_verdict told;
+    rh.receive([&](cancel_verdict& v) { told = v; },
+               [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+    return told;
+  };
+  for (uint32_t ttl : {60000u, 0u}) {
+    auto f = slow_finalizer(ttl);
+    CAF_REQUIRE(raw->enqueue(test::spec("q", "bob", "tb")));
+    auto p = claim_raw("alice", "ta");
+    auto fr = self->request(f, caf::infinite, finalize_atom_v, p);
+    sched.run();
+    while (sched.trigger_timeout())
+      sched.run();
+    std::string sid;
+    fr.receive(
+      [&](finalize_result& r) {
+        CAF_REQUIRE(r.outcome == finalize_outcome::committed);
+        sid = r.session_id;
+      },
+      [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+    // Within decided_ttl_ms the verdict is answered at once; past it (here
+    // 0 ms) the cache has let it go and the same answer comes from the
+    // database: the cache is bounded by time, not by users served.
+    auto v = cancel_of(f, ttl != 0);
+    CAF_CHECK(!v.honoured);
+    CAF_CHECK_EQUAL(v.session_id, sid);
+    auto ended = db->end_session(sid, "alice", "test");
+    CAF_REQUIRE(ended);
+  }
 }
 
 CAF_TEST(a waiter that claimed on a re scan keeps its place when undone) {
