@@ -9,12 +9,23 @@
 
 #include "app/hub.hpp"
 #include "app/token.hpp"
+#include "core/log_limit.hpp"
+#include "core/logger.hpp"
+
+#include <spdlog/spdlog.h>
 
 namespace mm {
 
 namespace {
 
 using json = nlohmann::json;
+
+/// The JSON text of `j`. What a client sent (a path, a method) may be
+/// echoed in a detail: bytes that are not UTF-8 become U+FFFD instead of
+/// an exception.
+std::string text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::vector<std::string> split_path(const std::string& path) {
   std::vector<std::string> out;
@@ -56,7 +67,7 @@ int64_t unix_now() {
 }
 
 api_reply ok(json body) {
-  return api_reply{200, body.dump()};
+  return api_reply{200, text(body)};
 }
 
 api_reply refusal(const failure& f) {
@@ -67,7 +78,7 @@ api_reply refusal(const failure& f) {
     json j{{"error", to_string(f.code)},
            {"detail", "the user is in an active match session"},
            {"session_id", f.detail}};
-    r.body = j.dump();
+    r.body = text(j);
   }
   return r;
 }
@@ -91,6 +102,35 @@ bool string_field(const json& body, const char* key, bool required,
   }
   out = i->get<std::string>();
   return true;
+}
+
+/// Answers 500 `internal` for an exception caught at a handler boundary and
+/// logs it (rate-limited).
+void internal_error(const reply_fn& reply, const char* what) {
+  static log_limit limit{5, std::chrono::seconds(10)};
+  static auto lg = logger("http");
+  uint64_t suppressed = 0;
+  if (limit.admit(suppressed)) {
+    if (suppressed > 0)
+      lg->error("{} similar handler errors suppressed", suppressed);
+    lg->error("request: exception caught at the handler boundary: {}", what);
+  }
+  reply(api_router::error(500, "internal", "the request could not be handled"));
+}
+
+/// `f`, but an exception it throws becomes a 500 answer (engine callbacks
+/// run on the engine's threads: nothing may leave them).
+template <class T, class F>
+std::function<void(T)> guarded(const reply_fn& reply, F f) {
+  return [reply, f](T x) {
+    try {
+      f(std::move(x));
+    } catch (const std::exception& e) {
+      internal_error(reply, e.what());
+    } catch (...) {
+      internal_error(reply, "unknown exception");
+    }
+  };
 }
 
 api_reply bad_id(const char* what) {
@@ -118,7 +158,7 @@ std::string to_json(const ticket_view& t) {
     j["session_id"] = t.session_id;
   if (!t.detail.empty())
     j["detail"] = t.detail;
-  return j.dump();
+  return text(j);
 }
 
 api_router::api_router(std::shared_ptr<api_context> ctx,
@@ -130,7 +170,7 @@ api_router::api_router(std::shared_ptr<api_context> ctx,
 api_reply api_router::error(unsigned status, const std::string& name,
                             const std::string& detail) {
   json j{{"error", name}, {"detail", detail}};
-  return api_reply{status, j.dump()};
+  return api_reply{status, text(j)};
 }
 
 unsigned api_router::status_of(errc code) noexcept {
@@ -195,12 +235,29 @@ ws_admission api_router::admit_ws(const std::string& target,
 void api_router::handle(const std::string& method, const std::string& target,
                         const std::string& authorization,
                         const std::string& body, reply_fn done) const {
+  // Exactly one answer, whatever throws where: here or in an engine
+  // callback (those run on the engine's threads).
   auto ctx = ctx_;
-  auto reply = [ctx, done](api_reply r) {
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  reply_fn answer = [ctx, done, once](api_reply r) {
+    if (once->exchange(true))
+      return;
     if (ctx->count_status)
       ctx->count_status(r.status);
     done(std::move(r));
   };
+  try {
+    serve(method, target, authorization, body, answer);
+  } catch (const std::exception& e) {
+    internal_error(answer, e.what());
+  } catch (...) {
+    internal_error(answer, "unknown exception");
+  }
+}
+
+void api_router::serve(const std::string& method, const std::string& target,
+                       const std::string& authorization,
+                       const std::string& body, const reply_fn& reply) const {
   auto path = target.substr(0, target.find('?'));
   // -- operations: no token -------------------------------------------------
   if (path == "/healthz" || path == "/readyz" || path == "/metrics") {
@@ -213,15 +270,13 @@ void api_router::handle(const std::string& method, const std::string& target,
     } else if (path == "/readyz") {
       std::string why;
       if (ctx_->draining.load())
-        reply(api_reply{503, json{{"status", "not_ready"},
+        reply(api_reply{503, text(json{{"status", "not_ready"},
                                   {"error", "shutting_down"},
-                                  {"detail", "the node is draining"}}
-                               .dump()});
+                                  {"detail", "the node is draining"}})});
       else if (ctx_->ready && !ctx_->ready(why))
-        reply(api_reply{503, json{{"status", "not_ready"},
+        reply(api_reply{503, text(json{{"status", "not_ready"},
                                   {"error", "store_unavailable"},
-                                  {"detail", why}}
-                               .dump()});
+                                  {"detail", why}})});
       else
         reply(ok(json{{"status", "ready"}}));
     } else {
@@ -295,12 +350,13 @@ void api_router::handle(const std::string& method, const std::string& target,
   }
   if (ctx_->events)
     ctx_->events->touch(user);
-  auto on_ticket = [reply](outcome<ticket_view> res) {
-    if (res)
-      reply(api_reply{200, to_json(*res)});
-    else
-      reply(refusal(res.error()));
-  };
+  auto on_ticket = guarded<outcome<ticket_view>>(
+    reply, [reply](outcome<ticket_view> res) {
+      if (res)
+        reply(api_reply{200, to_json(*res)});
+      else
+        reply(refusal(res.error()));
+    });
   if (route == r_ticket || route == r_heartbeat) {
     const auto& ticket = parts[4];
     if (!valid_api_id(ticket)) {
@@ -335,7 +391,8 @@ void api_router::handle(const std::string& method, const std::string& target,
       reply(error(400, "invalid_argument", "reason: 1-256 bytes"));
       return;
     }
-    port_->end(user, session, reason, [reply](outcome<end_view> res) {
+    port_->end(user, session, reason,
+               guarded<outcome<end_view>>(reply, [reply](outcome<end_view> res) {
       if (!res) {
         reply(refusal(res.error()));
         return;
@@ -346,8 +403,8 @@ void api_router::handle(const std::string& method, const std::string& target,
                {"ended_by", res->ended_by},
                {"reason", res->reason},
                {"ended_now", res->ended_now}};
-      reply(api_reply{200, out.dump()});
-    });
+      reply(api_reply{200, text(out)});
+    }));
     return;
   }
   if (route == r_join) {
@@ -406,7 +463,8 @@ void api_router::handle(const std::string& method, const std::string& target,
     reply(error(400, "invalid_argument", "action: must be LIKE or DISLIKE"));
     return;
   }
-  port_->swipe(user, to, action == "LIKE", [reply](outcome<swipe_view> res) {
+  port_->swipe(user, to, action == "LIKE",
+               guarded<outcome<swipe_view>>(reply, [reply](outcome<swipe_view> res) {
     if (!res) {
       reply(refusal(res.error()));
       return;
@@ -414,8 +472,8 @@ void api_router::handle(const std::string& method, const std::string& target,
     json out{{"mutual", res->mutual}, {"created", res->created}};
     if (!res->session_id.empty())
       out["session_id"] = res->session_id;
-    reply(api_reply{200, out.dump()});
-  });
+    reply(api_reply{200, text(out)});
+  }));
 }
 
 } // namespace mm

@@ -105,7 +105,9 @@ public:
 
   /// Answers one HTTP request (method in upper case, e.g. "POST"; target is
   /// path plus query). `done` is called exactly once, maybe on another
-  /// thread. Idempotent exactly when the route is (docs/api.md).
+  /// thread; an exception (here or in an engine callback) becomes a 500
+  /// `internal` answer and never leaves. Idempotent exactly when the route
+  /// is (docs/api.md).
   void handle(const std::string& method, const std::string& target,
               const std::string& authorization, const std::string& body,
               reply_fn done) const;
@@ -126,6 +128,11 @@ public:
   }
 
 private:
+  /// `handle` without its exception boundary; `reply` answers at most once.
+  void serve(const std::string& method, const std::string& target,
+             const std::string& authorization, const std::string& body,
+             const reply_fn& reply) const;
+
   std::shared_ptr<api_context> ctx_;
   std::shared_ptr<engine_port> port_;
 };

@@ -14,6 +14,12 @@ namespace {
 
 using json = nlohmann::json;
 
+/// JSON text that never throws: bytes that are not UTF-8 (a detail from a
+/// store, a reason from a payload) become U+FFFD.
+std::string text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 struct link_data {
   std::string user;
   std::shared_ptr<engine> eng;
@@ -188,7 +194,7 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
         auto detail = !d.reason.empty() ? d.reason : st.detail;
         if (!detail.empty())
           j["detail"] = detail;
-        d.events->publish(d.user, j.dump());
+        d.events->publish(d.user, text(j));
       }
     },
     [self](match_event& ev) {
@@ -310,7 +316,7 @@ std::string event_json(const match_event& ev) {
       j["reason"] = p.value("reason", std::string{});
     }
   }
-  return j.dump();
+  return text(j);
 }
 
 client_link_actor spawn_client_link(caf::actor_system& sys, std::string user,

@@ -1,9 +1,6 @@
 #include "app/http_server.hpp"
 
-#include <deque>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -12,6 +9,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include "app/server_core.hpp"
+#include "app/ws_session.hpp"
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 #include <spdlog/spdlog.h>
@@ -31,62 +31,25 @@ auto http_log() {
   return lg;
 }
 
-class server_impl;
-
-// -- WebSocket: one per open /v1/users/{user}/events --------------------------
-
-class ws_session : public event_sink,
-                   public std::enable_shared_from_this<ws_session> {
-public:
-  ws_session(tcp::socket&& sock, server_impl& srv, std::string user)
-    : ws_(std::move(sock)), srv_(srv), user_(std::move(user)) {
-    // nop
-  }
-
-  ~ws_session() override;
-
-  void run(http::request<http::string_body> req);
-
-  void push(std::shared_ptr<const std::string> msg) override {
-    asio::post(ws_.get_executor(), [self = shared_from_this(), msg] {
-      self->enqueue(msg);
-    });
-  }
-
-  /// Closes once everything queued is sent.
-  void close_when_flushed() {
-    asio::post(ws_.get_executor(), [self = shared_from_this()] {
-      self->closing_ = true;
-      if (self->queue_.empty() && self->open_)
-        self->do_close(websocket::close_code::going_away);
-    });
-  }
-
-private:
-  void enqueue(std::shared_ptr<const std::string> msg);
-  void do_write();
-  void do_read();
-  void do_close(websocket::close_code code);
-  void finished();
-
-  websocket::stream<beast::tcp_stream> ws_;
-  server_impl& srv_;
-  std::string user_;
-  beast::flat_buffer in_;
-  std::deque<std::shared_ptr<const std::string>> queue_;
-  bool writing_ = false;
-  bool open_ = false;
-  bool closing_ = false;
-  bool closed_ = false;
-  bool done_ = false;
-};
+/// True for the parser's refusals of what was sent (not for timeouts,
+/// resets, or the stream ending between requests).
+bool malformed(const beast::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_target).category()
+         && ec != http::error::end_of_stream && ec != http::error::partial_message
+         && ec != http::error::need_more && ec != http::error::need_buffer;
+}
 
 // -- HTTP: one per connection ----------------------------------------------------
 
 class http_session : public std::enable_shared_from_this<http_session> {
 public:
-  http_session(tcp::socket&& sock, server_impl& srv);
-  ~http_session();
+  http_session(tcp::socket&& sock, std::shared_ptr<server_core> core)
+    : stream_(std::move(sock)), core_(std::move(core)), conn_(core_) {
+    tokens_ = 2 * core_->limits.rate; // burst
+    refilled_ = std::chrono::steady_clock::now();
+    beast::error_code ignored;
+    stream_.socket().set_option(tcp::no_delay(true), ignored);
+  }
 
   void run() {
     asio::dispatch(stream_.get_executor(),
@@ -96,26 +59,197 @@ public:
 private:
   void do_read();
   void on_read(beast::error_code ec);
+  void serve(beast::error_code ec);
+  void upgrade(http::request<http::string_body>&& req, const std::string& target,
+               const std::string& auth);
   void respond(api_reply r, bool keep_alive);
+  void fail(const char* where, const char* what);
   bool take_token();
 
   beast::tcp_stream stream_;
-  server_impl& srv_;
+  std::shared_ptr<server_core> core_;
+  conn_slot conn_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   double tokens_;
   std::chrono::steady_clock::time_point refilled_;
+  bool handed_off_ = false; ///< the router answers this request
 };
+
+bool http_session::take_token() {
+  auto now = std::chrono::steady_clock::now();
+  std::chrono::duration<double> dt = now - refilled_;
+  refilled_ = now;
+  auto cap = 2 * core_->limits.rate;
+  tokens_ = std::min(cap, tokens_ + dt.count() * core_->limits.rate);
+  if (tokens_ < 1)
+    return false;
+  tokens_ -= 1;
+  return true;
+}
+
+void http_session::do_read() {
+  parser_.emplace();
+  parser_->header_limit(static_cast<uint32_t>(core_->limits.max_header));
+  parser_->body_limit(core_->limits.max_body);
+  handed_off_ = false;
+  stream_.expires_after(std::chrono::milliseconds(core_->limits.idle_timeout_ms));
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) {
+                     self->on_read(ec);
+                   });
+}
+
+// The handler boundary: nothing thrown below leaves it.
+void http_session::on_read(beast::error_code ec) {
+  try {
+    serve(ec);
+  } catch (const std::exception& e) {
+    fail("request", e.what());
+  } catch (...) {
+    fail("request", "unknown exception");
+  }
+}
+
+void http_session::fail(const char* where, const char* what) {
+  core_->log_handler_error(where, what);
+  if (handed_off_)
+    return; // the router answers (api_router::handle answers exactly once)
+  try {
+    respond(api_router::error(500, "internal",
+                              "the request could not be handled"),
+            false);
+  } catch (...) {
+    beast::error_code ignored;
+    stream_.socket().close(ignored);
+  }
+}
+
+void http_session::serve(beast::error_code ec) {
+  if (ec == http::error::end_of_stream) {
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    return;
+  }
+  if (ec == http::error::body_limit) {
+    respond(api_router::error(413, "body_too_large",
+                              "the body exceeds "
+                                + std::to_string(core_->limits.max_body)
+                                + " bytes"),
+            false);
+    return;
+  }
+  if (ec == http::error::header_limit) {
+    respond(api_router::error(431, "headers_too_large",
+                              "the request head exceeds "
+                                + std::to_string(core_->limits.max_header)
+                                + " bytes"),
+            false);
+    return;
+  }
+  if (ec && malformed(ec)) {
+    respond(api_router::error(400, "malformed_request",
+                              "not an HTTP/1.1 request: " + ec.message()),
+            false);
+    return;
+  }
+  if (ec)
+    return; // timeout, reset, a half-sent request: drop the connection
+  auto req = parser_->release();
+  auto auth = std::string{req[http::field::authorization]};
+  auto target = std::string{req.target()};
+  if (websocket::is_upgrade(req)) {
+    upgrade(std::move(req), target, auth);
+    return;
+  }
+  auto keep_alive = req.keep_alive();
+  if (!take_token()) {
+    ++core_->stats.rate_limited;
+    respond(api_router::error(429, "rate_limited",
+                              "more than "
+                                + std::to_string(
+                                  static_cast<int>(core_->limits.rate))
+                                + " requests per second on this connection"),
+            keep_alive);
+    return;
+  }
+  // Nothing is read while the answer is pending: one request at a time per
+  // connection bounds what a client can have in flight.
+  stream_.expires_never();
+  handed_off_ = true;
+  core_->router->handle(
+    std::string{req.method_string()}, target, auth, req.body(),
+    [self = shared_from_this(), keep_alive](api_reply r) {
+      asio::post(self->stream_.get_executor(),
+                 [self, keep_alive, r = std::move(r)]() mutable {
+                   try {
+                     self->respond(std::move(r), keep_alive);
+                   } catch (const std::exception& e) {
+                     self->core_->log_handler_error("response", e.what());
+                     beast::error_code ignored;
+                     self->stream_.socket().close(ignored);
+                   }
+                 });
+    });
+}
+
+void http_session::upgrade(http::request<http::string_body>&& req,
+                           const std::string& target, const std::string& auth) {
+  auto adm = core_->router->admit_ws(target, auth);
+  if (!adm.ok) {
+    respond(adm.refusal, false);
+    return;
+  }
+  auto place = ws_slot::take(core_, adm.user);
+  if (!place) {
+    ++core_->stats.ws_refused;
+    respond(api_router::error(
+              429, "too_many_websockets",
+              "the user has " + std::to_string(core_->limits.ws_per_user)
+                + " WebSockets open on this node (--max-websockets-per-user)"),
+            false);
+    return;
+  }
+  stream_.expires_never();
+  // The connection keeps its place among --max-connections.
+  auto ws = std::make_shared<ws_session>(stream_.release_socket(), core_,
+                                         std::move(conn_), std::move(place));
+  ws->run(std::move(req));
+}
+
+void http_session::respond(api_reply r, bool keep_alive) {
+  auto res = std::make_shared<http::response<http::string_body>>(
+    static_cast<http::status>(r.status), 11);
+  res->set(http::field::server, "matchd");
+  res->set(http::field::content_type, r.content_type);
+  res->keep_alive(keep_alive);
+  res->body() = std::move(r.body);
+  res->prepare_payload();
+  stream_.expires_after(std::chrono::milliseconds(core_->limits.idle_timeout_ms));
+  http::async_write(stream_, *res,
+                    [self = shared_from_this(), res](beast::error_code ec,
+                                                     size_t) {
+                      if (ec)
+                        return;
+                      if (!res->keep_alive()) {
+                        self->stream_.socket().shutdown(
+                          tcp::socket::shutdown_send, ec);
+                        return;
+                      }
+                      self->do_read();
+                    });
+}
+
+// -- the server ---------------------------------------------------------------------
 
 class server_impl : public http_server {
 public:
   server_impl(std::shared_ptr<api_router> router, std::shared_ptr<hub> events,
               server_limits limits, size_t threads)
-    : ioc_(static_cast<int>(threads)),
+    : core_(std::make_shared<server_core>(std::move(router), std::move(events),
+                                          limits)),
+      ioc_(static_cast<int>(threads)),
       acceptor_(asio::make_strand(ioc_)),
-      router_(std::move(router)),
-      events_(std::move(events)),
-      limits_(limits),
+      accept_timer_(acceptor_.get_executor()),
       threads_n_(threads) {
     // nop
   }
@@ -144,7 +278,7 @@ public:
     port_ = acceptor_.local_endpoint().port();
     do_accept();
     for (size_t i = 0; i < threads_n_; ++i)
-      threads_.emplace_back([this] { ioc_.run(); });
+      threads_.emplace_back([this] { run_io(); });
     return true;
   }
 
@@ -156,26 +290,19 @@ public:
     asio::post(acceptor_.get_executor(), [this] {
       beast::error_code ec;
       acceptor_.close(ec);
+      accept_timer_.cancel();
     });
   }
 
   bool close_websockets(std::chrono::steady_clock::time_point deadline) override {
-    std::vector<std::shared_ptr<ws_session>> all;
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      for (auto& w : websockets_)
-        if (auto s = w.lock())
-          all.push_back(std::move(s));
-    }
-    for (auto& s : all)
+    for (auto& s : core_->all_ws())
       s->close_when_flushed();
-    all.clear();
     while (std::chrono::steady_clock::now() < deadline) {
-      if (stats_.open_websockets.load() <= 0)
+      if (core_->stats.open_websockets.load() <= 0)
         return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return stats_.open_websockets.load() <= 0;
+    return core_->stats.open_websockets.load() <= 0;
   }
 
   void stop() override {
@@ -186,290 +313,93 @@ public:
     for (auto& t : threads_)
       if (t.joinable())
         t.join();
+    // WebSockets still open (their clients never answered the close) would
+    // outlive the io_context inside the hub: the hub lets go of them now,
+    // and they go with the io_context's pending handlers.
+    for (auto& s : core_->all_ws())
+      core_->events->detach(s->user(), s.get());
   }
 
   const server_stats& stats() const override {
-    return stats_;
-  }
-
-  // -- for the sessions ----------------------------------------------------
-
-  api_router& router() {
-    return *router_;
-  }
-
-  hub& events() {
-    return *events_;
-  }
-
-  const server_limits& limits() const {
-    return limits_;
-  }
-
-  server_stats& mutable_stats() {
-    return stats_;
-  }
-
-  void add_ws(const std::shared_ptr<ws_session>& s) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    websockets_.insert(s);
-  }
-
-  void remove_ws(const std::shared_ptr<ws_session>& s) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    websockets_.erase(s);
+    return core_->stats;
   }
 
 private:
-  void do_accept() {
-    acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec,
-                                                           tcp::socket sock) {
-      if (ec) {
-        if (ec == asio::error::operation_aborted || !acceptor_.is_open())
-          return;
-        http_log()->warn("accept: {}", ec.message());
-      } else if (static_cast<size_t>(stats_.open_connections.load())
-                 >= limits_.max_connections) {
-        ++stats_.connections_refused;
-        beast::error_code ignored;
-        sock.close(ignored);
-      } else {
-        std::make_shared<http_session>(std::move(sock), *this)->run();
+  /// A handler that throws (none should: each session catches at its
+  /// boundary) costs a log line, not the io thread or the process.
+  void run_io() {
+    for (;;) {
+      try {
+        ioc_.run();
+        return;
+      } catch (const std::exception& e) {
+        core_->log_handler_error("io", e.what());
+      } catch (...) {
+        core_->log_handler_error("io", "unknown exception");
       }
-      if (acceptor_.is_open())
-        do_accept();
-    });
+    }
   }
 
+  void do_accept() {
+    acceptor_.async_accept(asio::make_strand(ioc_),
+                           [this](beast::error_code ec, tcp::socket sock) {
+                             on_accept(ec, std::move(sock));
+                           });
+  }
+
+  void on_accept(beast::error_code ec, tcp::socket sock) {
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open())
+        return;
+      // Out of descriptors (EMFILE/ENFILE) or memory, accept fails at once
+      // and forever: pause, longer each time, until one succeeds. The
+      // connections wait in the listen backlog meanwhile.
+      pause_ = std::min(std::max(2 * pause_, std::chrono::milliseconds(10)),
+                        std::chrono::milliseconds(1000));
+      ++core_->stats.accept_paused;
+      uint64_t suppressed = 0;
+      if (accept_log_.admit(suppressed)) {
+        if (suppressed > 0)
+          http_log()->warn("accept: {} similar lines suppressed", suppressed);
+        http_log()->warn("accept: {}; pausing accepts for {} ms", ec.message(),
+                         pause_.count());
+      }
+      accept_timer_.expires_after(pause_);
+      accept_timer_.async_wait([this](beast::error_code tec) {
+        if (!tec && acceptor_.is_open())
+          do_accept();
+      });
+      return;
+    }
+    pause_ = std::chrono::milliseconds(0);
+    if (static_cast<size_t>(core_->stats.open_connections.load())
+        >= core_->limits.max_connections) {
+      ++core_->stats.connections_refused;
+      beast::error_code ignored;
+      sock.close(ignored);
+    } else {
+      try {
+        std::make_shared<http_session>(std::move(sock), core_)->run();
+      } catch (const std::exception& e) {
+        core_->log_handler_error("accept", e.what());
+      }
+    }
+    if (acceptor_.is_open())
+      do_accept();
+  }
+
+  // Declared first, destroyed last: the sessions hold it too.
+  std::shared_ptr<server_core> core_;
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
-  std::shared_ptr<api_router> router_;
-  std::shared_ptr<hub> events_;
-  server_limits limits_;
+  asio::steady_timer accept_timer_;
+  std::chrono::milliseconds pause_{0};
+  log_limit accept_log_{5, std::chrono::seconds(10)};
   size_t threads_n_;
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   std::atomic<bool> stopped_{false};
-  server_stats stats_;
-  std::mutex mtx_;
-  std::set<std::weak_ptr<ws_session>, std::owner_less<std::weak_ptr<ws_session>>>
-    websockets_;
 };
-
-// -- http_session ------------------------------------------------------------------
-
-http_session::http_session(tcp::socket&& sock, server_impl& srv)
-  : stream_(std::move(sock)), srv_(srv) {
-  tokens_ = 2 * srv_.limits().rate; // burst
-  refilled_ = std::chrono::steady_clock::now();
-  ++srv_.mutable_stats().open_connections;
-  beast::error_code ignored;
-  stream_.socket().set_option(tcp::no_delay(true), ignored);
-}
-
-http_session::~http_session() {
-  --srv_.mutable_stats().open_connections;
-}
-
-bool http_session::take_token() {
-  auto now = std::chrono::steady_clock::now();
-  std::chrono::duration<double> dt = now - refilled_;
-  refilled_ = now;
-  auto cap = 2 * srv_.limits().rate;
-  tokens_ = std::min(cap, tokens_ + dt.count() * srv_.limits().rate);
-  if (tokens_ < 1)
-    return false;
-  tokens_ -= 1;
-  return true;
-}
-
-void http_session::do_read() {
-  parser_.emplace();
-  parser_->header_limit(static_cast<uint32_t>(srv_.limits().max_header));
-  parser_->body_limit(srv_.limits().max_body);
-  stream_.expires_after(std::chrono::milliseconds(srv_.limits().idle_timeout_ms));
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, size_t) {
-                     self->on_read(ec);
-                   });
-}
-
-void http_session::on_read(beast::error_code ec) {
-  if (ec == http::error::end_of_stream) {
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    return;
-  }
-  if (ec == http::error::body_limit) {
-    respond(api_router::error(413, "body_too_large",
-                              "the body exceeds "
-                                + std::to_string(srv_.limits().max_body)
-                                + " bytes"),
-            false);
-    return;
-  }
-  if (ec == http::error::header_limit) {
-    respond(api_router::error(431, "headers_too_large",
-                              "the request head exceeds "
-                                + std::to_string(srv_.limits().max_header)
-                                + " bytes"),
-            false);
-    return;
-  }
-  if (ec)
-    return; // timeout, reset, garbage: drop the connection
-  auto req = parser_->release();
-  auto auth = std::string{req[http::field::authorization]};
-  auto target = std::string{req.target()};
-  if (websocket::is_upgrade(req)) {
-    auto adm = srv_.router().admit_ws(target, auth);
-    if (!adm.ok) {
-      respond(adm.refusal, false);
-      return;
-    }
-    stream_.expires_never();
-    auto ws = std::make_shared<ws_session>(stream_.release_socket(), srv_,
-                                           adm.user);
-    ws->run(std::move(req));
-    return;
-  }
-  auto keep_alive = req.keep_alive();
-  if (!take_token()) {
-    ++srv_.mutable_stats().rate_limited;
-    respond(api_router::error(429, "rate_limited",
-                              "more than "
-                                + std::to_string(
-                                  static_cast<int>(srv_.limits().rate))
-                                + " requests per second on this connection"),
-            keep_alive);
-    return;
-  }
-  // Nothing is read while the answer is pending: one request at a time per
-  // connection bounds what a client can have in flight.
-  stream_.expires_never();
-  srv_.router().handle(std::string{req.method_string()}, target, auth,
-                       req.body(),
-                       [self = shared_from_this(), keep_alive](api_reply r) {
-                         asio::post(self->stream_.get_executor(),
-                                    [self, keep_alive, r = std::move(r)]() mutable {
-                                      self->respond(std::move(r), keep_alive);
-                                    });
-                       });
-}
-
-void http_session::respond(api_reply r, bool keep_alive) {
-  auto res = std::make_shared<http::response<http::string_body>>(
-    static_cast<http::status>(r.status), 11);
-  res->set(http::field::server, "matchd");
-  res->set(http::field::content_type, r.content_type);
-  res->keep_alive(keep_alive);
-  res->body() = std::move(r.body);
-  res->prepare_payload();
-  stream_.expires_after(std::chrono::milliseconds(srv_.limits().idle_timeout_ms));
-  http::async_write(stream_, *res,
-                    [self = shared_from_this(), res](beast::error_code ec,
-                                                     size_t) {
-                      if (ec)
-                        return;
-                      if (!res->keep_alive()) {
-                        self->stream_.socket().shutdown(
-                          tcp::socket::shutdown_send, ec);
-                        return;
-                      }
-                      self->do_read();
-                    });
-}
-
-// -- ws_session --------------------------------------------------------------------
-
-ws_session::~ws_session() {
-  // nop
-}
-
-void ws_session::run(http::request<http::string_body> req) {
-  ++srv_.mutable_stats().open_websockets;
-  ws_.set_option(
-    websocket::stream_base::timeout::suggested(beast::role_type::server));
-  ws_.read_message_max(4096); // clients only send pings and small text
-  ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
-    if (ec) {
-      self->finished();
-      return;
-    }
-    self->open_ = true;
-    self->srv_.add_ws(self);
-    // Attach after the handshake: the backlog goes out on an open stream.
-    self->srv_.events().attach(self->user_, self);
-    self->do_read();
-    if (self->closing_ && self->queue_.empty())
-      self->do_close(websocket::close_code::going_away);
-  });
-}
-
-void ws_session::enqueue(std::shared_ptr<const std::string> msg) {
-  if (done_ || closed_)
-    return;
-  if (queue_.size() >= srv_.limits().ws_queue_limit) {
-    // The client does not read: drop it rather than buffer without bound.
-    ++srv_.mutable_stats().ws_overflow_closed;
-    queue_.clear();
-    do_close(websocket::close_code::policy_error);
-    return;
-  }
-  queue_.push_back(std::move(msg));
-  if (open_ && !writing_)
-    do_write();
-}
-
-void ws_session::do_write() {
-  if (queue_.empty() || closed_) {
-    writing_ = false;
-    if (closing_ && open_ && !closed_)
-      do_close(websocket::close_code::going_away);
-    return;
-  }
-  writing_ = true;
-  auto msg = queue_.front();
-  ws_.text(true);
-  ws_.async_write(asio::buffer(*msg),
-                  [self = shared_from_this(), msg](beast::error_code ec, size_t) {
-                    if (ec) {
-                      self->writing_ = false;
-                      self->finished();
-                      return;
-                    }
-                    self->queue_.pop_front();
-                    self->do_write();
-                  });
-}
-
-void ws_session::do_read() {
-  ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, size_t) {
-    if (ec) {
-      self->finished();
-      return;
-    }
-    self->in_.clear(); // client messages are ignored
-    self->do_read();
-  });
-}
-
-void ws_session::do_close(websocket::close_code code) {
-  if (closed_ || !open_)
-    return;
-  closed_ = true;
-  ws_.async_close(code, [self = shared_from_this()](beast::error_code) {
-    self->finished();
-  });
-}
-
-void ws_session::finished() {
-  if (done_)
-    return;
-  done_ = true;
-  srv_.events().detach(user_, this);
-  srv_.remove_ws(shared_from_this());
-  --srv_.mutable_stats().open_websockets;
-}
 
 } // namespace
 

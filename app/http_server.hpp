@@ -24,6 +24,11 @@ struct server_limits {
   uint32_t idle_timeout_ms = 30000; ///< no complete request: close
   size_t max_connections = 20000;   ///< open at once (HTTP + WebSocket)
   size_t ws_queue_limit = 256;      ///< unsent messages before closing
+  uint32_t ws_per_user = 8;         ///< WebSockets of one user at once
+  /// A WebSocket from which nothing (not even a pong to the server's ping,
+  /// sent at half this) arrives for this long is closed.
+  uint32_t ws_idle_timeout_ms = 60000;
+  double ws_rate = 10; ///< inbound messages and pings per second (burst 2x)
 };
 
 /// Counters of the transport, read by /metrics.
@@ -31,6 +36,11 @@ struct server_stats {
   std::atomic<uint64_t> connections_refused{0};
   std::atomic<uint64_t> rate_limited{0};
   std::atomic<uint64_t> ws_overflow_closed{0};
+  std::atomic<uint64_t> ws_refused{0};     ///< upgrades over the per-user cap
+  std::atomic<uint64_t> ws_idle_closed{0}; ///< closed by the idle timeout
+  std::atomic<uint64_t> ws_rate_closed{0}; ///< closed for flooding
+  std::atomic<uint64_t> accept_paused{0};  ///< accept failures (then a pause)
+  std::atomic<uint64_t> handler_errors{0}; ///< exceptions caught in handlers
   std::atomic<int64_t> open_connections{0};
   std::atomic<int64_t> open_websockets{0};
 };
@@ -57,7 +67,8 @@ public:
   /// `deadline`); answers whether all closed in time. Idempotent.
   virtual bool close_websockets(std::chrono::steady_clock::time_point deadline) = 0;
 
-  /// Stops serving and joins the io threads. Idempotent.
+  /// Stops serving and joins the io threads; the hub lets go of this
+  /// server's WebSockets. Idempotent.
   virtual void stop() = 0;
 
   virtual const server_stats& stats() const = 0;

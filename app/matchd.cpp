@@ -209,6 +209,9 @@ int run(const matchd_config& mc) {
   limits.rate = mc.rate;
   limits.idle_timeout_ms = mc.idle_timeout_ms;
   limits.max_connections = mc.max_connections;
+  limits.ws_per_user = mc.max_ws_per_user;
+  limits.ws_idle_timeout_ms = mc.ws_idle_timeout_ms;
+  limits.ws_rate = mc.ws_rate;
   auto server = http_server::start(mc.listen_host, mc.listen_port,
                                    mc.io_threads, router, events, limits);
   if (!server) {

@@ -94,7 +94,19 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "ms without a complete request before a connection closes")
     ->capture_default_str();
   app.add_option("--max-connections", cfg.max_connections,
-                 "Connections open at once")
+                 "Connections open at once, HTTP and WebSocket")
+    ->capture_default_str();
+  app.add_option("--max-websockets-per-user", cfg.max_ws_per_user,
+                 "WebSockets one user may have open on this node; one more "
+                 "is refused 429 too_many_websockets")
+    ->capture_default_str();
+  app.add_option("--ws-idle-timeout", cfg.ws_idle_timeout_ms,
+                 "ms after which a WebSocket from which nothing arrived (not "
+                 "even the pong to the ping sent at half of it) is closed")
+    ->capture_default_str();
+  app.add_option("--ws-rate", cfg.ws_rate,
+                 "Messages and pings per second a client may send on one "
+                 "WebSocket (burst twice that); a flood is closed (1008)")
     ->capture_default_str();
   app.add_option("--client-ttl", cfg.client_ttl_ms,
                  "ms a waiting user may go without WebSocket or request")
@@ -222,6 +234,12 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("idle-timeout", "must be at least 100 ms");
   if (cfg.max_connections < 1)
     complain("max-connections", "must be at least 1");
+  if (cfg.max_ws_per_user < 1 || cfg.max_ws_per_user > 1000)
+    complain("max-websockets-per-user", "must be 1-1000");
+  if (cfg.ws_idle_timeout_ms < 1000 || cfg.ws_idle_timeout_ms > 3600000)
+    complain("ws-idle-timeout", "must be 1000-3600000 ms");
+  if (!(cfg.ws_rate >= 1 && cfg.ws_rate <= 10000))
+    complain("ws-rate", "must be 1-10000 messages per second");
   if (cfg.drain_timeout_ms < 100 || cfg.drain_timeout_ms > 600000)
     complain("drain-timeout", "must be 100-600000 ms");
   if (cfg.ticket_ttl_ms < 1000)

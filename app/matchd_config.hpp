@@ -27,7 +27,10 @@ struct matchd_config {
   uint32_t max_body = 16384;
   double rate = 1000;
   uint32_t idle_timeout_ms = 30000;
-  uint32_t max_connections = 20000;
+  uint32_t max_connections = 20000; ///< HTTP and WebSocket connections
+  uint32_t max_ws_per_user = 8;      ///< WebSockets of one user at once
+  uint32_t ws_idle_timeout_ms = 60000; ///< silent WebSocket closed after
+  double ws_rate = 10;               ///< inbound WebSocket messages/s
   uint32_t client_ttl_ms = 30000;
   uint32_t drain_timeout_ms = 10000;
   uint32_t ticket_ttl_ms = 30000;

@@ -138,6 +138,28 @@ public:
                            "WebSockets closed because the client did not read",
                            MetricType::Counter,
                            static_cast<double>(s.ws_overflow_closed.load())));
+      out.push_back(scalar("mm_websockets_refused_total",
+                           "Upgrades refused: the user had "
+                           "--max-websockets-per-user open",
+                           MetricType::Counter,
+                           static_cast<double>(s.ws_refused.load())));
+      out.push_back(scalar("mm_websocket_idle_closed_total",
+                           "WebSockets closed by --ws-idle-timeout",
+                           MetricType::Counter,
+                           static_cast<double>(s.ws_idle_closed.load())));
+      out.push_back(scalar("mm_websocket_rate_closed_total",
+                           "WebSockets closed for sending over --ws-rate",
+                           MetricType::Counter,
+                           static_cast<double>(s.ws_rate_closed.load())));
+      out.push_back(scalar("mm_http_accept_paused_total",
+                           "Failed accepts (descriptor limit), each followed "
+                           "by a pause",
+                           MetricType::Counter,
+                           static_cast<double>(s.accept_paused.load())));
+      out.push_back(scalar("mm_http_handler_errors_total",
+                           "Exceptions caught at a handler boundary",
+                           MetricType::Counter,
+                           static_cast<double>(s.handler_errors.load())));
     }
     return out;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,7 +24,9 @@ class matchd_process {
 public:
   /// Starts `MATCHD_BIN` with `args` plus `--listen 127.0.0.1:<port>`;
   /// waits until the port accepts (at most 20 s). Output goes to `log_file`.
-  matchd_process(std::vector<std::string> args, const std::string& log_file)
+  /// `nofile` > 0 caps its open descriptors (RLIMIT_NOFILE).
+  matchd_process(std::vector<std::string> args, const std::string& log_file,
+                 rlim_t nofile = 0)
     : port_(free_tcp_port()) {
     args.insert(args.begin(), MATCHD_BIN);
     args.push_back("--listen");
@@ -34,6 +37,12 @@ public:
       if (fd >= 0) {
         ::dup2(fd, 1);
         ::dup2(fd, 2);
+        if (fd > 2)
+          ::close(fd);
+      }
+      if (nofile > 0) {
+        rlimit lim{nofile, nofile};
+        ::setrlimit(RLIMIT_NOFILE, &lim);
       }
       std::vector<char*> argv;
       for (auto& a : args)

@@ -1,6 +1,7 @@
 // matchd's settings: precedence command line > environment > config file >
 // defaults, and validation that names every bad value.
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -123,6 +124,44 @@ TEST_F(matchd_config_test, queue_and_stream_bounds) {
       << opt << " in:\n"
       << res2.output;
   EXPECT_NE(res2.output.find("a{b}"), std::string::npos) << res2.output;
+}
+
+TEST_F(matchd_config_test, websocket_limits) {
+  args d{"--secret", "0123456789abcdef"};
+  matchd_config def;
+  ASSERT_FALSE(parse_matchd_config(d.argc(), d.argv.data(), def).exit_now);
+  EXPECT_EQ(def.max_ws_per_user, 8u);
+  EXPECT_EQ(def.ws_idle_timeout_ms, 60000u);
+  EXPECT_EQ(def.ws_rate, 10);
+  // Command line > environment > file, as for every option.
+  auto file = write_file("matchd_ws.toml", "max-websockets-per-user = 3\n"
+                                           "ws-idle-timeout = 5000\n"
+                                           "ws-rate = 7\n");
+  ::setenv("MATCHD_WS_IDLE_TIMEOUT", "9000", 1);
+  ::setenv("MATCHD_WS_RATE", "8", 1);
+  args a{"--config", file, "--secret", "0123456789abcdef", "--ws-rate", "2.5"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+  ::unsetenv("MATCHD_WS_IDLE_TIMEOUT");
+  ::unsetenv("MATCHD_WS_RATE");
+  ASSERT_FALSE(res.exit_now) << res.output;
+  EXPECT_EQ(cfg.max_ws_per_user, 3u);      // file
+  EXPECT_EQ(cfg.ws_idle_timeout_ms, 9000u); // environment over file
+  EXPECT_EQ(cfg.ws_rate, 2.5);             // command line
+  args bad{"--secret", "0123456789abcdef", "--max-websockets-per-user", "0",
+           "--ws-idle-timeout", "999", "--ws-rate", "0.5"};
+  matchd_config cfg2;
+  auto res2 = parse_matchd_config(bad.argc(), bad.argv.data(), cfg2);
+  ASSERT_TRUE(res2.exit_now);
+  EXPECT_EQ(res2.exit_code, 2);
+  for (auto opt : {"--max-websockets-per-user", "--ws-idle-timeout",
+                   "--ws-rate"})
+    EXPECT_NE(res2.output.find(std::string{"bad value for "} + opt),
+              std::string::npos)
+      << opt << " in:\n"
+      << res2.output;
+  EXPECT_EQ(std::count(res2.output.begin(), res2.output.end(), '\n'), 3)
+    << res2.output;
 }
 
 TEST_F(matchd_config_test, unknown_keys_and_types_are_refused) {

@@ -1,0 +1,352 @@
+// matchd's front door under abuse (issue 12, item 2), against a real matchd
+// process on the embedded stores: bytes a decent client never sends, one
+// user opening hundreds of WebSockets, WebSockets that never answer or
+// flood, a node at its descriptor limit, a drain with WebSockets that never
+// close. Each case was a crash, an unbounded resource or a spin before.
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "app/token.hpp"
+#include "tests/support/api_client.hpp"
+#include "tests/support/matchd_process.hpp"
+#include "tests/support/raw_conn.hpp"
+
+using namespace mm;
+using namespace mm::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string secret = "frontdoor-secret-0123456789";
+
+std::string token(const std::string& user) {
+  auto now = std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+               .count();
+  return sign_token(secret, user, now + 3600);
+}
+
+std::string unique(const std::string& prefix) {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return prefix + std::to_string(rng() % 1000000000);
+}
+
+std::string log_path(const std::string& name) {
+  return std::string{::testing::TempDir()} + "matchd_frontdoor_" + name + ".log";
+}
+
+matchd_process node(const std::string& name, std::vector<std::string> extra = {},
+                    rlim_t nofile = 0) {
+  std::vector<std::string> args{"--secret", secret};
+  if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end())
+    extra.insert(extra.end(), {"--log-level", "warn"});
+  for (auto& a : extra)
+    args.push_back(a);
+  return matchd_process{args, log_path(name), nofile};
+}
+
+/// A metric's value in the /metrics text ("name{...} value"); -1 if absent.
+double metric(uint16_t port, const std::string& name) {
+  http_conn c{port};
+  auto text = c.request(http::verb::get, "/metrics").body;
+  auto pos = text.find("\n" + name + "{");
+  if (pos == std::string::npos)
+    return -1;
+  auto eol = text.find('\n', pos + 1);
+  auto line = text.substr(pos + 1, eol - pos - 1);
+  return std::stod(line.substr(line.rfind(' ') + 1));
+}
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+/// True while the process runs (not exited, not killed by a signal).
+bool alive(pid_t pid) {
+  int status = 0;
+  return ::waitpid(pid, &status, WNOHANG) == 0;
+}
+
+/// The node answers /healthz 200 on a fresh connection.
+bool healthy(uint16_t port) {
+  try {
+    http_conn c{port};
+    return c.request(http::verb::get, "/healthz").status == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+/// A strict JSON object (valid UTF-8) naming `error`.
+::testing::AssertionResult json_error(const raw_response& r,
+                                      const std::string& error) {
+  if (!json::accept(r.body))
+    return ::testing::AssertionFailure() << "not valid JSON: " << r.body;
+  auto j = json::parse(r.body);
+  if (!j.is_object() || !j.contains("error") || j["error"] != error)
+    return ::testing::AssertionFailure() << "expected " << error << ": " << r.body;
+  return ::testing::AssertionSuccess();
+}
+
+/// Opens a WebSocket of `user` by hand: the connection, and the status of
+/// the answer to the upgrade (0: no answer). The body of a refusal is in
+/// `refusal`.
+std::unique_ptr<raw_conn> raw_websocket(uint16_t port, const std::string& user,
+                                        unsigned& status,
+                                        std::string* refusal = nullptr) {
+  auto c = std::make_unique<raw_conn>(port);
+  c->send(raw_conn::upgrade_request("/v1/users/" + user + "/events", token(user)));
+  auto r = c->read_response(5s);
+  status = r ? r->status : 0;
+  if (r && refusal)
+    *refusal = r->body;
+  return c;
+}
+
+/// CPU seconds (user + system) the process used so far.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string all{std::istreambuf_iterator<char>{in}, {}};
+  std::istringstream rest{all.substr(all.rfind(')') + 2)};
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14)
+      utime = std::stod(field);
+    if (i == 15)
+      stime = std::stod(field);
+  }
+  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+size_t line_count(const std::string& file) {
+  std::ifstream in{file};
+  size_t n = 0;
+  std::string line;
+  while (std::getline(in, line))
+    ++n;
+  return n;
+}
+
+// -- bytes a decent client never sends -------------------------------------------
+
+/// `GET /\xff HTTP/1.1` aborted matchd: the path went into the JSON error
+/// detail and the encoder threw on invalid UTF-8 inside the I/O handler.
+TEST(frontdoor, invalid_bytes_in_a_path_are_answered_and_the_node_stays_up) {
+  auto n = node("utf8");
+  struct probe {
+    std::string bytes;
+    unsigned status;
+    std::string error;
+  };
+  std::vector<probe> probes{
+    // the 22 bytes of the report: 404 (no such route)
+    {"GET /\xff HTTP/1.1\r\n\r\n", 404, "unknown_route"},
+    {"GET /v1/users/\xff\xfe/tickets/\xc3 HTTP/1.1\r\n\r\n", 401, "missing_token"},
+    // 405 echoes method and path
+    {"PUT /v1/users/\xff/tickets/t HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405,
+     "method_not_allowed"},
+    {"PATCH /v1/users/a\xe2\x82/events HTTP/1.1\r\n\r\n", 405,
+     "method_not_allowed"},
+    // a WebSocket upgrade echoes the path too
+    {raw_conn::upgrade_request("/\xff", ""), 404, "unknown_route"},
+    {raw_conn::upgrade_request("/v1/users/\xff/events/\xff", ""), 404,
+     "unknown_route"},
+    {raw_conn::upgrade_request("/v1/users/\xff/events", ""), 401,
+     "missing_token"},
+  };
+  for (auto& p : probes) {
+    raw_conn c{n.port()};
+    ASSERT_TRUE(c.send(p.bytes));
+    auto r = c.read_response(5s);
+    ASSERT_TRUE(r) << "no answer to " << p.bytes;
+    EXPECT_EQ(r->status, p.status) << p.bytes << " -> " << r->body;
+    EXPECT_TRUE(json_error(*r, p.error)) << p.bytes;
+    ASSERT_TRUE(alive(n.pid())) << "matchd died on " << p.bytes;
+  }
+  EXPECT_TRUE(healthy(n.port()));
+}
+
+/// What does not parse as HTTP gets 400 `malformed_request`, then the close.
+TEST(frontdoor, malformed_http_gets_a_400_before_the_close) {
+  auto n = node("malformed");
+  for (std::string bytes : std::vector<std::string>{
+         "GARBAGE\r\n\r\n", "GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nno colon here\r\n\r\n", "GET / HTTP/9.7\r\n\r\n",
+        std::string{"GET /\0 HTTP/1.1\r\n\r\n", 19}}) {
+    raw_conn c{n.port()};
+    ASSERT_TRUE(c.send(bytes));
+    auto r = c.read_response(5s);
+    ASSERT_TRUE(r) << "no answer to " << bytes;
+    EXPECT_EQ(r->status, 400u) << bytes << " -> " << r->body;
+    EXPECT_TRUE(json_error(*r, "malformed_request")) << bytes;
+    EXPECT_TRUE(c.closed_within(5s)) << bytes;
+  }
+  EXPECT_TRUE(alive(n.pid()));
+  EXPECT_TRUE(healthy(n.port()));
+}
+
+// -- WebSockets ----------------------------------------------------------------------
+
+/// 500 upgrades of one user: --max-websockets-per-user (default 8) are
+/// open, the rest refused 429 `too_many_websockets`; all are counted.
+TEST(frontdoor, websockets_of_one_user_are_capped_and_counted) {
+  auto n = node("ws_cap");
+  auto user = unique("ann");
+  std::vector<std::unique_ptr<raw_conn>> open;
+  size_t refused = 0, other = 0;
+  std::string last_refusal;
+  for (int i = 0; i < 500; ++i) {
+    unsigned status = 0;
+    auto c = raw_websocket(n.port(), user, status, &last_refusal);
+    if (status == 101) {
+      open.push_back(std::move(c));
+    } else if (status == 429
+               && json_error(raw_response{429, {}, last_refusal},
+                             "too_many_websockets")) {
+      ++refused;
+    } else {
+      ++other;
+    }
+  }
+  EXPECT_EQ(open.size(), 8u);
+  EXPECT_EQ(refused, 492u) << last_refusal;
+  EXPECT_EQ(other, 0u);
+  ASSERT_TRUE(alive(n.pid()));
+  EXPECT_EQ(metric(n.port(), "mm_websockets"), 8);
+  // The 8 WebSockets count as connections (the metrics request is a 9th).
+  EXPECT_GE(metric(n.port(), "mm_http_connections"), 9);
+  EXPECT_EQ(metric(n.port(), "mm_websockets_refused_total"), 492);
+  // Another user is not affected.
+  auto bob = unique("bob");
+  EXPECT_NO_THROW(ws_conn(n.port(), bob, token(bob)));
+  // Once closed, the places are free again.
+  open.clear();
+  EXPECT_TRUE(
+    eventually([&] { return metric(n.port(), "mm_websockets") == 0; }, 5s));
+  unsigned status = 0;
+  auto again = raw_websocket(n.port(), user, status);
+  EXPECT_EQ(status, 101u);
+  EXPECT_TRUE(healthy(n.port()));
+}
+
+/// An upgraded connection still counts against --max-connections.
+TEST(frontdoor, websockets_count_against_max_connections) {
+  auto n = node("ws_conns", {"--max-connections", "6"});
+  std::vector<std::unique_ptr<raw_conn>> open;
+  for (int i = 0; i < 6; ++i) {
+    unsigned status = 0;
+    open.push_back(raw_websocket(n.port(), unique("u"), status));
+    ASSERT_EQ(status, 101u) << i;
+  }
+  // Six open WebSockets: a seventh connection is closed on accept.
+  raw_conn extra{n.port()};
+  extra.send("GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_FALSE(extra.read_response(2s)) << "a 7th connection was served";
+  EXPECT_TRUE(extra.closed_within(2s));
+  open.pop_back();
+  EXPECT_TRUE(eventually([&] { return healthy(n.port()); }, 5s));
+}
+
+/// A WebSocket that answers nothing — not even the server's pings — is
+/// closed after --ws-idle-timeout; one whose client answers stays open.
+TEST(frontdoor, a_websocket_that_answers_nothing_is_closed) {
+  auto n = node("ws_idle", {"--ws-idle-timeout", "1000"});
+  auto t0 = std::chrono::steady_clock::now();
+  unsigned status = 0;
+  auto mute = raw_websocket(n.port(), unique("mute"), status);
+  ASSERT_EQ(status, 101u);
+  auto talker = unique("talker");
+  ws_conn live{n.port(), talker, token(talker)}; // answers pings
+  EXPECT_TRUE(mute->closed_within(5s));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms);
+  EXPECT_NE(mute->pending().find('\x89'), std::string::npos)
+    << "the server never pinged";
+  EXPECT_FALSE(live.closed(2500ms)) << "a client that answers pings was closed";
+  EXPECT_GE(metric(n.port(), "mm_websocket_idle_closed_total"), 1);
+  EXPECT_EQ(metric(n.port(), "mm_websockets"), 1);
+}
+
+/// Inbound messages (and pings) are rate limited per WebSocket: a flood is
+/// closed with 1008 (policy violation).
+TEST(frontdoor, a_websocket_that_floods_is_closed) {
+  auto n = node("ws_flood", {"--ws-rate", "5"});
+  for (auto frame : {raw_conn::text_frame("hello"), raw_conn::ping_frame()}) {
+    unsigned status = 0;
+    auto c = raw_websocket(n.port(), unique("flood"), status);
+    ASSERT_EQ(status, 101u);
+    for (int i = 0; i < 100; ++i)
+      c->send(frame);
+    EXPECT_TRUE(c->closed_within(5s));
+    // The close frame: 0x88, length, code 1008 (0x03 0xf0).
+    EXPECT_NE(c->pending().find("\x88\x02\x03\xf0"), std::string::npos);
+  }
+  EXPECT_EQ(metric(n.port(), "mm_websocket_rate_closed_total"), 2);
+  // A client within the rate is not disturbed.
+  unsigned status = 0;
+  auto calm = raw_websocket(n.port(), unique("calm"), status);
+  ASSERT_EQ(status, 101u);
+  for (int i = 0; i < 3; ++i)
+    calm->send(raw_conn::text_frame("hi"));
+  EXPECT_FALSE(calm->closed_within(1500ms));
+}
+
+// -- the descriptor limit --------------------------------------------------------------
+
+/// At the descriptor limit accept fails with EMFILE at once, forever: the
+/// accept loop spun (a core) and logged each failure (11 million lines).
+TEST(frontdoor, at_the_descriptor_limit_accepts_back_off_and_logs_stay_small) {
+  auto n = node("nofile", {"--log-level", "info"}, 64);
+  auto cpu0 = cpu_seconds(n.pid());
+  auto lines0 = line_count(log_path("nofile"));
+  std::vector<std::unique_ptr<raw_conn>> flood;
+  for (int i = 0; i < 150; ++i)
+    flood.push_back(std::make_unique<raw_conn>(n.port()));
+  std::this_thread::sleep_for(5s);
+  auto cpu = cpu_seconds(n.pid()) - cpu0;
+  auto lines = line_count(log_path("nofile")) - lines0;
+  EXPECT_LT(cpu, 1.0) << "CPU seconds in 5 s at the descriptor limit";
+  EXPECT_LT(lines, 1000u) << "log lines in 5 s at the descriptor limit";
+  ASSERT_TRUE(alive(n.pid()));
+  flood.clear();
+  EXPECT_TRUE(eventually([&] { return healthy(n.port()); }, 5s))
+    << "not serving once the connections closed";
+}
+
+// -- shutdown -------------------------------------------------------------------------------
+
+/// A drain whose bound is reached with WebSockets still open (their
+/// clients never answer the close) ends in a clean exit 0, not a crash.
+TEST(frontdoor, a_drain_with_websockets_that_never_close_exits_0) {
+  auto n = node("drain", {"--drain-timeout", "300"});
+  std::vector<std::unique_ptr<raw_conn>> mute;
+  for (int i = 0; i < 20; ++i) {
+    unsigned status = 0;
+    mute.push_back(raw_websocket(n.port(), unique("m"), status));
+    ASSERT_EQ(status, 101u);
+  }
+  EXPECT_EQ(n.stop(SIGTERM, 10s), 0);
+}
+
+} // namespace
