@@ -521,7 +521,12 @@ void on_finalized(ses_ptr self, uint64_t gen, finalize_result& r) {
         enter(self, session_phase::queued);
         cancel_at_queue(self);
       } else {
-        start_claim(self, false);
+        // As a re-scan: between the requeue and this claim another claimer
+        // may have taken our record (and even committed and released it).
+        // A plain claim would then enqueue us afresh and claim a second
+        // partner, whose pair the database refuses (problem 4); a re-scan
+        // answers "claimed" and we wait for that match.
+        start_claim(self, true);
       }
   }
 }
@@ -536,7 +541,8 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
     if (d.cfg.metrics)
       d.cfg.metrics->joins.fetch_add(1, std::memory_order_relaxed);
   }
-  d.st.token = r.token;
+  if (!r.token.empty()) // a re-scan whose record is gone names no token:
+    d.st.token = r.token; // ours is still the one of that store ticket
   if (r.outcome == claim_outcome::matched)
     d.owner_node = d.cfg.node; // we claimed: our finalizer owns the pair
   else if (r.outcome == claim_outcome::claimed_by_other)

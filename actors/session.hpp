@@ -15,8 +15,10 @@ struct session_config {
   uint32_t heartbeat_ms = 10000; ///< ticket refresh period (< ttl_ms)
   uint32_t grace_ms = 5000;    ///< wait for a match after "gone"
   uint32_t max_self_heals = 20; ///< re-enqueues of one join
-  /// Bound of an in-flight cancel verdict asked of another node's finalizer
-  /// through the gateway (that finalizer may take its `cancel_wait_ms`).
+  /// Bound of one ask for an in-flight cancel verdict: of another node's
+  /// finalizer through the gateway, or of this node's (either may take its
+  /// `cancel_wait_ms`). This node's finalizer is asked again when it does
+  /// not answer within it (docs/engine.md, "The finalizer").
   uint32_t route_timeout_ms = 30000;
   /// Bound of a call to the lifecycle actor (an end, the in-session check).
   uint32_t lifecycle_timeout_ms = 10000;

@@ -103,8 +103,32 @@ void ask_finalizer_to_cancel(ses_ptr self) {
               std::chrono::milliseconds(d.cfg.route_timeout_ms), cancel_atom_v,
               std::move(c))
     .then(on_verdict, [self, gen](caf::error& err) {
-      if (gen == self->state.gen && !terminal(self->state.st.phase))
-        fail(self, err);
+      auto& d = self->state;
+      if (gen != d.gen || terminal(d.st.phase))
+        return;
+      if (err != caf::sec::request_timeout) {
+        // The finalizer is gone, or could not decide (store_unavailable):
+        // it may have committed the pair before, so the database decides.
+        verdict_from_database(self, gen,
+                              "no cancel verdict from the finalizer ("
+                                + self->system().render(err) + ")");
+        return;
+      }
+      // A live finalizer that is merely slow still holds our cancel and may
+      // yet commit the pair: ask again (it answers from its verdict cache),
+      // never give up on a guess. Bounded by the cancel's rounds.
+      if (++d.cancel_rounds > max_cancel_rounds) {
+        verdict_from_database(self, gen,
+                              "cancel undecided: no verdict from the "
+                              "finalizer within "
+                                + std::to_string(max_cancel_rounds) + " x "
+                                + std::to_string(d.cfg.route_timeout_ms)
+                                + " ms");
+        return;
+      }
+      ses_log()->warn("{}: no cancel verdict within {} ms, asking again",
+                      d.st.user, d.cfg.route_timeout_ms);
+      ask_finalizer_to_cancel(self);
     });
 }
 
@@ -147,6 +171,41 @@ void cancel_at_queue(ses_ptr self) {
           return;
         }
         fail(self, err);
+      });
+}
+
+/// This node's finalizer gave no verdict on our cancel (`why`): matched when
+/// the database holds the user in a session, else `failed` naming why (the
+/// pair may still commit, so `cancelled` would be a guess).
+void verdict_from_database(ses_ptr self, uint64_t gen, std::string why) {
+  auto& d = self->state;
+  auto give_up = [self, gen, why](const std::string& db_says) {
+    auto& d = self->state;
+    if (gen != d.gen || terminal(d.st.phase))
+      return;
+    d.free_known = false;
+    finish(self, session_phase::failed, {}, why + "; " + db_says);
+  };
+  if (!d.links.lifecycle) {
+    give_up("not matched as far as this node knows");
+    return;
+  }
+  self
+    ->request(d.links.lifecycle,
+              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
+              state_atom_v, d.base_user)
+    .then(
+      [self, gen, give_up](std::string& session_id) {
+        auto& d = self->state;
+        if (gen != d.gen || terminal(d.st.phase))
+          return;
+        if (!session_id.empty())
+          finish(self, session_phase::matched, session_id, "cancel too late");
+        else
+          give_up("the database shows no match");
+      },
+      [give_up](caf::error&) {
+        give_up("the database could not be asked either");
       });
 }
 

@@ -85,6 +85,10 @@ void cancel_at_queue(ses_ptr self);
 /// gateway, another's) for its verdict on our cancel.
 void ask_finalizer_to_cancel(ses_ptr self);
 
+/// The local finalizer gave no cancel verdict (it is gone, or silent for
+/// all of the cancel's rounds): the database decides, matched or `failed`.
+void verdict_from_database(ses_ptr self, uint64_t gen, std::string why);
+
 /// The join's give_up_after_s passed (timer of join `join_no`).
 void give_up(ses_ptr self, uint64_t join_no);
 

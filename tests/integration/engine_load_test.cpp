@@ -255,8 +255,11 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
       continue;
     if (matched_in.count(user)) {
       if (rep->last[user].phase != session_phase::matched)
-        violation(user + " matched in the database, session says "
-                  + to_string(rep->last[user].phase));
+        // The detail names the path that ended the join there.
+        violation(user + " matched in the database (session "
+                  + matched_in[user] + "), session says "
+                  + to_string(rep->last[user].phase) + " ("
+                  + rep->last[user].detail + ")");
       continue;
     }
     if (waiting_users.count(user)
