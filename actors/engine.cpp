@@ -1,5 +1,8 @@
 #include "actors/engine.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
@@ -38,6 +41,14 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   cfg.swipe.metrics = cfg.metrics;
   cfg.lifecycle.metrics = cfg.metrics;
   cfg.directory.metrics = cfg.metrics;
+  // No COMMIT starts after 4/5 of the claim hold, so none starts after the
+  // hold lapsed in the queue (docs/engine.md, "A cancel whose owner cannot
+  // be asked").
+  auto hold = std::max<uint32_t>(1, cfg.broker.hold_ms);
+  if (cfg.finalizer.claim_window_ms == 0)
+    cfg.finalizer.claim_window_ms = std::max<uint32_t>(1, hold - hold / 5);
+  cfg.finalizer.claim_window_ms
+    = std::min(cfg.finalizer.claim_window_ms, hold);
   std::shared_ptr<engine> e{new engine(sys, cfg)};
   if (cfg.queue_factory) {
     e->queue_store_ = cfg.queue_factory;
@@ -53,6 +64,23 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   else
     e->match_store_ = cfg.use_postgres ? make_pg_match_store(cfg.postgres)
                                        : make_memory_match_store();
+  {
+    // What a cancel whose owner cannot be asked waits for (session.hpp).
+    auto& sc = e->cfg_.session;
+    sc.commit_bound_ms = std::max(sc.commit_bound_ms,
+                                  e->match_store_->commit_bound_ms());
+    if (sc.owner_wait_ms == 0) {
+      // (An unknown commit bound never answers `cancelled` this way: then
+      // the wait only covers the hold, for `matched`.)
+      uint64_t wait = uint64_t{hold} + 2ull * cfg.broker.sweep_interval_ms
+                      + (sc.commit_bound_ms == UINT32_MAX
+                           ? 0
+                           : sc.commit_bound_ms)
+                      + 10000;
+      sc.owner_wait_ms = static_cast<uint32_t>(
+        std::min<uint64_t>(wait, UINT32_MAX));
+    }
+  }
   {
     auto conn = e->match_store_->connect();
     auto applied = conn->apply_migrations();

@@ -43,10 +43,14 @@ struct ticket_lookup {
   std::string detail;
 };
 
+using clock_time = caf::actor_clock::time_point;
+
 /// A batch on its way through a worker and back; the promises stay home.
 struct commit_job {
   std::vector<claim_pair> pairs;
   std::vector<bool> mutual; // a mutual like: no queue tickets, no cancels
+  /// Per pair: no COMMIT may start after this (claim_window_ms).
+  std::vector<clock_time> commit_by;
   std::vector<pair_outcome> out;
   std::vector<ticket_lookup> lookups; // answered before the pairs run
 };
@@ -97,7 +101,8 @@ void resolve(match_store& store, ticket_lookup& l) {
 }
 
 void run_job(match_store& store, const cancel_registry& cancels,
-             const hook_fn& hook, commit_job& job) {
+             const hook_fn& hook, const caf::actor_clock& clock,
+             commit_job& job) {
   for (auto& l : job.lookups)
     resolve(store, l);
   auto& pairs = job.pairs;
@@ -108,6 +113,18 @@ void run_job(match_store& store, const cancel_registry& cancels,
            && (cancels.contains(p.queue, p.claimer_user, p.claimer_ticket)
                || cancels.contains(p.queue, p.claimed.user, p.claimed.ticket));
   };
+  // Past its claim window a pair never commits: its claim hold lapses
+  // soon, and a cancel whose owner node cannot be asked counts on no
+  // COMMIT starting later (docs/engine.md).
+  auto expired = [&](size_t i) {
+    if (clock.now() <= job.commit_by[i])
+      return false;
+    auto& p = pairs[i];
+    fin_log()->warn("pair {}/{} not committed: its claim is older than the "
+                    "claim window",
+                    p.claimer_ticket, p.claimed.ticket);
+    return true;
+  };
   std::vector<size_t> live;
   std::vector<match_request> reqs;
   for (size_t i = 0; i < pairs.size(); ++i) {
@@ -117,6 +134,11 @@ void run_job(match_store& store, const cancel_registry& cancels,
     if (cancelled(i)) {
       job.out[i].kind = pair_outcome::cancelled;
       job.out[i].detail = "cancelled before create";
+      continue;
+    }
+    if (expired(i)) {
+      job.out[i].kind = pair_outcome::cancelled;
+      job.out[i].detail = "claim older than the claim window";
       continue;
     }
     live.push_back(i);
@@ -133,7 +155,7 @@ void run_job(match_store& store, const cancel_registry& cancels,
       hook(stage == commit_stage::after_create ? checkpoint::after_create
                                                : checkpoint::before_answer,
            p);
-    return !cancelled(live[k]);
+    return !cancelled(live[k]) && !expired(live[k]);
   };
   auto res = store.commit_matches(reqs, check);
   for (size_t k = 0; k < live.size(); ++k) {
@@ -143,6 +165,8 @@ void run_job(match_store& store, const cancel_registry& cancels,
       o.kind = pair_outcome::committed;
       o.session_id = r->session_id;
       o.created = r->created;
+      if (hook && r->created)
+        hook(checkpoint::after_commit, pairs[live[k]]);
       continue;
     }
     o.detail = r.error().detail;
@@ -170,13 +194,14 @@ void run_job(match_store& store, const cancel_registry& cancels,
 
 /// Owns one blocking database connection; runs one batch at a time.
 commit_worker_actor::behavior_type
-commit_worker(commit_worker_actor::pointer,
+commit_worker(commit_worker_actor::pointer self,
               std::shared_ptr<match_store_factory> factory,
               std::shared_ptr<cancel_registry> cancels, hook_fn hook) {
   std::shared_ptr<match_store> store = factory->connect();
+  const auto* clock = &self->system().clock();
   return {
-    [store, cancels, hook](job_ptr& job) {
-      run_job(*store, *cancels, hook, *job);
+    [store, cancels, hook, clock](job_ptr& job) {
+      run_job(*store, *cancels, hook, *clock, *job);
       return job;
     },
   };
@@ -193,6 +218,7 @@ struct pending_pair {
   uint32_t attempts = 0;
   bool mutual = false;
   steady_time since = std::chrono::steady_clock::now(); ///< receipt
+  clock_time commit_by = clock_time::max(); ///< claim_window_ms
 };
 
 /// Answers a finalization and records how long it took since its receipt.
@@ -560,9 +586,11 @@ void flush(fin_ptr self) {
     for (auto& pp : *batch) {
       job->pairs.push_back(pp.pair);
       job->mutual.push_back(pp.mutual);
+      job->commit_by.push_back(pp.commit_by);
     }
     if (st.inline_store) {
-      run_job(*st.inline_store, *st.cfg.cancels, st.cfg.at_checkpoint, *job);
+      run_job(*st.inline_store, *st.cfg.cancels, st.cfg.at_checkpoint,
+              self->clock(), *job);
       settle_lookups(self, job->lookups);
       settle(self, *batch, job->out);
       continue;
@@ -620,7 +648,20 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
   return {
     [self](finalize_atom, claim_pair& pair) {
       auto rp = self->make_response_promise<finalize_result>();
-      enqueue(self, pending_pair{std::move(pair), rp, 0, false});
+      auto window = self->state.cfg.claim_window_ms;
+      auto commit_by = clock_time::max();
+      if (window > 0) {
+        // Counted from the claim request (no later than the claim itself),
+        // or from now when the sender did not say.
+        auto at = self->clock().now();
+        if (pair.claimed_at > 0)
+          at = clock_time{std::chrono::duration_cast<clock_time::duration>(
+            std::chrono::nanoseconds{pair.claimed_at})};
+        commit_by = at + std::chrono::milliseconds(window);
+      }
+      pending_pair pp{std::move(pair), rp, 0, false};
+      pp.commit_by = commit_by;
+      enqueue(self, std::move(pp));
       return rp;
     },
     [self](finalize_atom, mutual_pair& m) {

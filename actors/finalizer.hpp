@@ -18,6 +18,7 @@ enum class checkpoint : uint8_t {
   before_create, ///< before the transaction writes anything
   after_create,  ///< the rows exist inside the open transaction
   before_answer, ///< immediately before COMMIT; after it the match stands
+  after_commit,  ///< the COMMIT succeeded (pairs it created; hooks only)
 };
 
 /// The session `queue` and tickets recorded for a mutual like's match.
@@ -40,13 +41,24 @@ struct finalizer_config {
   /// that arrives late; a cancel after that is answered from the database
   /// as above. Bounds the cache by the match rate, not by users served.
   uint32_t decided_ttl_ms = 60000;
+  /// Bound on a claim's age at commit: a queue pair whose claim was asked
+  /// for more than this long ago (claim_pair::claimed_at, this node's
+  /// steady clock) is never committed: withdrawn at the checkpoint that
+  /// finds it too old and undone like a cancelled pair (the waiter goes
+  /// back at its place, the claimer claims again). The engine sets it
+  /// below the claim hold (docs/engine.md, "A cancel whose owner cannot be
+  /// asked"), so no COMMIT starts after the hold lapsed in the queue.
+  /// 0: no bound (the engine replaces 0 with 4/5 of `broker.hold_ms`).
+  uint32_t claim_window_ms = 0;
   std::shared_ptr<cancel_registry> cancels; ///< made when empty
   /// Woken after every batch that committed a match, so the waiting side
   /// hears of it at once (the in-memory store has no LISTEN/NOTIFY; with
   /// PostgreSQL it only saves the relay a round of waiting). May be empty.
   outbox_relay_actor relay;
   /// Test hook, called at every checkpoint of every pair (from the thread
-  /// that runs the commit). Simulations inject cancels here.
+  /// that runs the commit), and at `after_commit` for each pair a COMMIT
+  /// created. Simulations inject cancels here; matchd's failpoints
+  /// (MM_FAILPOINT, docs/matchd.md) kill the process here.
   std::function<void(checkpoint, const claim_pair&)> at_checkpoint;
   /// Where the finalizer counts (null: nothing is counted): `matches`
   /// (matches this finalizer created, queue and mutual; an idempotent

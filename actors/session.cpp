@@ -1,5 +1,7 @@
 #include "actors/session.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 
 #include <caf/all.hpp>
@@ -245,6 +247,7 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
     [on_tick](tick_atom, uint64_t gen) { on_tick(gen); },
     [on_grace](grace_atom, uint64_t gen) { on_grace(gen); },
     [self](give_up_atom, uint64_t join_no) { give_up(self, join_no); },
+    [self](settle_atom, uint64_t gen) { owner_recheck(self, gen); },
     [self](release_atom) { release_if_idle(self); },
   };
 }
@@ -431,6 +434,7 @@ session_actor::behavior_type queued_b(ses_ptr self) {
         self->delayed_send(self, std::chrono::milliseconds(d.cfg.heartbeat_ms),
                            tick_atom_v, gen);
       };
+      d.claim_sent = self->clock().now(); // a re-scan may claim
       self
         ->request(d.links.broker, caf::infinite, rescan_atom_v,
                   ticket_spec{d.st.queue, d.st.user, d.store_ticket,
@@ -559,6 +563,11 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
       auto g = d.gen;
       claim_pair pair{d.st.queue, d.st.user, d.store_ticket, d.attrs,
                       r.partner};
+      // The finalizer's claim window counts from the claim request.
+      pair.claimed_at = std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::nanoseconds>(
+             d.claim_sent.time_since_epoch())
+             .count());
       self->request(d.links.finalizer, caf::infinite, finalize_atom_v,
                     std::move(pair))
         .then([self, g](finalize_result& fr) { on_finalized(self, g, fr); },
@@ -577,6 +586,7 @@ void start_claim(ses_ptr self, bool rescan) {
   auto gen = d.gen;
   ticket_spec spec{d.st.queue, d.st.user, d.store_ticket, d.cfg.node, d.attrs,
                    d.cfg.ttl_ms};
+  d.claim_sent = self->clock().now();
   auto handle = [self, gen](claim_result& r) { on_claimed(self, gen, r); };
   auto on_err = [self, gen](caf::error& err) {
     auto& d = self->state;

@@ -20,6 +20,22 @@ struct session_config {
   /// `cancel_wait_ms`). This node's finalizer is asked again when it does
   /// not answer within it (docs/engine.md, "The finalizer").
   uint32_t route_timeout_ms = 30000;
+  /// A cancel whose owner node cannot be asked (docs/engine.md, "A cancel
+  /// whose owner cannot be asked") looks again every `owner_recheck_ms`:
+  /// the owner (through the gateway, each ask bounded by twice this), the
+  /// queue and the database.
+  uint32_t owner_recheck_ms = 1000;
+  /// How long after the queue showed the ticket held by no claim a COMMIT
+  /// of an earlier claim may still become visible (the database's commit
+  /// bound; the engine raises it to match_store_factory::commit_bound_ms).
+  /// Only a database read started that long after it may answer
+  /// `cancelled`. UINT32_MAX: never.
+  uint32_t commit_bound_ms = 0;
+  /// Bound of such a cancel: still undecided this long after the owner
+  /// first could not be asked, the join ends `failed` naming what kept it
+  /// open (the claim still held, the database or the queue not answering).
+  /// 0: the engine derives it (claim hold + 2 sweeps + commit bound + 10 s).
+  uint32_t owner_wait_ms = 0;
   /// Bound of a call to the lifecycle actor (an end, the in-session check).
   uint32_t lifecycle_timeout_ms = 10000;
   /// Idle release: a session that is not live (not claiming, queued or
@@ -64,9 +80,13 @@ struct session_links {
 /// A cancel of a claimed ticket is decided by the finalizer that owns the
 /// pair: this node's, or — when the queue names another node as the owner
 /// (the claimer's, from the cancel's `in_flight` answer or a re-scan's
-/// `claimed_by_other`) — that node's, asked through `links.gateway`. A
-/// routed request that fails (the owner is live but unreachable) ends the
-/// join `failed`, never `cancelled`: only the owner can tell.
+/// `claimed_by_other`) — that node's, asked through `links.gateway`. When
+/// that owner cannot be asked, the session looks again every
+/// `cfg.owner_recheck_ms` (owner, queue, database): matched when the
+/// database shows the match; `cancelled` only once the queue showed the
+/// ticket held by no claim and a database read started `commit_bound_ms`
+/// later still shows none (no claim can commit any more); `failed` when
+/// neither happened within `owner_wait_ms`. Never a guess.
 ///
 /// Joins are idempotent per (queue, ticket): the same join again answers the
 /// current state, also after the join ended `matched` or `cancelled` (then

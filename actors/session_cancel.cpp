@@ -31,58 +31,258 @@ void give_up(ses_ptr self, uint64_t join_no) {
 /// and a claimer took it again before our cancel reached the queue.
 constexpr uint32_t max_cancel_rounds = 20;
 
-/// The owner node of our pair could not be asked: the database tells
-/// whether the user is matched. Matched: that is the answer. Not matched:
-/// the owner may still commit (it is only unreachable as far as we know),
-/// so the join ends `failed` (never `cancelled`: that would be a guess).
-void owner_unreachable(ses_ptr self, uint64_t gen, caf::error err) {
+namespace {
+
+using clock_time = caf::actor_clock::time_point;
+
+bool is_mm(const caf::error& err, errc x) {
+  return err.category() == caf::atom("mm")
+         && err.code() == static_cast<uint8_t>(x);
+}
+
+/// The verdict of the finalizer that owns our pair (ours or another node's).
+void on_cancel_verdict(ses_ptr self, uint64_t gen, cancel_verdict& v) {
   auto& d = self->state;
-  auto what = self->system().render(err);
-  auto give_up = [self, gen, what](std::string why) {
-    auto& d = self->state;
-    if (gen != d.gen || terminal(d.st.phase))
-      return;
+  if (terminal(d.st.phase) || gen != d.gen)
+    return; // decided meanwhile (e.g. by the finalize answer)
+  if (v.honoured)
+    finish(self, session_phase::cancelled, {}, {});
+  else if (!v.session_id.empty())
+    finish(self, session_phase::matched, v.session_id, "cancel too late");
+  else if (d.st.phase == session_phase::queued)
+    cancel_at_queue(self); // we were put back: take the ticket down there
+}
+
+// -- a cancel whose owner node cannot be asked ---------------------------------
+//
+// The owner's finalizer alone knows whether our pair commits, and it cannot
+// be asked. The queue and the database together can tell, given two bounds
+// (docs/engine.md, "A cancel whose owner cannot be asked"):
+//   - no finalizer starts a COMMIT of a pair after its claim window, which
+//     ends before the claim hold lapses in the queue (finalizer.hpp,
+//     claim_window_ms);
+//   - a COMMIT becomes visible within the commit bound of when it was
+//     decided, or never (match_store_factory::commit_bound_ms).
+// So once the queue shows our ticket held by no claim (gone: committed and
+// released, undone, or lapsed and removed), every commit of it is visible
+// to a database read started `commit_bound_ms` later. Such a read that
+// shows no match means none will ever be made: `cancelled` is then the
+// truth. A match in the database is `matched`. Until one of the two, look
+// again every owner_recheck_ms; past owner_wait_ms the join ends `failed`
+// naming what kept it open.
+
+void owner_round(ses_ptr self, uint64_t gen);
+
+/// Nothing decided this round: look again later, or give up.
+void owner_next(ses_ptr self, uint64_t gen) {
+  auto& d = self->state;
+  auto& w = d.owner;
+  if (self->clock().now() - w.since
+      >= std::chrono::milliseconds(d.cfg.owner_wait_ms)) {
     d.free_known = false;
     finish(self, session_phase::failed, {},
-           "owner node " + d.owner_node + " unreachable (" + what + "); "
-             + why);
-  };
-  if (!d.links.lifecycle) {
-    give_up("not matched as far as this node knows");
+           "owner node " + d.owner_node + " unreachable (" + w.first
+             + "); cancel undecided after "
+             + std::to_string(d.cfg.owner_wait_ms) + " ms: " + w.why);
     return;
   }
+  self->delayed_send(self, std::chrono::milliseconds(d.cfg.owner_recheck_ms),
+                     settle_atom_v, gen);
+}
+
+/// The queue showed our ticket held by no claim, and no claim can take it
+/// again (a gone ticket never comes back).
+void mark_gone(ses_ptr self) {
+  auto& d = self->state;
+  auto& w = d.owner;
+  if (w.gone)
+    return;
+  w.gone = true;
+  w.settle_by = d.cfg.commit_bound_ms == UINT32_MAX
+                  ? clock_time::max()
+                  : self->clock().now()
+                      + std::chrono::milliseconds(d.cfg.commit_bound_ms);
+}
+
+/// The database: matched is the answer; "no match" is the answer only for
+/// a read that started at `settle_by` or later.
+void owner_db(ses_ptr self, uint64_t gen) {
+  auto& d = self->state;
+  if (!d.links.lifecycle) {
+    d.owner.why = "no database to ask";
+    owner_next(self, gen);
+    return;
+  }
+  auto asked = self->clock().now();
   self
     ->request(d.links.lifecycle,
               std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
               state_atom_v, d.base_user)
     .then(
-      [self, gen, give_up](std::string& session_id) {
+      [self, gen, asked](std::string& session_id) {
         auto& d = self->state;
         if (gen != d.gen || terminal(d.st.phase))
           return;
-        if (!session_id.empty())
+        auto& w = d.owner;
+        if (!session_id.empty()) {
           finish(self, session_phase::matched, session_id, "cancel too late");
-        else
-          give_up("the database shows no match yet");
+          return;
+        }
+        if (w.gone && asked >= w.settle_by) {
+          ses_log()->info("{}: cancel of {} honoured: owner node {} cannot "
+                          "be asked, its claim can no longer commit and the "
+                          "database shows no match",
+                          d.st.user, d.store_ticket, d.owner_node);
+          finish(self, session_phase::cancelled, {}, {});
+          return;
+        }
+        if (w.gone)
+          w.why = "the ticket left the queue; a commit may still land "
+                  "within the database's commit bound";
+        owner_next(self, gen);
       },
-      [give_up](caf::error& e) {
-        give_up("the database could not be asked either");
+      [self, gen](caf::error& err) {
+        auto& d = self->state;
+        if (gen != d.gen || terminal(d.st.phase))
+          return;
+        d.owner.why = "the database could not be asked: "
+                      + self->system().render(err);
+        owner_next(self, gen);
       });
+}
+
+/// A heartbeat with our token: removes the record if its claim hold
+/// lapsed (then the ticket is gone), else tells what holds it.
+void owner_heartbeat(ses_ptr self, uint64_t gen) {
+  auto& d = self->state;
+  self
+    ->request(d.links.broker,
+              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
+              heartbeat_atom_v, ticket_ref{d.st.queue, d.st.user, d.st.token},
+              d.cfg.ttl_ms)
+    .then(
+      [self, gen](heartbeat_result& h) {
+        auto& d = self->state;
+        if (gen != d.gen || terminal(d.st.phase))
+          return;
+        if (!h.alive) {
+          mark_gone(self);
+        } else if (h.state == "waiting") {
+          // Put back meanwhile (by the owner, before it went silent): a
+          // waiting ticket is ours to take down.
+          cancel_at_queue(self);
+          return;
+        } else {
+          d.owner.why = "the ticket is still claimed (claim hold running)";
+        }
+        owner_db(self, gen);
+      },
+      [self, gen](caf::error& err) {
+        auto& d = self->state;
+        if (gen != d.gen || terminal(d.st.phase))
+          return;
+        if (is_mm(err, errc::not_found) || is_mm(err, errc::stale_token))
+          mark_gone(self);
+        else
+          d.owner.why = "the queue could not be asked: "
+                        + self->system().render(err);
+        owner_db(self, gen);
+      });
+}
+
+/// One look at the queue, then the database.
+void owner_round(ses_ptr self, uint64_t gen) {
+  auto& d = self->state;
+  if (d.owner.gone) {
+    owner_db(self, gen);
+    return;
+  }
+  self
+    ->request(d.links.broker,
+              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
+              cancel_atom_v, ticket_ref{d.st.queue, d.st.user, d.st.token})
+    .then(
+      [self, gen](cancel_result& r) {
+        auto& d = self->state;
+        if (gen != d.gen || terminal(d.st.phase))
+          return;
+        if (r.outcome == cancel_outcome::cancelled) {
+          finish(self, session_phase::cancelled, {}, {}); // it was waiting
+          return;
+        }
+        if (!r.node.empty() && r.node != d.owner_node) {
+          // Claimed again, by a claimer on another node: that one decides.
+          d.owner_node = r.node;
+          ask_finalizer_to_cancel(self);
+          return;
+        }
+        owner_heartbeat(self, gen);
+      },
+      [self, gen](caf::error& err) {
+        auto& d = self->state;
+        if (gen != d.gen || terminal(d.st.phase))
+          return;
+        if (is_mm(err, errc::not_found) || is_mm(err, errc::stale_token))
+          mark_gone(self);
+        else
+          d.owner.why = "the queue could not be asked: "
+                        + self->system().render(err);
+        owner_db(self, gen);
+      });
+}
+
+/// The owner node of our pair could not be asked: decide from the queue
+/// and the database (above), asking the owner again each round.
+void owner_unreachable(ses_ptr self, uint64_t gen, caf::error err) {
+  auto& d = self->state;
+  auto& w = d.owner;
+  auto what = self->system().render(err);
+  if (w.gen != gen) {
+    w = session_data::owner_wait{};
+    w.gen = gen;
+    w.since = self->clock().now();
+    w.first = what;
+    ses_log()->info("{}: owner node {} of the pair of {} cannot be asked "
+                    "({}); deciding the cancel from the queue and the "
+                    "database",
+                    d.st.user, d.owner_node, d.store_ticket, what);
+  }
+  w.why = "the owner could not be asked: " + what;
+  owner_round(self, gen);
+}
+
+} // namespace
+
+void owner_recheck(ses_ptr self, uint64_t gen) {
+  auto& d = self->state;
+  if (gen != d.gen || terminal(d.st.phase) || d.owner.gen != gen)
+    return;
+  if (!d.links.gateway || d.owner_node.empty()
+      || d.owner_node == d.cfg.node) {
+    owner_round(self, gen);
+    return;
+  }
+  // The owner first: should it answer now, its verdict decides.
+  auto bound = std::min<uint64_t>(d.cfg.route_timeout_ms,
+                                  2ull * d.cfg.owner_recheck_ms);
+  self
+    ->request(d.links.gateway, std::chrono::milliseconds(bound), cancel_atom_v,
+              d.owner_node,
+              inflight_cancel{d.st.queue, d.st.user, d.store_ticket})
+    .then([self, gen](cancel_verdict& v) { on_cancel_verdict(self, gen, v); },
+          [self, gen](caf::error& err) {
+            auto& d = self->state;
+            if (gen != d.gen || terminal(d.st.phase))
+              return;
+            owner_unreachable(self, gen, std::move(err));
+          });
 }
 
 void ask_finalizer_to_cancel(ses_ptr self) {
   auto& d = self->state;
   auto gen = d.gen;
   auto on_verdict = [self, gen](cancel_verdict& v) {
-    auto& d = self->state;
-    if (terminal(d.st.phase) || gen != d.gen)
-      return; // decided meanwhile (e.g. by the finalize answer)
-    if (v.honoured)
-      finish(self, session_phase::cancelled, {}, {});
-    else if (!v.session_id.empty())
-      finish(self, session_phase::matched, v.session_id, "cancel too late");
-    else if (d.st.phase == session_phase::queued)
-      cancel_at_queue(self); // we were put back: take the ticket down there
+    on_cancel_verdict(self, gen, v);
   };
   inflight_cancel c{d.st.queue, d.st.user, d.store_ticket};
   if (d.links.gateway && !d.owner_node.empty()

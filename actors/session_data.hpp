@@ -45,6 +45,20 @@ struct session_data {
   bool cancel_requested = false;
   bool join_counted = false;        // this join is in metrics->joins
   std::string owner_node;           // whose finalizer owns our claimed pair
+  // A cancel whose owner node could not be asked (session_cancel.cpp):
+  // decided from the queue and the database, never from a timeout alone.
+  struct owner_wait {
+    uint64_t gen = 0; // the state it belongs to (0: none yet)
+    caf::actor_clock::time_point since; // the owner first could not be asked
+    std::string first; // why it could not be asked, that first time
+    std::string why;   // what keeps the cancel undecided now
+    // The queue showed the ticket held by no claim; from `settle_by` on
+    // (that moment + the commit bound) every commit is visible or never.
+    bool gone = false;
+    caf::actor_clock::time_point settle_by;
+  } owner;
+  // When the last claim (or re-scan) was asked for: claim_pair::claimed_at.
+  caf::actor_clock::time_point claim_sent;
   // The user has no active match session: this actor saw it end, or the
   // database said so. Until then a join asks the database first.
   bool free_known = false;
@@ -91,5 +105,9 @@ void verdict_from_database(ses_ptr self, uint64_t gen, std::string why);
 
 /// The join's give_up_after_s passed (timer of join `join_no`).
 void give_up(ses_ptr self, uint64_t join_no);
+
+/// Timer of a cancel whose owner node could not be asked (state `gen`):
+/// asks the owner again, then the queue and the database.
+void owner_recheck(ses_ptr self, uint64_t gen);
 
 } // namespace mm::session_detail

@@ -9,10 +9,13 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
@@ -113,6 +116,34 @@ private:
   std::thread thread_;
 };
 
+/// Test hook (docs/matchd.md, "Failpoints"): MM_FAILPOINT, read once at
+/// start, makes the finalizer SIGKILL this process at one point of a
+/// commit, so tests can crash a node exactly there. Empty: no hook. An
+/// unknown name is refused (false).
+bool arm_failpoint(finalizer_config& fc, std::string& armed) {
+  const char* env = std::getenv("MM_FAILPOINT");
+  armed = env != nullptr ? env : "";
+  if (armed.empty())
+    return true;
+  checkpoint at;
+  if (armed == "kill_before_commit")
+    at = checkpoint::before_answer; // the rows written, COMMIT not sent
+  else if (armed == "kill_after_commit")
+    at = checkpoint::after_commit; // committed, the queue not yet settled
+  else
+    return false;
+  auto name = armed;
+  fc.at_checkpoint = [at, name](checkpoint cp, const claim_pair& p) {
+    if (cp != at)
+      return;
+    std::fprintf(stderr, "failpoint %s: pair %s/%s: SIGKILL\n", name.c_str(),
+                 p.claimer_ticket.c_str(), p.claimed.ticket.c_str());
+    std::fflush(stderr);
+    ::kill(::getpid(), SIGKILL);
+  };
+  return true;
+}
+
 int run(const matchd_config& mc) {
   auto lg = logger("matchd");
   // The main thread waits for the signals; every other thread (started
@@ -145,6 +176,17 @@ int run(const matchd_config& mc) {
   ec.relay.stream_maxlen = mc.stream_maxlen;
   ec.broker.workers = mc.redis_workers;
   ec.finalizer.workers = mc.pg_workers;
+  std::string failpoint;
+  if (!arm_failpoint(ec.finalizer, failpoint)) {
+    lg->error("MM_FAILPOINT={}: unknown failpoint (kill_before_commit, "
+              "kill_after_commit)",
+              failpoint);
+    return 2;
+  }
+  if (!failpoint.empty())
+    lg->warn("failpoint {} armed (MM_FAILPOINT): this node kills itself at "
+             "its first commit; a test hook, never for production",
+             failpoint);
   if (!mc.redis.empty()) {
     ec.use_redis = true;
     ec.redis.host = mc.redis_host;

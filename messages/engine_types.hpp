@@ -165,12 +165,18 @@ struct claim_pair {
   std::string claimer_ticket;
   std::string claimer_attrs;
   partner_info claimed; ///< user, ticket, node, attrs, original score, token
+  /// When the claimer asked for the claim: nanoseconds of the actor clock
+  /// (steady) of the node that made it, i.e. no later than the claim itself.
+  /// Meaningful only on that node; the finalizer commits no pair whose claim
+  /// is older than its `claim_window_ms`. 0: unknown (the finalizer counts
+  /// from the pair's receipt).
+  int64_t claimed_at = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, claim_pair& x) {
   return f(caf::meta::type_name("claim_pair"), x.queue, x.claimer_user,
-           x.claimer_ticket, x.claimer_attrs, x.claimed);
+           x.claimer_ticket, x.claimer_attrs, x.claimed, x.claimed_at);
 }
 
 enum class finalize_outcome : uint8_t {

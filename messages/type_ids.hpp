@@ -74,6 +74,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, attach_atom, "attach")
   CAF_ADD_ATOM(matchmaker, mm, end_atom, "end")
   CAF_ADD_ATOM(matchmaker, mm, give_up_atom, "give_up")
+  CAF_ADD_ATOM(matchmaker, mm, settle_atom, "settle")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -142,11 +143,13 @@ using session_actor = caf::typed_actor<
   // `not_found` for an unknown one.
   caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
   // Timers: heartbeat, the grace time after a heartbeat answered gone, the
-  // join's give_up_after_s (by join number), and the idle release (a
-  // session that is not live and had no request for its idle_release_ms
-  // stops; otherwise nothing happens).
+  // join's give_up_after_s (by join number), the idle release (a session
+  // that is not live and had no request for its idle_release_ms stops;
+  // otherwise nothing happens), and the next look at a cancel whose owner
+  // node could not be asked (by state generation).
   caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<grace_atom, uint64_t>,
-  caf::reacts_to<give_up_atom, uint64_t>, caf::reacts_to<release_atom>>;
+  caf::reacts_to<give_up_atom, uint64_t>, caf::reacts_to<release_atom>,
+  caf::reacts_to<settle_atom, uint64_t>>;
 
 /// Commits claimed pairs (actors/finalizer.hpp).
 using finalizer_actor = caf::typed_actor<

@@ -335,6 +335,17 @@ public:
 
   /// A short description for logs, e.g. "postgres host=... dbname=...".
   virtual std::string describe() const = 0;
+
+  /// The commit bound, in ms: a transaction whose caller asked its last
+  /// checkpoint (`commit_stage::before_commit`) at time t has either become
+  /// visible to every later reader or never will by t + this bound. A cancel
+  /// whose owner node cannot be asked waits this long after the queue shows
+  /// its ticket held by no claim before it trusts "no match" in the database
+  /// (docs/engine.md). UINT32_MAX: no bound known (such a cancel is never
+  /// answered `cancelled` from the database). The default knows nothing.
+  virtual uint32_t commit_bound_ms() const {
+    return UINT32_MAX;
+  }
 };
 
 /// Settings of the PostgreSQL store.
@@ -346,7 +357,12 @@ struct pg_options {
   /// at least 2 as libpq requires).
   uint32_t connect_timeout_ms = 2000;
   /// Server-side bound of one statement (0: the server's default). A
-  /// statement that hits it fails with `store_unavailable`.
+  /// statement that hits it fails with `store_unavailable`. The same bound
+  /// is set as `idle_in_transaction_session_timeout`: a transaction whose
+  /// next statement (a COMMIT, say) does not arrive within it is ended by
+  /// the server, so a COMMIT cannot land long after its node stopped
+  /// deciding. The commit bound (match_store_factory::commit_bound_ms) is
+  /// twice this value: the COMMIT's arrival plus its own run.
   uint32_t statement_timeout_ms = 5000;
 };
 

@@ -593,6 +593,10 @@ public:
     return "memory";
   }
 
+  uint32_t commit_bound_ms() const override {
+    return 0; // the last checkpoint and the commit share one lock
+  }
+
 private:
   std::shared_ptr<shared_state> state_;
 };

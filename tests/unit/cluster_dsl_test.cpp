@@ -492,4 +492,104 @@ CAF_TEST(a cancel whose owner node died after its commit agrees with the databas
   CAF_CHECK(bob != nullptr);
 }
 
+CAF_TEST(a cancel whose owner node died before its commit is honoured once the claim can no longer commit) {
+  auto c1 = node_config("n1", port_n1);
+  auto c2 = node_config("n2", port_n2);
+  c1.session.route_timeout_ms = 2000;
+  c1.run_relay = false;
+  c2.run_relay = false;
+  // The pair waits for its group commit on n2, and n2 dies before it.
+  c2.finalizer.batch_delay_ms = 500;
+  start(c1, c2);
+  // The bounds the answer rests on: n2's claim window ends before the
+  // claim hold (2 s in simulations), the in-memory store's commit bound is
+  // 0.
+  CAF_REQUIRE_EQUAL(n2->config().finalizer.claim_window_ms, 1600u);
+  CAF_REQUIRE_EQUAL(n1->config().session.commit_bound_ms, 0u);
+  auto alice = session(1, "alice");
+  auto bob = session(2, "bob");
+  settle();
+  caf::anon_send(alice, join_atom_v, join_request{"voice", "ta", ""});
+  settle();
+  caf::anon_send(bob, join_atom_v, join_request{"voice", "tb", ""});
+  settle();
+  CAF_REQUIRE_EQUAL(phase(seen2, "bob"), "finalizing");
+  // n2 dies with the pair uncommitted: alice's ticket stays "claimed by
+  // n2" until its hold lapses.
+  caf::anon_send_exit(n2->finalizer(), caf::exit_reason::kill);
+  caf::anon_send_exit(n2->broker(), caf::exit_reason::kill);
+  caf::anon_send_exit(n2->gateway(), caf::exit_reason::kill);
+  settle();
+  // Alice cancels on n1 at once. n2 cannot answer and the database shows
+  // no match, but the claim is still held: no answer yet (main answered
+  // `failed` here, a non-answer).
+  auto rh = earth.self->request(alice, caf::infinite, cancel_atom_v);
+  settle();
+  advance(1000);
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "queued");
+  // The hold lapses 2 s after the claim, a sweep (or alice's own look)
+  // removes the record, and the next look answers from the database.
+  advance(3000);
+  rh.receive(
+    [&](session_state& st) {
+      CAF_CHECK_EQUAL(to_string(st.phase), std::string{"cancelled"});
+    },
+    [&](caf::error& e) { CAF_FAIL("cancel: " << earth.sys.render(e)); });
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "cancelled");
+  auto active = db->connect()->active_session_of("alice");
+  CAF_REQUIRE(active);
+  CAF_CHECK(!active->has_value());
+  CAF_CHECK(undelivered().empty());
+  // Later arrivals never get alice.
+  auto carol = session(1, "carol");
+  settle();
+  caf::anon_send(carol, join_atom_v, join_request{"voice", "tc", ""});
+  advance(600);
+  CAF_CHECK_EQUAL(phase(seen1, "carol"), "queued");
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "cancelled");
+  CAF_CHECK(bob != nullptr);
+}
+
+CAF_TEST(a cancel whose owner cannot be asked waits while its database cannot answer either) {
+  auto c1 = node_config("n1", port_n1);
+  auto c2 = node_config("n2", port_n2);
+  c1.session.route_timeout_ms = 2000;
+  c1.session.owner_wait_ms = 6000;
+  c1.run_relay = false;
+  c2.run_relay = false;
+  c2.finalizer.batch_delay_ms = 500;
+  start(c1, c2);
+  auto alice = session(1, "alice");
+  auto bob = session(2, "bob");
+  settle();
+  caf::anon_send(alice, join_atom_v, join_request{"voice", "ta", ""});
+  settle();
+  caf::anon_send(bob, join_atom_v, join_request{"voice", "tb", ""});
+  settle();
+  CAF_REQUIRE_EQUAL(phase(seen2, "bob"), "finalizing");
+  caf::anon_send_exit(n2->finalizer(), caf::exit_reason::kill);
+  caf::anon_send_exit(n2->broker(), caf::exit_reason::kill);
+  caf::anon_send_exit(n2->gateway(), caf::exit_reason::kill);
+  // n1's lifecycle actor (its way to the database) is gone too.
+  caf::anon_send_exit(n1->lifecycle(), caf::exit_reason::kill);
+  settle();
+  auto rh = earth.self->request(alice, caf::infinite, cancel_atom_v);
+  settle();
+  // Long past the hold: still no answer, the database was never read.
+  advance(4000);
+  CAF_CHECK_EQUAL(phase(seen1, "alice"), "queued");
+  // Past owner_wait_ms (and the ask of the owner under way then, at most
+  // 2 * owner_recheck_ms): `failed`, naming why (never `cancelled`).
+  advance(5000);
+  rh.receive(
+    [&](session_state& st) {
+      CAF_CHECK_EQUAL(to_string(st.phase), std::string{"failed"});
+      CAF_CHECK_NOT_EQUAL(st.detail.find("the database could not be asked"),
+                          std::string::npos);
+      CAF_MESSAGE("detail: " << st.detail);
+    },
+    [&](caf::error& e) { CAF_FAIL("cancel: " << earth.sys.render(e)); });
+  CAF_CHECK(bob != nullptr);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

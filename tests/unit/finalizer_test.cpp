@@ -9,6 +9,9 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
+#include <chrono>
+
 #include "actors/directory.hpp"
 #include "actors/finalizer.hpp"
 #include "actors/outbox_relay.hpp"
@@ -319,6 +322,95 @@ CAF_TEST(waiter cancels after create) {
 
 CAF_TEST(waiter cancels before answer) {
   cancel_at(checkpoint::before_answer, false);
+}
+
+/// A finalizer whose group commit waits `delay_ms` and whose claim window
+/// is `window_ms`; `seen` gets its checkpoints.
+finalizer_actor windowed_finalizer(caf::actor_system& sys,
+                                   std::shared_ptr<match_store_factory> db,
+                                   queue_broker_actor broker,
+                                   uint32_t delay_ms, uint32_t window_ms,
+                                   std::shared_ptr<std::vector<checkpoint>> seen) {
+  finalizer_config fcfg;
+  fcfg.batch_delay_ms = delay_ms;
+  fcfg.claim_window_ms = window_ms;
+  fcfg.cancels = std::make_shared<cancel_registry>();
+  fcfg.at_checkpoint = [seen](checkpoint cp, const claim_pair&) {
+    seen->push_back(cp);
+  };
+  return spawn_finalizer(sys, std::move(db), std::move(broker), fcfg);
+}
+
+CAF_TEST(a pair older than its claim window is undone and never committed) {
+  auto seen = std::make_shared<std::vector<checkpoint>>();
+  auto now_ns = [this] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             sched.clock().now().time_since_epoch())
+      .count();
+  };
+  // Inside its window (1 s; the batch waits 500 ms): committed, and the
+  // after_commit hook sees it.
+  auto quick = windowed_finalizer(sys, mstore, broker, 500, 1000, seen);
+  extra.push_back(caf::actor_cast<caf::actor>(quick));
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "carol", "tc")));
+  auto ok = claim_raw("dave", "td");
+  ok.claimed_at = now_ns();
+  auto rh1 = self->request(quick, caf::infinite, finalize_atom_v, ok);
+  sched.run();
+  sched.clock().advance_time(std::chrono::milliseconds(500));
+  sched.run();
+  rh1.receive(
+    [&](finalize_result& r) {
+      CAF_CHECK(r.outcome == finalize_outcome::committed);
+    },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_CHECK(db->active_session_of("carol")->has_value());
+  CAF_CHECK_EQUAL(std::count(seen->begin(), seen->end(),
+                             checkpoint::after_commit),
+                  1);
+  // Past its window (the batch waits 2 s): never committed, undone like a
+  // cancelled pair: bob back at his place, alice told to claim again.
+  seen->clear();
+  auto slow = windowed_finalizer(sys, mstore, broker, 2000, 1000, seen);
+  extra.push_back(caf::actor_cast<caf::actor>(slow));
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "bob", "tb")));
+  auto late = claim_raw("alice", "ta");
+  late.claimed_at = now_ns();
+  auto rh2 = self->request(slow, caf::infinite, finalize_atom_v, late);
+  sched.run();
+  sched.clock().advance_time(std::chrono::milliseconds(2000));
+  sched.run();
+  rh2.receive(
+    [&](finalize_result& r) {
+      CAF_CHECK(r.outcome == finalize_outcome::retry);
+      CAF_CHECK_EQUAL(r.detail, "claim older than the claim window");
+    },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_CHECK(!db->active_session_of("bob")->has_value());
+  CAF_CHECK(!db->active_session_of("alice")->has_value());
+  CAF_CHECK_EQUAL(std::count(seen->begin(), seen->end(),
+                             checkpoint::after_create),
+                  0);
+  CAF_CHECK_EQUAL(std::count(seen->begin(), seen->end(),
+                             checkpoint::after_commit),
+                  0);
+  auto w = waiting();
+  CAF_REQUIRE_EQUAL(w.size(), 2u);
+  CAF_CHECK_EQUAL(w[0], "tb"); // bob first: his original place
+  CAF_CHECK_EQUAL(w[1], "ta");
+  // A pair whose sender did not say when it claimed counts from receipt.
+  seen->clear();
+  auto late2 = claim_raw("erin", "te"); // claims bob again
+  auto rh3 = self->request(slow, caf::infinite, finalize_atom_v, late2);
+  sched.run();
+  sched.clock().advance_time(std::chrono::milliseconds(2000));
+  sched.run();
+  rh3.receive(
+    [&](finalize_result& r) {
+      CAF_CHECK(r.outcome == finalize_outcome::retry);
+    },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_CHECK(!db->active_session_of("erin")->has_value());
 }
 
 CAF_TEST(a waiter whose ticket vanished re-enqueues after the grace time) {

@@ -42,6 +42,7 @@ session_actor::behavior_type recorder(session_actor::pointer,
     [](grace_atom, uint64_t) {},
     [](end_atom, std::string&, std::string&) { return end_result{}; },
     [](give_up_atom, uint64_t) {},
+    [](settle_atom, uint64_t) {},
     [](release_atom) {},
   };
 }

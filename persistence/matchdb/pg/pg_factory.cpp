@@ -45,6 +45,16 @@ public:
     return where_;
   }
 
+  uint32_t commit_bound_ms() const override {
+    // A COMMIT reaches the server within the idle-in-transaction timeout
+    // after the statement before it, or the server ends the transaction;
+    // once there it runs under the statement timeout. Without a statement
+    // timeout nothing bounds it.
+    if (opts_.statement_timeout_ms == 0)
+      return UINT32_MAX;
+    return 2 * opts_.statement_timeout_ms;
+  }
+
 private:
   pg_options opts_;
   std::string where_;

@@ -54,9 +54,14 @@ bool pg_match_store::connect_now() {
   // unique index for a concurrent commit, the next statement must see it,
   // and SKIP LOCKED must not raise serialization failures.
   std::string set = "SET default_transaction_isolation = 'read committed'";
-  if (opts_.statement_timeout_ms > 0)
-    set += "; SET statement_timeout = "
-           + std::to_string(opts_.statement_timeout_ms);
+  if (opts_.statement_timeout_ms > 0) {
+    auto ms = std::to_string(opts_.statement_timeout_ms);
+    set += "; SET statement_timeout = " + ms;
+    // A COMMIT held up on its way (a stalled or killed node) must not land
+    // long after the node decided to send it: the commit bound
+    // (match_store_factory::commit_bound_ms) counts on this.
+    set += "; SET idle_in_transaction_session_timeout = " + ms;
+  }
   result_ptr r{PQexec(c.get(), set.c_str())};
   if (!r || !ok(r.get())) {
     last_error_ = r ? trimmed(PQresultErrorMessage(r.get()))
