@@ -260,6 +260,14 @@ struct finalizer_state {
   /// the moments around a commit, not every ticket ever decided.
   std::unordered_map<std::string, cancel_verdict> decided;
   std::deque<std::pair<steady_time, std::string>> decided_order;
+  /// Tickets an undo put back in the queue, for a cancel that found the
+  /// ticket claimed at the queue just before the requeue and reaches us
+  /// just after it: told once "retry at the queue", where it now finds the
+  /// ticket waiting (else it would wait cancel_wait_ms for a pair that never
+  /// comes). Used once, dropped when the ticket is claimed again (its new
+  /// pair decides), forgotten after cancel_wait_ms.
+  std::unordered_map<std::string, steady_time> requeued;
+  std::deque<std::pair<steady_time, std::string>> requeued_order;
   static inline const char* name = "finalizer";
 };
 
@@ -280,8 +288,10 @@ void mark_in_flight(finalizer_state& st, const pending_pair& pp, int delta) {
   };
   for (auto [user, ticket] : sides) {
     auto k = ticket_key(p.queue, *user, *ticket);
-    if (delta > 0)
+    if (delta > 0) {
       st.decided.erase(k);
+      st.requeued.erase(k);
+    }
     if ((st.in_flight[k] += delta) <= 0)
       st.in_flight.erase(k);
   }
@@ -303,6 +313,19 @@ void forget_decided(finalizer_state& st, steady_time now) {
   }
 }
 
+/// Drops the requeued marks older than cancel_wait_ms (or beyond
+/// max_decided). A mark set again meanwhile may go early: its cancel then
+/// waits for the database like any other.
+void forget_requeued(finalizer_state& st, steady_time now) {
+  auto ttl = std::chrono::milliseconds(st.cfg.cancel_wait_ms);
+  while (!st.requeued_order.empty()
+         && (st.requeued_order.size() >= max_decided
+             || now - st.requeued_order.front().first >= ttl)) {
+    st.requeued.erase(st.requeued_order.front().second);
+    st.requeued_order.pop_front();
+  }
+}
+
 /// Records the verdict for a ticket and answers every cancel waiting on it.
 void decide(fin_ptr self, const std::string& queue, const std::string& user,
             const std::string& ticket, cancel_verdict v) {
@@ -313,9 +336,14 @@ void decide(fin_ptr self, const std::string& queue, const std::string& user,
       rp.deliver(v);
     st.waiting.erase(i);
   }
-  if (!v.honoured && v.session_id.empty())
-    return;
   auto now = std::chrono::steady_clock::now();
+  if (!v.honoured && v.session_id.empty()) {
+    // Back in the queue: a cancel on its way here is sent back there.
+    forget_requeued(st, now);
+    if (st.in_flight.count(k) == 0 && st.requeued.emplace(k, now).second)
+      st.requeued_order.emplace_back(now, k);
+    return;
+  }
   forget_decided(st, now);
   if (st.decided.emplace(k, v).second)
     st.decided_order.emplace_back(now, k);
@@ -685,6 +713,13 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
         return rp;
       }
       st.cfg.cancels->add(c.queue, c.user, c.ticket);
+      forget_requeued(st, std::chrono::steady_clock::now());
+      if (st.in_flight.count(k) == 0 && st.requeued.erase(k) > 0) {
+        // Put back a moment ago: waiting in the queue (or claimed again,
+        // and that pair will see the cancel registered above).
+        rp.deliver(cancel_verdict{false, {}});
+        return rp;
+      }
       auto& w = st.waiting[k];
       w.promises.push_back(rp);
       if (w.promises.size() == 1) {

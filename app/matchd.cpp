@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -142,6 +143,23 @@ bool arm_failpoint(finalizer_config& fc, std::string& armed) {
     ::kill(::getpid(), SIGKILL);
   };
   return true;
+}
+
+/// Waits until every actor of `sys` is done, or until `by`: false then.
+bool actors_done_by(caf::actor_system& sys,
+                    std::chrono::steady_clock::time_point by) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  std::thread waiter{[&sys, done] {
+    sys.await_all_actors_done();
+    done->set_value();
+  }};
+  if (fut.wait_until(by) == std::future_status::ready) {
+    waiter.join();
+    return true;
+  }
+  waiter.detach(); // the process exits at once
+  return false;
 }
 
 int run(const matchd_config& mc) {
@@ -299,6 +317,17 @@ int run(const matchd_config& mc) {
     lg->warn("drain bound reached after {} ms (joins settled: {}, events "
              "flushed: {}, websockets closed: {})",
              ms, joins_done, flushed, ws_closed);
+  if (!actors_done_by(sys, std::max(deadline, std::chrono::steady_clock::now())
+                             + std::chrono::milliseconds(500))) {
+    // Requests still waiting on the engine (their answers would go to
+    // connections already closed) do not hold the exit past the bound;
+    // what is durable is in the stores, as after a crash.
+    lg->warn("{} actors still running past the drain bound; exiting now",
+             sys.registry().running());
+    spdlog::shutdown();
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
   return 0;
 }
 

@@ -786,6 +786,48 @@ CAF_TEST(a ticket claimed again gets a fresh verdict) {
   CAF_CHECK_EQUAL(s->has_value(), !told.honoured);
 }
 
+// Bob's cancel found his ticket claimed by alice at the queue; alice's pair
+// was undone (she cancelled) and bob put back before his cancel reached the
+// finalizer. It is told at once to retry at the queue, where bob waits
+// (once it waited cancel_wait_ms, 15 s, for a pair that never came: the
+// drain of matchd_sigterm_test overran its bound on it).
+CAF_TEST(a cancel that arrives just after its ticket was put back retries at once) {
+  auto fin2 = slow_finalizer();
+  CAF_REQUIRE(raw->enqueue(test::spec("q", "bob", "tb")));
+  auto p1 = claim_raw("alice", "ta");
+  auto c1 = self->request(fin2, caf::infinite, cancel_atom_v,
+                          inflight_cancel{"q", "alice", "ta"});
+  auto f1 = self->request(fin2, caf::infinite, finalize_atom_v, p1);
+  sched.run();
+  while (sched.trigger_timeout())
+    sched.run();
+  c1.receive([](cancel_verdict& v) { CAF_CHECK(v.honoured); },
+             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  f1.receive([](finalize_result&) {},
+             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_REQUIRE_EQUAL(waiting(), std::vector<std::string>{"tb"});
+  auto c2 = self->request(fin2, caf::infinite, cancel_atom_v,
+                          inflight_cancel{"q", "bob", "tb"});
+  sched.run(); // no timer
+  CAF_REQUIRE(!self->mailbox().empty());
+  c2.receive(
+    [](cancel_verdict& v) {
+      CAF_CHECK(!v.honoured);
+      CAF_CHECK(v.session_id.empty()); // "retry at the queue"
+    },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  // Told once: asked again (say the queue showed bob claimed again, by a
+  // pair on its way here), the cancel waits for that pair as before.
+  auto c3 = self->request(fin2, caf::infinite, cancel_atom_v,
+                          inflight_cancel{"q", "bob", "tb"});
+  sched.run();
+  CAF_CHECK(self->mailbox().empty());
+  while (sched.trigger_timeout())
+    sched.run();
+  c3.receive([](cancel_verdict& v) { CAF_CHECK(v.honoured); },
+             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+}
+
 CAF_TEST(a cancel of a pair committed elsewhere is answered from the database) {
   // Another node committed bob's pair and died before anyone asked it.
   auto prior = db->commit_matches(
