@@ -23,7 +23,11 @@ secret="load-test-secret-0123456789"
 prefix="${mode}$$-"
 queue_count=100 # many queues: users wait long enough for most cancels to land
 drain_ms=10000
-fail() { echo "FAIL: $*"; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  tail -n 20 "$work/matchd.log" | cut -c1-400
+  exit 1
+}
 
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node "load-$mode" \
   --redis "127.0.0.1:$redis_port" --postgres "$conninfo" --log-level warn \
