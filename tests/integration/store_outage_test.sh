@@ -67,7 +67,7 @@ done
 curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || fail "matchd not ready"
 
 metric() {
-  curl -fsS "http://127.0.0.1:$port/metrics" | awk -v n="$1" '$1 == n {print $2}'
+  curl -fsS "http://127.0.0.1:$port/metrics" | awk -v n="$1" 'index($1, n "{") == 1 || $1 == n {print $2}'
 }
 
 # 1,500 users over 10 s: pairs are being committed when the store goes;
