@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <deque>
+#include <random>
 #include <unordered_map>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 #include "persistence/matchdb/match_store.hpp"
@@ -249,6 +251,11 @@ struct finalizer_state {
   std::vector<pending_pair> pending;
   std::vector<ticket_lookup> lookups; // waiting for a worker
   bool tick_armed = false;
+  /// The commit backoff (retry_min_ms..retry_max_ms): 0 while the database
+  /// takes commits; nothing runs before `backoff_until`.
+  uint32_t backoff_ms = 0;
+  steady_time backoff_until{};
+  std::minstd_rand rng{std::random_device{}()};
   /// Tickets of pairs in `pending`, in a running batch or being undone.
   std::unordered_map<std::string, int> in_flight;
   std::unordered_map<std::string, waiting_cancel> waiting;
@@ -461,17 +468,72 @@ void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
     release(self, p.queue, p.claimer_ticket, std::move(then));
 }
 
-/// Re-queues a pair whose commit could not reach the database; false when
-/// it has had its attempts.
+/// Re-queues a pair whose commit could not reach the database, for the
+/// commit after the backoff (flush waits for it); false when it has had
+/// its attempts.
 bool retry_later(fin_ptr self, pending_pair& pp) {
   auto& st = self->state;
   if (++pp.attempts >= st.cfg.attempts)
     return false;
   mark_in_flight(st, pp, +1);
   st.pending.push_back(std::move(pp));
+  return true;
+}
+
+/// Backs the commits off after a job the database could not take (doubling
+/// the delay, with jitter), or lets them run freely after one it took.
+void note_commit(fin_ptr self, const commit_job& job) {
+  auto& st = self->state;
+  const std::string* detail = nullptr;
+  for (auto& o : job.out)
+    if (o.kind == pair_outcome::unavailable)
+      detail = &o.detail;
+  for (auto& l : job.lookups)
+    if (l.kind == ticket_lookup::unavailable)
+      detail = &l.detail;
+  if (detail == nullptr) {
+    if (!job.out.empty() || !job.lookups.empty())
+      st.backoff_ms = 0;
+    return;
+  }
+  if (auto& m = st.cfg.metrics)
+    m->commit_retries.fetch_add(1, std::memory_order_relaxed);
+  auto now = std::chrono::steady_clock::now();
+  // A job that was already running when an earlier one failed does not
+  // double the delay again: one outage step per delay.
+  if (now < st.backoff_until)
+    return;
+  auto lo = std::max<uint32_t>(1, st.cfg.retry_min_ms);
+  auto hi = std::max(lo, st.cfg.retry_max_ms);
+  st.backoff_ms = st.backoff_ms == 0 ? lo : std::min(hi, st.backoff_ms * 2);
+  auto pct = std::min<uint32_t>(st.cfg.retry_jitter_pct, 100);
+  std::uniform_int_distribution<int64_t> spread(-int64_t{pct}, int64_t{pct});
+  auto ms = std::max<int64_t>(1, int64_t{st.backoff_ms}
+                                   * (100 + spread(st.rng)) / 100);
+  st.backoff_until = now + std::chrono::milliseconds(ms);
+  static log_limit limit{3, std::chrono::seconds(10)};
+  uint64_t suppressed = 0;
+  if (limit.admit(suppressed)) {
+    if (suppressed > 0)
+      fin_log()->warn("{} similar commit failures not logged", suppressed);
+    fin_log()->warn("commit failed, the database is unavailable ({}); next "
+                    "commit in {} ms",
+                    *detail, ms);
+  }
+}
+
+/// True while the commits back off; arms the tick that ends the wait.
+bool backing_off(fin_ptr self) {
+  auto& st = self->state;
+  auto now = std::chrono::steady_clock::now();
+  if (st.backoff_ms == 0 || now >= st.backoff_until)
+    return false;
   if (!st.tick_armed) {
     st.tick_armed = true;
-    self->delayed_send(self, std::chrono::milliseconds(st.cfg.retry_delay_ms),
+    self->delayed_send(self,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                         st.backoff_until - now)
+                         + std::chrono::milliseconds(1),
                        tick_atom_v);
   }
   return true;
@@ -553,8 +615,18 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
       case pair_outcome::unavailable:
         if (retry_later(self, pp))
           break;
-        fin_log()->error("giving up pair {}/{}: {}", p.claimer_ticket,
-                         p.claimed.ticket, o.detail);
+        {
+          // Rate-limited: during an outage every pair gives up in turn.
+          static log_limit limit{3, std::chrono::seconds(10)};
+          uint64_t suppressed = 0;
+          if (limit.admit(suppressed)) {
+            if (suppressed > 0)
+              fin_log()->error("{} similar pairs given up, not logged",
+                               suppressed);
+            fin_log()->error("giving up pair {}/{}: {}", p.claimer_ticket,
+                             p.claimed.ticket, o.detail);
+          }
+        }
         undo(self, pp, false, false,
              finalize_result{finalize_outcome::retry, {}, o.detail});
         break;
@@ -604,6 +676,8 @@ void flush(fin_ptr self) {
   auto& st = self->state;
   while ((!st.pending.empty() || !st.lookups.empty())
          && (st.inline_store || !st.idle.empty())) {
+    if (backing_off(self))
+      return;
     auto n = std::min<size_t>(st.pending.size(), st.cfg.batch_max);
     auto batch = std::make_shared<std::vector<pending_pair>>(
       std::make_move_iterator(st.pending.begin()),
@@ -619,6 +693,7 @@ void flush(fin_ptr self) {
     if (st.inline_store) {
       run_job(*st.inline_store, *st.cfg.cancels, st.cfg.at_checkpoint,
               self->clock(), *job);
+      note_commit(self, *job);
       settle_lookups(self, job->lookups);
       settle(self, *batch, job->out);
       continue;
@@ -629,6 +704,7 @@ void flush(fin_ptr self) {
       .then(
         [self, worker, batch](job_ptr& done) {
           self->state.idle.push_back(worker);
+          note_commit(self, *done);
           settle_lookups(self, done->lookups);
           settle(self, *batch, done->out);
           flush(self);

@@ -31,7 +31,17 @@ struct finalizer_config {
   uint32_t batch_delay_ms = 2; ///< wait for more pairs; 0: commit at once
   uint32_t workers = 2;      ///< database connections (blocking stores)
   uint32_t attempts = 3;     ///< commits of a pair before giving it up
-  uint32_t retry_delay_ms = 100;
+  /// A group commit the database could not take (store unavailable) makes
+  /// the whole finalizer back off: no commit and no cancel lookup runs
+  /// before the delay has passed. The delay starts at `retry_min_ms`,
+  /// doubles with every failed commit up to `retry_max_ms`, and is spread
+  /// by +-`retry_jitter_pct` percent; a commit that reaches the database
+  /// resets it. A pair given up after `attempts` comes back from its
+  /// claimer and waits out the same delay, so an outage costs a bounded
+  /// number of commits, not one per pair per millisecond.
+  uint32_t retry_min_ms = 100;
+  uint32_t retry_max_ms = 5000;
+  uint32_t retry_jitter_pct = 20;
   /// Bound on an in-flight cancel verdict: a cancel whose pair this
   /// finalizer has not seen by then is answered from the database (matched
   /// when the user's active session holds the ticket, else honoured; the
@@ -66,7 +76,8 @@ struct finalizer_config {
   /// the database refused because a side is already matched: queue pairs
   /// undone, mutual pairs answered `conflict`), and `finalize_latency`
   /// (receipt of a claim_pair / mutual_pair to its answer, retries
-  /// included).
+  /// included), and `commit_retries` (group commits that failed for want
+  /// of the database, each followed by a backoff and another commit).
   std::shared_ptr<engine_metrics> metrics;
 };
 

@@ -34,14 +34,28 @@ using namespace mm;
 
 namespace {
 
-/// Asks both stores a cheap question every second, from its own thread (the
-/// clients block); /readyz reads the last answer.
+/// Asks both stores a cheap question every `every`, from its own thread
+/// (never per request: /readyz reads the last answer). A probe that has
+/// not come back within `stall` counts as a failure while it hangs: a
+/// stalled store (SIGSTOP, a black-holed network) makes the node not ready
+/// within `stall` + `every`, whatever the connections' own timeouts. The
+/// reason given to callers names no address; the log line does.
 class readiness_probe {
 public:
+  using clock = std::chrono::steady_clock;
+
   readiness_probe(std::shared_ptr<queue_store_factory> qs,
                   std::shared_ptr<match_store_factory> ms,
-                  std::shared_ptr<hub> events)
-    : qs_(std::move(qs)), ms_(std::move(ms)), events_(std::move(events)) {
+                  std::shared_ptr<hub> events,
+                  std::chrono::milliseconds every
+                  = std::chrono::milliseconds(500),
+                  std::chrono::milliseconds stall
+                  = std::chrono::milliseconds(1000))
+    : qs_(std::move(qs)),
+      ms_(std::move(ms)),
+      events_(std::move(events)),
+      every_(every),
+      stall_(stall) {
     probe();
     thread_ = std::thread([this] { loop(); });
   }
@@ -55,65 +69,102 @@ public:
     thread_.join();
   }
 
+  /// The last answer, or "does not answer" when the probe under way has
+  /// hung longer than `stall`. Thread-safe; idempotent.
   bool ready(std::string& why) {
     std::lock_guard<std::mutex> guard{mtx_};
+    if (!probing_.empty() && clock::now() - probe_started_ > stall_) {
+      why = probing_ + " does not answer";
+      return false;
+    }
     why = why_;
     return why_.empty();
   }
 
 private:
   void loop() {
-    auto prune_every = 10;
+    // The hub's backlogs are pruned about every 10 s.
+    auto prune_every = std::max<long>(1, 10000 / std::max<long>(1, every_.count()));
+    auto countdown = prune_every;
     std::unique_lock<std::mutex> guard{mtx_};
     while (!stop_) {
-      cv_.wait_for(guard, std::chrono::seconds(1));
+      cv_.wait_for(guard, every_);
       if (stop_)
         break;
       guard.unlock();
       probe();
-      if (--prune_every == 0) {
+      if (--countdown == 0) {
         events_->prune();
-        prune_every = 10;
+        countdown = prune_every;
       }
       guard.lock();
     }
   }
 
+  /// Marks which store the probe is asking now (empty: none).
+  void asking(const char* what) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    probing_ = what;
+    probe_started_ = clock::now();
+  }
+
   void probe() {
-    std::string why;
+    std::string why;    // for callers: no addresses
+    std::string detail; // for the log
+    asking("queue store");
     if (!queue_conn_)
       queue_conn_ = qs_->connect();
     if (!queue_conn_) {
-      why = "queue store: cannot connect to " + qs_->describe();
+      why = "queue store unavailable";
+      detail = "cannot connect to " + qs_->describe();
     } else {
       auto rep = queue_conn_->execute({{"GET", "mm:readyz"}});
-      if (rep.empty() || rep[0].code != errc::none)
-        why = "queue store: " + qs_->describe() + " does not answer";
+      if (rep.empty() || rep[0].code != errc::none) {
+        why = "queue store unavailable";
+        detail = qs_->describe() + " does not answer"
+                 + (rep.empty() ? std::string{} : ": " + rep[0].detail);
+        queue_conn_.reset(); // a fresh connection next time
+      }
     }
     if (why.empty()) {
+      asking("database");
       if (!match_conn_)
         match_conn_ = ms_->connect();
       if (!match_conn_) {
-        why = "database: cannot connect to " + ms_->describe();
+        why = "database unavailable";
+        detail = "cannot connect to " + ms_->describe();
       } else if (auto res = match_conn_->active_session_of("readyz"); !res) {
-        why = "database: " + res.error().detail;
+        why = "database unavailable";
+        detail = ms_->describe() + ": " + res.error().detail;
         if (res.error().code == errc::store_unavailable)
           match_conn_.reset();
       }
     }
     std::lock_guard<std::mutex> guard{mtx_};
+    probing_.clear();
+    if (why != why_) {
+      static auto lg = logger("matchd");
+      if (why.empty())
+        lg->warn("ready again: the stores answer");
+      else
+        lg->warn("not ready: {} ({})", why, detail);
+    }
     why_ = std::move(why);
   }
 
   std::shared_ptr<queue_store_factory> qs_;
   std::shared_ptr<match_store_factory> ms_;
   std::shared_ptr<hub> events_;
+  std::chrono::milliseconds every_;
+  std::chrono::milliseconds stall_;
   std::unique_ptr<queue_store> queue_conn_;
   std::unique_ptr<match_store> match_conn_;
   std::mutex mtx_;
   std::condition_variable cv_;
   bool stop_ = false;
   std::string why_ = "not probed yet";
+  std::string probing_;        // the store asked right now, if any
+  clock::time_point probe_started_;
   std::thread thread_;
 };
 
@@ -253,7 +304,18 @@ int run(const matchd_config& mc) {
       b->attach(user);
   });
   auto exporter = std::make_shared<metrics_exporter>(metrics, mc.node);
-  auto probe = std::make_shared<readiness_probe>(eng->queue_store(),
+  // The probe's own Redis connection gives up within half a second (the
+  // engine's commands wait longer, and retry): readiness must turn fast.
+  auto probe_queue = eng->queue_store();
+  if (ec.use_redis) {
+    auto o = ec.redis;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 500;
+    o.max_attempts = 1;
+    o.retry_delay_ms = 0;
+    probe_queue = make_redis_store(o);
+  }
+  auto probe = std::make_shared<readiness_probe>(probe_queue,
                                                  eng->match_store(), events);
   auto ctx = std::make_shared<api_context>();
   ctx->secret = mc.secret;

@@ -63,6 +63,9 @@ public:
     c("mm_conflicts_total", "Refusals and lost races", m_->conflicts);
     c("mm_relay_retries_total", "Outbox deliveries tried again",
       m_->relay_retries);
+    c("mm_commit_retries_total",
+      "Group commits the database could not take (retried after a backoff)",
+      m_->commit_retries);
     c("mm_events_delivered_total", "Outbox events delivered",
       m_->events_delivered);
     c("mm_sessions_released_total", "Idle session actors released",

@@ -54,6 +54,9 @@ struct engine_metrics {
   std::atomic<uint64_t> requeues{0};      ///< waiters put back
   std::atomic<uint64_t> conflicts{0};     ///< refused or lost races
   std::atomic<uint64_t> relay_retries{0}; ///< deliveries tried again
+  /// Group commits the database could not take (each is tried again after
+  /// an exponential backoff).
+  std::atomic<uint64_t> commit_retries{0};
   std::atomic<uint64_t> events_delivered{0}; ///< outbox events delivered
   std::atomic<uint64_t> sessions_ended{0};   ///< by members and by expiry
   std::atomic<uint64_t> rows_pruned{0};      ///< old events and sessions

@@ -4,6 +4,7 @@
 // NOSCRIPT reply reloads them, a dropped connection reconnects and re-sends
 // the calls whose replies were not received yet.
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 #include "persistence/queue/queue_store.hpp"
 
@@ -460,11 +461,21 @@ private:
       todo.swap(retry);
     }
     if (!todo.empty()) {
-      std::string detail = "redis " + where_ + " unavailable after "
+      // The detail may reach a client: no address in it (the log has it).
+      std::string detail = "redis unavailable after "
                            + std::to_string(failures)
                            + " attempt(s): " + last_error_;
-      store_logger()->error("{} ({} of {} calls failed)", detail, todo.size(),
-                            reqs.size());
+      // Rate-limited: while Redis is down every batch of every connection
+      // ends here.
+      static log_limit limit{5, std::chrono::seconds(10)};
+      uint64_t suppressed = 0;
+      if (limit.admit(suppressed)) {
+        if (suppressed > 0)
+          store_logger()->error("{} similar redis failures not logged",
+                                suppressed);
+        store_logger()->error("redis {}: {} ({} of {} calls failed)", where_,
+                              detail, todo.size(), reqs.size());
+      }
       for (auto i : todo) {
         out[i] = store_reply{};
         out[i].code = errc::store_unavailable;

@@ -26,6 +26,7 @@
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "persistence/matchdb/match_store.hpp"
 #include "persistence/matchdb/pg/pg_statements.hpp"
 #include "persistence/matchdb/pg/pg_util.hpp"
@@ -192,6 +193,13 @@ private:
   bool listening_ = false;
 };
 
+/// One limiter for the "unavailable" lines of every call of every
+/// connection (not one per instantiation of `run`).
+inline log_limit& unavailable_log_limit() {
+  static log_limit limit{5, std::chrono::seconds(10)};
+  return limit;
+}
+
 template <class T, class F>
 outcome<T> pg_match_store::run(const char* what, F&& body) {
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -221,9 +229,19 @@ outcome<T> pg_match_store::run(const char* what, F&& body) {
       return outcome<T>{errc::protocol_error, std::move(detail)};
     }
   }
-  auto detail = where_ + " unavailable (" + what + "): " + last_error_;
-  store_logger()->error("{}", detail);
-  return outcome<T>{errc::store_unavailable, std::move(detail)};
+  // The log names the server and libpq's reason; the error, which may
+  // reach a client, names neither (no internal addresses). Rate-limited:
+  // while the database is down every call of every connection ends here.
+  uint64_t suppressed = 0;
+  if (unavailable_log_limit().admit(suppressed)) {
+    if (suppressed > 0)
+      store_logger()->error("{} similar database failures not logged",
+                            suppressed);
+    store_logger()->error("{} unavailable ({}): {}", where_, what,
+                          last_error_);
+  }
+  return outcome<T>{errc::store_unavailable,
+                    std::string{"the database is unavailable ("} + what + ")"};
 }
 
 } // namespace mm::pg
