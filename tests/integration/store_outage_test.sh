@@ -10,6 +10,11 @@
 #     redis-server SIGSTOPped for 12 s, then SIGCONTed: /readyz answers 503
 #     store_unavailable within 2 s (its detail names no address), 200 again
 #     within 3 s of SIGCONT; nothing is lost, nobody is booked twice.
+#   store_outage_test.sh drain MATCHD MATCHCTL REDIS_DIR PG_DIR
+#     redis-server SIGSTOPped under load, then matchd SIGTERMed with
+#     --drain-timeout 2000: the drain cannot settle, and matchd still exits
+#     0 within the bound + 1 s (requests waiting on the stalled store do not
+#     hold the process); nobody is booked twice.
 set -euo pipefail
 mode=$1 matchd=$2 matchctl=$3 redis_dir=$4 pg_dir=$5
 redis_port=$(cat "$redis_dir/port")
@@ -27,6 +32,8 @@ port=$(free_port)
 secret="outage-test-secret-0123456789"
 prefix="${mode}$$-"
 outage_s=12
+drain_ms=10000
+[ "$mode" = drain ] && drain_ms=2000
 fail() { echo "FAIL: $*"; exit 1; }
 
 # The server files belong to `postgres` when the tests run as root (see
@@ -46,12 +53,12 @@ pg_start() {
 
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node "outage-$mode" \
   --redis "127.0.0.1:$redis_port" --postgres "$conninfo" --log-level warn \
-  >"$work/matchd.log" 2>&1 &
+  --drain-timeout "$drain_ms" >"$work/matchd.log" 2>&1 &
 pid=$!
 cleanup() {
   kill -KILL "$pid" 2>/dev/null || true
   # Never leave the shared fixture's servers down for the tests after us.
-  if [ "$mode" = redis ]; then
+  if [ "$mode" = redis ] || [ "$mode" = drain ]; then
     kill -CONT "$(cat "$redis_dir/redis.pid")" 2>/dev/null || true
   fi
   if [ "$mode" = pg ] && ! "${psql[@]}" -d postgres -c "SELECT 1" \
@@ -132,8 +139,37 @@ case "$mode" in
     took=$(wait_readyz 200 3000) || fail "/readyz not 200 within 3 s of SIGCONT ($took ms)"
     echo "/readyz 200 again after $took ms"
     ;;
+  drain)
+    redis_pid=$(cat "$redis_dir/redis.pid")
+    echo "SIGSTOP redis-server, then SIGTERM matchd (drain bound ${drain_ms} ms)"
+    kill -STOP "$redis_pid"
+    sleep 1
+    t0=$(date +%s%N)
+    kill -TERM "$pid"
+    set +e
+    wait "$pid"
+    rc=$?
+    set -e
+    took_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    kill -CONT "$redis_pid"
+    echo "matchd exited $rc after SIGTERM in ${took_ms} ms"
+    [ "$rc" = 0 ] || fail "matchd exit status $rc"
+    [ "$took_ms" -le $((drain_ms + 1000)) ] || fail "exit took ${took_ms} ms"
+    grep -q 'drain bound reached' "$work/matchd.log" \
+      || fail "the drain settled: was redis-server stopped?"
+    wait "$loader" || true # users of a node that went away: not checked
+    ;;
   *) fail "unknown mode $mode" ;;
 esac
+
+if [ "$mode" = drain ]; then
+  double=$("${psql[@]}" -d "$db" -c "SELECT count(*) FROM (SELECT user_id FROM session_members GROUP BY user_id HAVING count(*) > 1) d")
+  echo "database: $double users in two sessions"
+  [ "$double" = 0 ] || fail "double bookings in the database"
+  rm -rf "$work"
+  echo "PASS ($mode)"
+  exit 0
+fi
 
 set +e
 wait "$loader"
