@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 #include "persistence/queue/queue_codec.hpp"
@@ -142,8 +143,17 @@ void run_parsed(broker_ptr self, outcome<script_call> call,
   }
   submit(self, std::move(*call), [parse, out](store_reply& r) {
     auto res = parse(r);
-    if (!res && res.error().code == errc::store_unavailable)
-      broker_log()->error("queue store unavailable: {}", res.error().detail);
+    if (!res && res.error().code == errc::store_unavailable) {
+      // Rate-limited: during an outage every call of every user fails.
+      static log_limit limit{5, std::chrono::seconds(10)};
+      uint64_t suppressed = 0;
+      if (limit.admit(suppressed)) {
+        if (suppressed > 0)
+          broker_log()->error("{} similar queue store failures not logged",
+                              suppressed);
+        broker_log()->error("queue store unavailable: {}", res.error().detail);
+      }
+    }
     out(std::move(res));
   });
 }

@@ -184,6 +184,34 @@ caf::result<end_result> end_session(ses_ptr self, std::string session_id,
 }
 
 
+// -- a store that did not answer ----------------------------------------------
+
+bool store_trouble(const caf::error& err) {
+  return err.category() == caf::atom("mm")
+         && err.code() == static_cast<uint8_t>(errc::store_unavailable);
+}
+
+void retry_store_later(ses_ptr self) {
+  auto& d = self->state;
+  d.store_backoff_ms = d.store_backoff_ms == 0
+                         ? store_retry_min_ms
+                         : std::min(2 * d.store_backoff_ms, store_retry_max_ms);
+  self->delayed_send(self, std::chrono::milliseconds(d.store_backoff_ms),
+                     retry_atom_v, d.gen);
+}
+
+/// The retry timer of state `gen`: the claim or the cancel at the queue
+/// that met a store outage goes again.
+void retry_store(ses_ptr self, uint64_t gen) {
+  auto& d = self->state;
+  if (gen != d.gen || terminal(d.st.phase))
+    return;
+  if (d.st.phase == session_phase::claiming)
+    start_claim(self, d.claim_rescan);
+  else if (d.st.phase == session_phase::queued && d.cancel_requested)
+    cancel_at_queue(self);
+}
+
 // -- handlers shared by every state --------------------------------------------
 
 session_actor::behavior_type make(ses_ptr self, join_fn on_join,
@@ -248,6 +276,7 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
     [on_grace](grace_atom, uint64_t gen) { on_grace(gen); },
     [self](give_up_atom, uint64_t join_no) { give_up(self, join_no); },
     [self](settle_atom, uint64_t gen) { owner_recheck(self, gen); },
+    [self](retry_atom, uint64_t gen) { retry_store(self, gen); },
     [self](release_atom) { release_if_idle(self); },
   };
 }
@@ -586,12 +615,43 @@ void start_claim(ses_ptr self, bool rescan) {
   auto gen = d.gen;
   ticket_spec spec{d.st.queue, d.st.user, d.store_ticket, d.cfg.node, d.attrs,
                    d.cfg.ttl_ms};
-  d.claim_sent = self->clock().now();
-  auto handle = [self, gen](claim_result& r) { on_claimed(self, gen, r); };
+  // A claim sent again after a store timeout keeps the time of the first:
+  // that one may have run, and its claim hold started then.
+  if (d.store_backoff_ms == 0)
+    d.claim_sent = self->clock().now();
+  auto handle = [self, gen](claim_result& r) {
+    auto& d = self->state;
+    bool after_outage = d.store_backoff_ms > 0;
+    d.store_backoff_ms = 0;
+    on_claimed(self, gen, r);
+    if (after_outage && d.st.phase == session_phase::queued
+        && r.outcome == claim_outcome::claimed_by_other
+        && r.partner.user.empty()) {
+      // Our record is gone: the lost claim ran and we were matched (the
+      // event is on its way), or it never ran. The grace time tells.
+      self->delayed_send(self, std::chrono::milliseconds(d.cfg.grace_ms),
+                         grace_atom_v, d.gen);
+    }
+  };
   auto on_err = [self, gen](caf::error& err) {
     auto& d = self->state;
     if (gen != d.gen)
       return;
+    if (store_trouble(err)) {
+      // The claim may have run (a timeout) or not. It goes again as a
+      // re-scan until the store answers: one that ran left our record
+      // (waiting, claimed or claimer), which the re-scan answers from
+      // without claiming anyone else; a record that is gone means we were
+      // claimed (or the claim never ran: the grace time re-enqueues us).
+      // The join is answered 503 store_unavailable now; a retry of the
+      // same join waits for the claim's answer, the WebSocket hears it.
+      for (auto& rp : d.join_waiters)
+        rp.deliver(err);
+      d.join_waiters.clear();
+      d.claim_rescan = true;
+      retry_store_later(self);
+      return;
+    }
     auto refused = [&](errc x) {
       return err.category() == caf::atom("mm")
              && err.code() == static_cast<uint8_t>(x);

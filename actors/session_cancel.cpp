@@ -370,6 +370,13 @@ void cancel_at_queue(ses_ptr self) {
           ask_finalizer_to_cancel(self);
           return;
         }
+        if (store_trouble(err)) {
+          // The cancel may have run or not (it is idempotent): again once
+          // the store answers; this round does not count.
+          --d.cancel_rounds;
+          retry_store_later(self);
+          return;
+        }
         fail(self, err);
       });
 }

@@ -43,6 +43,10 @@ struct session_data {
   uint32_t heals = 0;
   uint32_t cancel_rounds = 0;       // queue <-> finalizer rounds of a cancel
   bool cancel_requested = false;
+  // A store outage: the claim (a re-scan or not) or the cancel at the queue
+  // goes again after this delay (0: the store answers).
+  uint32_t store_backoff_ms = 0;
+  bool claim_rescan = false;
   bool join_counted = false;        // this join is in metrics->joins
   std::string owner_node;           // whose finalizer owns our claimed pair
   // A cancel whose owner node could not be asked (session_cancel.cpp):
@@ -91,6 +95,17 @@ void finish(ses_ptr self, session_phase phase, std::string session_id,
 
 /// Ends the join `failed` with the rendered error.
 void fail(ses_ptr self, const caf::error& err);
+
+/// Delays of the retries after a store outage: doubling from min to max.
+constexpr uint32_t store_retry_min_ms = 100;
+constexpr uint32_t store_retry_max_ms = 2000;
+
+/// True for `store_unavailable`: a store command that timed out may have
+/// run, so what it did is read again rather than reported as failed.
+bool store_trouble(const caf::error& err);
+
+/// Arms the retry timer (retry_atom, gen) with the next backoff delay.
+void retry_store_later(ses_ptr self);
 
 /// Cancels the waiting ticket; a claimed one is decided by the finalizer.
 void cancel_at_queue(ses_ptr self);

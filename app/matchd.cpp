@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@ public:
   readiness_probe(std::shared_ptr<queue_store_factory> qs,
                   std::shared_ptr<match_store_factory> ms,
                   std::shared_ptr<hub> events,
+                  std::chrono::milliseconds trim_every,
                   std::chrono::milliseconds every
                   = std::chrono::milliseconds(500),
                   std::chrono::milliseconds stall
@@ -54,6 +56,7 @@ public:
     : qs_(std::move(qs)),
       ms_(std::move(ms)),
       events_(std::move(events)),
+      trim_every_(trim_every),
       every_(every),
       stall_(stall) {
     probe();
@@ -96,6 +99,13 @@ private:
       if (--countdown == 0) {
         events_->prune();
         countdown = prune_every;
+      }
+      if (trim_every_.count() > 0 && clock::now() >= next_trim_) {
+        // Users come and go by the million: the heap's free pages go back
+        // to the system, so the node's RSS follows what it holds now, not
+        // the most it ever held (docs/matchd.md, --trim-interval).
+        malloc_trim(0);
+        next_trim_ = clock::now() + trim_every_;
       }
       guard.lock();
     }
@@ -155,6 +165,8 @@ private:
   std::shared_ptr<queue_store_factory> qs_;
   std::shared_ptr<match_store_factory> ms_;
   std::shared_ptr<hub> events_;
+  std::chrono::milliseconds trim_every_;
+  clock::time_point next_trim_ = clock::now() + trim_every_;
   std::chrono::milliseconds every_;
   std::chrono::milliseconds stall_;
   std::unique_ptr<queue_store> queue_conn_;
@@ -315,8 +327,9 @@ int run(const matchd_config& mc) {
     o.retry_delay_ms = 0;
     probe_queue = make_redis_store(o);
   }
-  auto probe = std::make_shared<readiness_probe>(probe_queue,
-                                                 eng->match_store(), events);
+  auto probe = std::make_shared<readiness_probe>(
+    probe_queue, eng->match_store(), events,
+    std::chrono::milliseconds(mc.trim_ms));
   auto ctx = std::make_shared<api_context>();
   ctx->secret = mc.secret;
   ctx->events = events;

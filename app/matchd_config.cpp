@@ -128,6 +128,10 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "ms after which a user with no live ticket, no WebSocket and "
                  "no request is released from memory (0: never)")
     ->capture_default_str();
+  app.add_option("--trim-interval", cfg.trim_ms,
+                 "ms between returns of free heap memory to the system "
+                 "(malloc_trim; 0: never)")
+    ->capture_default_str();
   app.add_option("--parked-ttl", cfg.parked_ttl_ms,
                  "ms an event is kept for a user with no session on this node")
     ->capture_default_str();
@@ -250,6 +254,8 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("client-ttl", "must be 0 (off) or at least 1000 ms");
   if (cfg.idle_release_ms != 0 && cfg.idle_release_ms < 1000)
     complain("idle-release", "must be 0 (never) or at least 1000 ms");
+  if (cfg.trim_ms != 0 && cfg.trim_ms < 1000)
+    complain("trim-interval", "must be 0 (never) or at least 1000 ms");
   if (cfg.parked_ttl_ms < 1000 || cfg.parked_ttl_ms > 3600000)
     complain("parked-ttl", "must be 1000-3600000 ms");
   if (cfg.redis_workers < 1 || cfg.redis_workers > 64)

@@ -75,6 +75,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, end_atom, "end")
   CAF_ADD_ATOM(matchmaker, mm, give_up_atom, "give_up")
   CAF_ADD_ATOM(matchmaker, mm, settle_atom, "settle")
+  CAF_ADD_ATOM(matchmaker, mm, retry_atom, "retry")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -145,11 +146,12 @@ using session_actor = caf::typed_actor<
   // Timers: heartbeat, the grace time after a heartbeat answered gone, the
   // join's give_up_after_s (by join number), the idle release (a session
   // that is not live and had no request for its idle_release_ms stops;
-  // otherwise nothing happens), and the next look at a cancel whose owner
-  // node could not be asked (by state generation).
+  // otherwise nothing happens), the next look at a cancel whose owner
+  // node could not be asked, and the retry of a claim or cancel the queue
+  // store did not answer (both by state generation).
   caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<grace_atom, uint64_t>,
   caf::reacts_to<give_up_atom, uint64_t>, caf::reacts_to<release_atom>,
-  caf::reacts_to<settle_atom, uint64_t>>;
+  caf::reacts_to<settle_atom, uint64_t>, caf::reacts_to<retry_atom, uint64_t>>;
 
 /// Commits claimed pairs (actors/finalizer.hpp).
 using finalizer_actor = caf::typed_actor<

@@ -77,6 +77,7 @@ session_actor::behavior_type recorder(session_actor::pointer,
     [](end_atom, std::string&, std::string&) { return end_result{}; },
     [](give_up_atom, uint64_t) {},
     [](settle_atom, uint64_t) {},
+    [](retry_atom, uint64_t) {},
     [](release_atom) {},
   };
 }

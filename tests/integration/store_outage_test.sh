@@ -88,10 +88,22 @@ sleep 3
 
 case "$mode" in
   pg)
+    # Two users whose sessions know they are free (a join the database
+    # cleared, then cancelled): their joins during the outage need no
+    # database read, so their pair reaches the finalizer while PostgreSQL
+    # is down, whatever the load's timing (its joins are refused 503).
+    ctl=("$matchctl" --url "http://127.0.0.1:$port" --secret "$secret")
+    x="outage$$-x" y="outage$$-y"
+    for u in "$x" "$y"; do
+      "${ctl[@]}" join --user "$u" --queue "warm-$u" --ticket t1 >/dev/null
+      "${ctl[@]}" cancel --user "$u" --ticket t1 >/dev/null
+    done
     before=$(metric mm_commit_retries_total)
     lines_before=$(wc -l <"$work/matchd.log")
     echo "stopping PostgreSQL for ${outage_s} s"
     pg_stop
+    "${ctl[@]}" join --user "$x" --queue outage --ticket t2 >/dev/null
+    "${ctl[@]}" join --user "$y" --queue outage --ticket t2 >/dev/null
     sleep "$outage_s"
     pg_start
     echo "PostgreSQL is back"
@@ -202,6 +214,12 @@ if [ "$mode" = pg ]; then
   [ "$retries" -ge 1 ] || fail "no commit failed: was PostgreSQL down?"
   [ "$retries" -le 60 ] || fail "$retries commit retries in ${outage_s} s"
   [ "$lines" -le 100 ] || fail "$lines log lines in ${outage_s} s"
+  # The pair that waited out the outage is committed, nobody lost.
+  for u in "$x" "$y"; do
+    st=$("${ctl[@]}" state --user "$u" --ticket t2)
+    echo "$u after the outage: $st"
+    echo "$st" | grep -q '"matched"' || fail "$u is not matched: $st"
+  done
 fi
 
 # The database agrees with what the clients saw.

@@ -29,6 +29,60 @@ namespace {
 
 using mm_config = test::caf_config;
 
+/// A queue store whose replies are lost: while `lose` is above 0, each
+/// script call runs on the inner store and its reply is replaced by
+/// `store_unavailable` (a Redis command that timed out after it ran).
+class lossy_store final : public queue_store_factory {
+public:
+  explicit lossy_store(std::shared_ptr<queue_store_factory> inner)
+    : inner_(std::move(inner)) {
+  }
+
+  std::unique_ptr<queue_store> connect() override {
+    return std::make_unique<conn>(inner_->connect(), lose);
+  }
+
+  std::string describe() const override {
+    return "lossy " + inner_->describe();
+  }
+
+  std::shared_ptr<int> lose = std::make_shared<int>(0);
+
+private:
+  class conn final : public queue_store {
+  public:
+    conn(std::unique_ptr<queue_store> inner, std::shared_ptr<int> lose)
+      : inner_(std::move(inner)), lose_(std::move(lose)) {
+    }
+
+    std::vector<store_reply> run(const std::vector<script_call>& c) override {
+      auto out = inner_->run(c);
+      for (auto& r : out)
+        if (*lose_ > 0) {
+          --*lose_;
+          r = store_reply{errc::store_unavailable, "no reply within 5000 ms",
+                          {}};
+        }
+      return out;
+    }
+
+    std::vector<store_reply>
+    execute(const std::vector<store_command>& cmds) override {
+      return inner_->execute(cmds);
+    }
+
+    bool blocking() const noexcept override {
+      return false;
+    }
+
+  private:
+    std::unique_ptr<queue_store> inner_;
+    std::shared_ptr<int> lose_;
+  };
+
+  std::shared_ptr<queue_store_factory> inner_;
+};
+
 struct fixture : test_coordinator_fixture<mm_config> {
   std::shared_ptr<queue_store_factory> qstore;
   std::shared_ptr<match_store_factory> mstore;
@@ -89,9 +143,10 @@ struct fixture : test_coordinator_fixture<mm_config> {
     sched.run();
   }
 
-  session_actor session(const std::string& user) {
+  session_actor session(const std::string& user,
+                        queue_broker_actor via = {}) {
     session_links links;
-    links.broker = broker;
+    links.broker = via ? via : broker;
     links.finalizer = fin;
     links.directory = dir;
     links.lifecycle = lifecycle;
@@ -315,6 +370,78 @@ CAF_TEST(a cancel asked of a finalizer that is gone is answered from the databas
     CAF_CHECK_EQUAL(to_string(told.phase), "failed");
   }
   CAF_CHECK(s->has_value()); // the kill came after the pair
+}
+
+// A claim whose reply was lost (Redis ran it, the answer timed out): bob is
+// waiting in the queue. His join is answered store_unavailable (503), and
+// the session asks the queue again instead of ending `failed`: alice claims
+// bob and bob is told `matched` in that session (once: `failed`, while his
+// ticket waited and was matched).
+CAF_TEST(a claim whose reply was lost is asked again and never reported failed) {
+  auto lossy = std::make_shared<lossy_store>(qstore);
+  broker_config bcfg;
+  bcfg.sweep_interval_ms = 0;
+  bcfg.queues = {"q"};
+  auto b2 = spawn_queue_broker(sys, lossy, bcfg);
+  auto b = session("bob", b2);
+  *lossy->lose = 1;
+  auto bob_join = self->request(b, caf::infinite, join_atom_v,
+                                join_request{"q", "tb", ""});
+  sched.run();
+  bob_join.receive(
+    [&](session_state& st) {
+      CAF_FAIL("bob's join answered " << to_string(st.phase));
+    },
+    [&](caf::error& e) {
+      CAF_CHECK_EQUAL(e.code(), static_cast<uint8_t>(errc::store_unavailable));
+    });
+  CAF_CHECK_EQUAL(to_string(state_of(b).phase), "claiming");
+  CAF_REQUIRE_EQUAL(raw->waiting("q").size(), 1u); // the claim did run
+  CAF_REQUIRE(sched.trigger_timeout()); // bob's retry: a re-scan
+  sched.run();
+  CAF_CHECK_EQUAL(to_string(state_of(b).phase), "queued");
+  CAF_REQUIRE_EQUAL(raw->waiting("q").size(), 1u); // still one ticket
+  auto a = session("alice");
+  auto alice_join = self->request(a, caf::infinite, join_atom_v,
+                                  join_request{"q", "ta", ""});
+  sched.run();
+  answer_of<session_state>(alice_join);
+  flush_relay();
+  auto sa = state_of(a);
+  auto sb = state_of(b);
+  CAF_CHECK_EQUAL(to_string(sa.phase), "matched");
+  CAF_CHECK_EQUAL(to_string(sb.phase), "matched"); // once `failed`
+  CAF_CHECK_EQUAL(sb.session_id, sa.session_id);
+  auto s = db->active_session_of("bob");
+  CAF_REQUIRE(s && s->has_value());
+  CAF_CHECK_EQUAL((**s).session_id, sb.session_id);
+  anon_send_exit(b2, caf::exit_reason::user_shutdown);
+}
+
+// A cancel whose reply was lost (it ran: the ticket is gone) goes again and
+// ends `cancelled`, not `failed`.
+CAF_TEST(a cancel whose reply was lost is asked again) {
+  auto lossy = std::make_shared<lossy_store>(qstore);
+  broker_config bcfg;
+  bcfg.sweep_interval_ms = 0;
+  bcfg.queues = {"q"};
+  auto b2 = spawn_queue_broker(sys, lossy, bcfg);
+  auto b = session("bob", b2);
+  auto bob_join = self->request(b, caf::infinite, join_atom_v,
+                                join_request{"q", "tb", ""});
+  sched.run();
+  CAF_CHECK_EQUAL(to_string(answer_of<session_state>(bob_join).phase),
+                  "queued");
+  *lossy->lose = 1;
+  auto bob_cancel = self->request(b, caf::infinite, cancel_atom_v);
+  sched.run();
+  CAF_CHECK(self->mailbox().empty()); // not answered from a guess
+  while (sched.trigger_timeout())
+    sched.run();
+  auto told = answer_of<session_state>(bob_cancel);
+  CAF_CHECK_EQUAL(to_string(told.phase), "cancelled"); // once `failed`
+  CAF_CHECK(raw->waiting("q").empty());
+  anon_send_exit(b2, caf::exit_reason::user_shutdown);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
