@@ -121,6 +121,18 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   e->lock_ = spawn_pair_lock(sys, e->queue_store_, cfg.lock);
   e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
                           cfg.swipe);
+  auto as_actor = [](const auto& h) { return caf::actor_cast<caf::actor>(h); };
+  e->watch_ = spawn_core_watch(
+    sys,
+    {{"broker", as_actor(e->broker_)},
+     {"finalizer", as_actor(e->finalizer_)},
+     {"directory", as_actor(e->directory_)},
+     {"relay", as_actor(e->relay_)},
+     {"gateway", as_actor(e->gateway_)},
+     {"lifecycle", as_actor(e->lifecycle_)},
+     {"pair_lock", as_actor(e->lock_)},
+     {"swipe", as_actor(e->swipe_)}},
+    e->health_, cfg.on_core_down);
   return e;
 }
 
@@ -208,6 +220,11 @@ size_t engine::session_count() const {
 }
 
 void engine::stop() {
+  health_->stopping(); // the core actors stop on purpose now
+  if (watch_) {
+    caf::anon_send_exit(watch_, caf::exit_reason::user_shutdown);
+    watch_ = nullptr;
+  }
   std::unordered_map<std::string, session_actor> sessions;
   {
     std::lock_guard<std::mutex> guard{sessions_->mtx};

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "actors/cluster_config.hpp"
+#include "actors/core_watch.hpp"
 #include "actors/directory.hpp"
 #include "actors/finalizer.hpp"
 #include "actors/lifecycle.hpp"
@@ -65,6 +66,12 @@ struct engine_config {
   /// `broker`, `finalizer`, `session`, `directory`, `relay`, `swipe` and
   /// `lifecycle` above).
   std::shared_ptr<engine_metrics> metrics;
+  /// Called once (from an actor thread) when a core actor (broker,
+  /// finalizer, directory, relay, gateway, lifecycle, pair lock, swipe)
+  /// stops while the engine runs: the node cannot serve any more, and the
+  /// host takes it out of service (matchd drains and exits 70). Also
+  /// readable as `engine::down()`. May be empty.
+  core_down_fn on_core_down;
 };
 
 /// One engine inside a host's actor system: queue broker, finalizer,
@@ -183,6 +190,12 @@ public:
     return cfg_.metrics;
   }
 
+  /// Empty while every core actor runs; else which one stopped and why
+  /// (the node cannot serve). Thread-safe.
+  std::string down() const {
+    return health_->down();
+  }
+
 private:
   engine(caf::actor_system& sys, engine_config cfg);
 
@@ -206,6 +219,8 @@ private:
     std::unordered_map<std::string, session_actor> map;
   };
   std::shared_ptr<session_table> sessions_;
+  std::shared_ptr<core_health> health_ = std::make_shared<core_health>();
+  caf::actor watch_; ///< core_watch.hpp
 };
 
 } // namespace mm

@@ -187,8 +187,9 @@ caf::result<end_result> end_session(ses_ptr self, std::string session_id,
 // -- a store that did not answer ----------------------------------------------
 
 bool store_trouble(const caf::error& err) {
-  return err.category() == caf::atom("mm")
-         && err.code() == static_cast<uint8_t>(errc::store_unavailable);
+  return err == caf::sec::request_timeout
+         || (err.category() == caf::atom("mm")
+             && err.code() == static_cast<uint8_t>(errc::store_unavailable));
 }
 
 void retry_store_later(ses_ptr self) {
@@ -266,7 +267,7 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
           && ev.ticket_a != d.store_ticket && ev.ticket_b != d.store_ticket) {
         // Matched under an earlier ticket of this join while a self-heal
         // re-enqueued us: take the newer ticket down.
-        self->request(d.links.broker, caf::infinite, cancel_atom_v,
+        self->request(d.links.broker, store_timeout(d), cancel_atom_v,
                       ticket_ref{d.st.queue, d.st.user, d.st.token})
           .then([](cancel_result&) {}, [](caf::error&) {});
       }
@@ -465,7 +466,7 @@ session_actor::behavior_type queued_b(ses_ptr self) {
       };
       d.claim_sent = self->clock().now(); // a re-scan may claim
       self
-        ->request(d.links.broker, caf::infinite, rescan_atom_v,
+        ->request(d.links.broker, store_timeout(d), rescan_atom_v,
                   ticket_spec{d.st.queue, d.st.user, d.store_ticket,
                               d.cfg.node, d.attrs, d.cfg.ttl_ms})
         .then(
@@ -675,10 +676,10 @@ void start_claim(ses_ptr self, bool rescan) {
     fail(self, err);
   };
   if (rescan)
-    self->request(d.links.broker, caf::infinite, rescan_atom_v, std::move(spec))
+    self->request(d.links.broker, store_timeout(d), rescan_atom_v, std::move(spec))
       .then(handle, on_err);
   else
-    self->request(d.links.broker, caf::infinite, claim_atom_v, std::move(spec))
+    self->request(d.links.broker, store_timeout(d), claim_atom_v, std::move(spec))
       .then(handle, on_err);
 }
 

@@ -18,7 +18,9 @@ struct session_config {
   /// Bound of one ask for an in-flight cancel verdict: of another node's
   /// finalizer through the gateway, or of this node's (either may take its
   /// `cancel_wait_ms`). This node's finalizer is asked again when it does
-  /// not answer within it (docs/engine.md, "The finalizer").
+  /// not answer within it (docs/engine.md, "The finalizer"). Also the
+  /// bound of a request to the queue broker: one that times out may have
+  /// run, so it is read again (a re-scan), never reported failed.
   uint32_t route_timeout_ms = 30000;
   /// A cancel whose owner node cannot be asked (docs/engine.md, "A cancel
   /// whose owner cannot be asked") looks again every `owner_recheck_ms`:

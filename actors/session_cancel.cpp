@@ -151,6 +151,19 @@ void owner_db(ses_ptr self, uint64_t gen) {
       });
 }
 
+/// The queue's answer was an error: a ticket it no longer knows is gone;
+/// any other error leaves the question open. The database next.
+void owner_queue_error(ses_ptr self, uint64_t gen, const caf::error& err) {
+  auto& d = self->state;
+  if (gen != d.gen || terminal(d.st.phase))
+    return;
+  if (is_mm(err, errc::not_found) || is_mm(err, errc::stale_token))
+    mark_gone(self);
+  else
+    d.owner.why = "the queue could not be asked: " + self->system().render(err);
+  owner_db(self, gen);
+}
+
 /// A heartbeat with our token: removes the record if its claim hold
 /// lapsed (then the ticket is gone), else tells what holds it.
 void owner_heartbeat(ses_ptr self, uint64_t gen) {
@@ -177,17 +190,7 @@ void owner_heartbeat(ses_ptr self, uint64_t gen) {
         }
         owner_db(self, gen);
       },
-      [self, gen](caf::error& err) {
-        auto& d = self->state;
-        if (gen != d.gen || terminal(d.st.phase))
-          return;
-        if (is_mm(err, errc::not_found) || is_mm(err, errc::stale_token))
-          mark_gone(self);
-        else
-          d.owner.why = "the queue could not be asked: "
-                        + self->system().render(err);
-        owner_db(self, gen);
-      });
+      [self, gen](caf::error& err) { owner_queue_error(self, gen, err); });
 }
 
 /// One look at the queue, then the database.
@@ -218,17 +221,7 @@ void owner_round(ses_ptr self, uint64_t gen) {
         }
         owner_heartbeat(self, gen);
       },
-      [self, gen](caf::error& err) {
-        auto& d = self->state;
-        if (gen != d.gen || terminal(d.st.phase))
-          return;
-        if (is_mm(err, errc::not_found) || is_mm(err, errc::stale_token))
-          mark_gone(self);
-        else
-          d.owner.why = "the queue could not be asked: "
-                        + self->system().render(err);
-        owner_db(self, gen);
-      });
+      [self, gen](caf::error& err) { owner_queue_error(self, gen, err); });
 }
 
 /// The owner node of our pair could not be asked: decide from the queue
@@ -343,7 +336,7 @@ void cancel_at_queue(ses_ptr self) {
   }
   auto gen = d.gen;
   self
-    ->request(d.links.broker, caf::infinite, cancel_atom_v,
+    ->request(d.links.broker, store_timeout(d), cancel_atom_v,
               ticket_ref{d.st.queue, d.st.user, d.st.token})
     .then(
       [self, gen](cancel_result& r) {

@@ -100,9 +100,16 @@ void fail(ses_ptr self, const caf::error& err);
 constexpr uint32_t store_retry_min_ms = 100;
 constexpr uint32_t store_retry_max_ms = 2000;
 
-/// True for `store_unavailable`: a store command that timed out may have
-/// run, so what it did is read again rather than reported as failed.
+/// True for `store_unavailable` and for a request to the broker that timed
+/// out: the store command may have run, so what it did is read again
+/// rather than reported as failed.
 bool store_trouble(const caf::error& err);
+
+/// The bound on a request to the broker (every request has one: a broker
+/// that is gone never answers what it held).
+inline caf::timespan store_timeout(const session_data& d) {
+  return std::chrono::milliseconds(d.cfg.route_timeout_ms);
+}
 
 /// Arms the retry timer (retry_atom, gen) with the next backoff delay.
 void retry_store_later(ses_ptr self);

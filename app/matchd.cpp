@@ -6,6 +6,7 @@
 // finalizations finish), deliver committed events, close the WebSockets
 // after their queues are sent, stop, exit 0 — all within --drain-timeout.
 
+#include <atomic>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -180,15 +181,43 @@ private:
   std::thread thread_;
 };
 
+/// A core actor a failpoint kills, and when (ms after start).
+struct actor_kill {
+  std::string name;
+  uint32_t after_ms = 0;
+};
+
+const char* const core_names[] = {"broker",    "finalizer", "directory",
+                                  "relay",     "gateway",   "lifecycle",
+                                  "pair_lock", "swipe"};
+
 /// Test hook (docs/matchd.md, "Failpoints"): MM_FAILPOINT, read once at
 /// start, makes the finalizer SIGKILL this process at one point of a
-/// commit, so tests can crash a node exactly there. Empty: no hook. An
-/// unknown name is refused (false).
-bool arm_failpoint(finalizer_config& fc, std::string& armed) {
+/// commit, so tests can crash a node exactly there; or (kill_actor=NAME@MS)
+/// kills one core actor MS ms after start. Empty: no hook. An unknown
+/// failpoint is refused (false).
+bool arm_failpoint(finalizer_config& fc, std::string& armed,
+                   actor_kill& kill) {
   const char* env = std::getenv("MM_FAILPOINT");
   armed = env != nullptr ? env : "";
   if (armed.empty())
     return true;
+  if (armed.rfind("kill_actor=", 0) == 0) {
+    auto spec = armed.substr(11);
+    auto at = spec.find('@');
+    kill.name = spec.substr(0, at);
+    try {
+      kill.after_ms = at == std::string::npos
+                        ? 0
+                        : static_cast<uint32_t>(std::stoul(spec.substr(at + 1)));
+    } catch (const std::exception&) {
+      return false;
+    }
+    for (auto* n : core_names)
+      if (kill.name == n)
+        return true;
+    return false;
+  }
   checkpoint at;
   if (armed == "kill_before_commit")
     at = checkpoint::before_answer; // the rows written, COMMIT not sent
@@ -258,16 +287,26 @@ int run(const matchd_config& mc) {
   ec.broker.workers = mc.redis_workers;
   ec.finalizer.workers = mc.pg_workers;
   std::string failpoint;
-  if (!arm_failpoint(ec.finalizer, failpoint)) {
+  actor_kill kill;
+  if (!arm_failpoint(ec.finalizer, failpoint, kill)) {
     lg->error("MM_FAILPOINT={}: unknown failpoint (kill_before_commit, "
-              "kill_after_commit)",
+              "kill_after_commit, kill_actor=NAME@MS with NAME one of broker, "
+              "finalizer, directory, relay, gateway, lifecycle, pair_lock, "
+              "swipe)",
               failpoint);
     return 2;
   }
   if (!failpoint.empty())
-    lg->warn("failpoint {} armed (MM_FAILPOINT): this node kills itself at "
-             "its first commit; a test hook, never for production",
+    lg->warn("failpoint {} armed (MM_FAILPOINT): a test hook, never for "
+             "production",
              failpoint);
+  // A core actor that stops takes the node out of service: not ready, a
+  // drain, exit 70 (EX_SOFTWARE) for the supervisor to restart it.
+  auto core_down = std::make_shared<std::atomic<bool>>(false);
+  ec.on_core_down = [core_down](const std::string&) {
+    if (!core_down->exchange(true))
+      ::kill(::getpid(), SIGTERM); // the main thread's sigwait drains
+  };
   if (!mc.redis.empty()) {
     ec.use_redis = true;
     ec.redis.host = mc.redis_host;
@@ -304,6 +343,22 @@ int run(const matchd_config& mc) {
   }
   auto eng = *started;
   auto metrics = eng->metrics();
+  if (!kill.name.empty()) {
+    caf::actor victim;
+    auto pick = [&](const auto& h) { victim = caf::actor_cast<caf::actor>(h); };
+    if (kill.name == "broker") pick(eng->broker());
+    else if (kill.name == "finalizer") pick(eng->finalizer());
+    else if (kill.name == "directory") pick(eng->directory());
+    else if (kill.name == "relay") pick(eng->relay());
+    else if (kill.name == "gateway") pick(eng->gateway());
+    else if (kill.name == "lifecycle") pick(eng->lifecycle());
+    else if (kill.name == "pair_lock") pick(eng->pair_lock());
+    else pick(eng->swipes());
+    std::thread{[victim, ms = kill.after_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      caf::anon_send_exit(victim, caf::exit_reason::kill);
+    }}.detach();
+  }
 
   auto events = std::make_shared<hub>();
   auto bridge = engine_bridge::make(sys, eng, events,
@@ -334,7 +389,13 @@ int run(const matchd_config& mc) {
   ctx->secret = mc.secret;
   ctx->events = events;
   ctx->metrics_text = [exporter] { return exporter->render(); };
-  ctx->ready = [probe](std::string& why) { return probe->ready(why); };
+  ctx->ready = [probe, eng](std::string& why) {
+    if (auto d = eng->down(); !d.empty()) {
+      why = "core actor " + d;
+      return false;
+    }
+    return probe->ready(why);
+  };
   ctx->count_status = [exporter](unsigned status) {
     exporter->count_status(status);
   };
@@ -401,7 +462,11 @@ int run(const matchd_config& mc) {
              sys.registry().running());
     spdlog::shutdown();
     std::fflush(nullptr);
-    std::_Exit(0);
+    std::_Exit(*core_down ? 70 : 0);
+  }
+  if (*core_down) {
+    lg->error("exiting 70: core actor {}", eng->down());
+    return 70;
   }
   return 0;
 }

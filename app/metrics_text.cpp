@@ -1,6 +1,7 @@
 #include "app/metrics_text.hpp"
 
 #include <limits>
+#include <malloc.h>
 #include <mutex>
 
 #include <prometheus/collectable.h>
@@ -121,6 +122,19 @@ public:
     hm.histogram.sample_sum = static_cast<double>(h.sum_us()) / 1e6;
     hist.metric.push_back(std::move(hm));
     out.push_back(std::move(hist));
+    {
+      // The heap as malloc sees it: RSS that grows while `in use` stays
+      // flat is free memory the allocator keeps, not something held.
+      auto mi = mallinfo2();
+      out.push_back(scalar("mm_heap_in_use_bytes",
+                           "Heap bytes allocated and not freed (mallinfo2)",
+                           MetricType::Gauge,
+                           static_cast<double>(mi.uordblks + mi.hblkhd)));
+      out.push_back(scalar("mm_heap_free_bytes",
+                           "Heap bytes free inside the allocator's arenas",
+                           MetricType::Gauge,
+                           static_cast<double>(mi.fordblks)));
+    }
     if (auto srv = srv_.load()) {
       auto& s = srv->stats();
       out.push_back(scalar("mm_http_connections", "Open connections",

@@ -301,6 +301,15 @@ soak_sample() {
     "${pg[1]:-?}" "${pg[2]:-?}" "${pg[3]:-?}" "${pg[4]:-?}" "${pg[5]:-?}" \
     "$(awk -v b="${redis_mem:-0}" 'BEGIN { print b / 1048576 }')" \
     "${redis_keys:-?}"
+  # The heap as malloc sees it: RSS rising while "in use" stays flat is
+  # memory the allocator keeps, not something matchd holds.
+  local metrics
+  metrics=$(curl -fsS "http://127.0.0.1:$soak_mport/metrics" 2>/dev/null || true)
+  soak_metric() { echo "$metrics" | awk -v n="$1" 'index($1, n "{") == 1 { print $2; exit }'; }
+  printf '# soak %s%%: heap in use %.1f MiB, free in arenas %.1f MiB; sessions live %s, client links %s\n' \
+    "$pct" "$(awk -v b="$(soak_metric mm_heap_in_use_bytes)" 'BEGIN { print b / 1048576 }')" \
+    "$(awk -v b="$(soak_metric mm_heap_free_bytes)" 'BEGIN { print b / 1048576 }')" \
+    "$(soak_metric mm_sessions_live)" "$(soak_metric mm_client_links)"
   soak_last_t=$t
   soak_last_n=$n
 }

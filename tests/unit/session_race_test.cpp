@@ -106,10 +106,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
     raw = std::make_unique<test::store_client>(qstore->connect());
     db = mstore->connect();
     CAF_REQUIRE(db->apply_migrations());
-    broker_config bcfg;
-    bcfg.sweep_interval_ms = 0;
-    bcfg.queues = {"q"};
-    broker = spawn_queue_broker(sys, qstore, bcfg);
+    broker = broker_on(qstore);
     finalizer_config fcfg;
     fcfg.batch_delay_ms = 0; // a pair commits when the finalizer reads it
     fcfg.cancels = cancels;
@@ -141,6 +138,14 @@ struct fixture : test_coordinator_fixture<mm_config> {
     for (auto& s : sessions)
       anon_send_exit(s, caf::exit_reason::user_shutdown);
     sched.run();
+  }
+
+  /// Another broker on `store` (the fixture's queues).
+  queue_broker_actor broker_on(std::shared_ptr<queue_store_factory> store) {
+    broker_config bcfg;
+    bcfg.sweep_interval_ms = 0;
+    bcfg.queues = {"q"};
+    return spawn_queue_broker(sys, std::move(store), bcfg);
   }
 
   session_actor session(const std::string& user,
@@ -379,10 +384,7 @@ CAF_TEST(a cancel asked of a finalizer that is gone is answered from the databas
 // ticket waited and was matched).
 CAF_TEST(a claim whose reply was lost is asked again and never reported failed) {
   auto lossy = std::make_shared<lossy_store>(qstore);
-  broker_config bcfg;
-  bcfg.sweep_interval_ms = 0;
-  bcfg.queues = {"q"};
-  auto b2 = spawn_queue_broker(sys, lossy, bcfg);
+  auto b2 = broker_on(lossy);
   auto b = session("bob", b2);
   *lossy->lose = 1;
   auto bob_join = self->request(b, caf::infinite, join_atom_v,
@@ -422,10 +424,7 @@ CAF_TEST(a claim whose reply was lost is asked again and never reported failed) 
 // ends `cancelled`, not `failed`.
 CAF_TEST(a cancel whose reply was lost is asked again) {
   auto lossy = std::make_shared<lossy_store>(qstore);
-  broker_config bcfg;
-  bcfg.sweep_interval_ms = 0;
-  bcfg.queues = {"q"};
-  auto b2 = spawn_queue_broker(sys, lossy, bcfg);
+  auto b2 = broker_on(lossy);
   auto b = session("bob", b2);
   auto bob_join = self->request(b, caf::infinite, join_atom_v,
                                 join_request{"q", "tb", ""});
