@@ -65,6 +65,10 @@ struct cluster_config {
   /// single node the directory keeps what a user missed, and the lookup
   /// costs one database query per session start.
   bool replay_on_register = true;
+  /// Bound on one job of a store worker; a worker silent for longer is
+  /// stuck (actors/worker_bound.hpp) and the gateway stops. 0: no bound.
+  /// Set by the engine from `engine_config::worker_timeout_ms`.
+  uint32_t worker_timeout_ms = 60000;
 
   /// True when this node is part of a cluster (`port != 0`).
   bool enabled() const noexcept {

@@ -41,6 +41,10 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   cfg.swipe.metrics = cfg.metrics;
   cfg.lifecycle.metrics = cfg.metrics;
   cfg.directory.metrics = cfg.metrics;
+  for (auto* t : {&cfg.broker.worker_timeout_ms, &cfg.finalizer.worker_timeout_ms,
+                  &cfg.relay.worker_timeout_ms, &cfg.lock.worker_timeout_ms,
+                  &cfg.swipe.worker_timeout_ms, &cfg.cluster.worker_timeout_ms})
+    *t = cfg.worker_timeout_ms;
   // No COMMIT starts after 4/5 of the claim hold, so none starts after the
   // hold lapsed in the queue (docs/engine.md, "A cancel whose owner cannot
   // be asked").

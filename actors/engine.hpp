@@ -72,6 +72,15 @@ struct engine_config {
   /// host takes it out of service (matchd drains and exits 70). Also
   /// readable as `engine::down()`. May be empty.
   core_down_fn on_core_down;
+  /// Bound on one job of any store worker (a batch of Redis calls, a group
+  /// commit, a lookup). The stores' own timeouts bound a server that is
+  /// down; a frozen one whose kernel still answers TCP is caught only here:
+  /// the worker's actor stops, and with it the engine (`on_core_down`). Must
+  /// exceed the stores' worst case (with the defaults: Redis 3 attempts x
+  /// (2 s connect + 5 s command), PostgreSQL 5 s per statement). Copied
+  /// into the broker, finalizer, relay, pair lock, swipe and gateway
+  /// settings. 0: no bound.
+  uint32_t worker_timeout_ms = 60000;
 };
 
 /// One engine inside a host's actor system: queue broker, finalizer,

@@ -1,3 +1,4 @@
+#include "actors/worker_bound.hpp"
 #include "actors/finalizer.hpp"
 
 #include <algorithm>
@@ -516,7 +517,7 @@ void flush(fin_ptr self) {
     }
     auto worker = std::move(st.idle.back());
     st.idle.pop_back();
-    self->request(worker, caf::infinite, std::move(job))
+    self->request(worker, worker_bound(st.cfg.worker_timeout_ms), std::move(job))
       .then(
         [self, worker, batch](job_ptr& done) {
           self->state.idle.push_back(worker);

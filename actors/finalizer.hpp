@@ -81,6 +81,10 @@ struct finalizer_config {
   /// (receipt of a claim_pair / mutual_pair to its answer, retries
   /// included), and `commit_retries` (group commits that failed for want
   /// of the database, each followed by a backoff and another commit).
+  /// Bound on one job of a store worker; a worker silent for longer is
+  /// stuck (actors/worker_bound.hpp) and this actor stops. 0: no bound.
+  /// Set by the engine from `engine_config::worker_timeout_ms`.
+  uint32_t worker_timeout_ms = 60000;
   std::shared_ptr<engine_metrics> metrics;
 };
 

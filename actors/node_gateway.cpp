@@ -2,6 +2,7 @@
 // shared user -> node map, routing of events and cancels to the peers' links
 // (actors/peer_link.hpp), the replay on registration, its store workers.
 
+#include "actors/worker_bound.hpp"
 #include "actors/node_gateway.hpp"
 
 #include <chrono>
@@ -201,7 +202,8 @@ void pump_queue(gw_ptr self) {
   auto job = std::make_shared<gw_queue_job>();
   for (auto& op : *ops)
     job->calls.push_back(op.call);
-  self->request(st.queue_worker, caf::infinite, std::move(job))
+  self->request(st.queue_worker, worker_bound(st.cfg.worker_timeout_ms),
+                std::move(job))
     .then(
       [self, ops](gw_queue_job_ptr& done) {
         self->state.queue_busy = false;
@@ -245,7 +247,8 @@ void pump_matches(gw_ptr self) {
   auto job = std::make_shared<gw_match_job>();
   for (auto& op : *ops)
     job->users.push_back(op.user);
-  self->request(st.match_worker, caf::infinite, std::move(job))
+  self->request(st.match_worker, worker_bound(st.cfg.worker_timeout_ms),
+                std::move(job))
     .then(
       [self, ops](gw_match_job_ptr& done) {
         self->state.match_busy = false;

@@ -1,3 +1,4 @@
+#include "actors/worker_bound.hpp"
 #include "actors/outbox_relay.hpp"
 
 #include <algorithm>
@@ -173,7 +174,8 @@ void with_store(relay_ptr self, std::function<void(match_store&)> work,
   }
   auto job = std::make_shared<store_job<match_store>>();
   job->work = std::move(work);
-  self->request(st.store_worker, caf::infinite, std::move(job))
+  self->request(st.store_worker, worker_bound(st.cfg.worker_timeout_ms),
+                std::move(job))
     .then([then](match_job_ptr&) { then(); },
           [self](caf::error& err) {
             relay_log()->error("match store worker failed: {}",
@@ -193,7 +195,8 @@ void with_sink(relay_ptr self, std::function<void(queue_store&)> work,
   }
   auto job = std::make_shared<store_job<queue_store>>();
   job->work = std::move(work);
-  self->request(st.sink_worker, caf::infinite, std::move(job))
+  self->request(st.sink_worker, worker_bound(st.cfg.worker_timeout_ms),
+                std::move(job))
     .then([then](sink_job_ptr&) { then(); },
           [self](caf::error& err) {
             relay_log()->error("sink worker failed: {}",

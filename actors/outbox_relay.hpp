@@ -44,6 +44,10 @@ struct relay_config {
   /// step, once per failed attempt), and `outbox_lag_ms` (this node's clock
   /// minus `created_at` of the oldest event of the last batch marked; 0 once
   /// a fetch finds nothing pending).
+  /// Bound on one job of a store worker; a worker silent for longer is
+  /// stuck (actors/worker_bound.hpp) and this actor stops. 0: no bound.
+  /// Set by the engine from `engine_config::worker_timeout_ms`.
+  uint32_t worker_timeout_ms = 60000;
   std::shared_ptr<engine_metrics> metrics;
 };
 

@@ -1,3 +1,4 @@
+#include "actors/worker_bound.hpp"
 #include "actors/pair_lock.hpp"
 
 #include <chrono>
@@ -207,7 +208,7 @@ void dispatch(lock_ptr self) {
     b->then.emplace_back(std::move(st.pending.front().second));
     st.pending.pop_front();
   }
-  self->request(st.worker, caf::infinite, std::move(b))
+  self->request(st.worker, worker_bound(st.cfg.worker_timeout_ms), std::move(b))
     .then(
       [self](lock_batch_ptr& done) {
         self->state.worker_busy = false;

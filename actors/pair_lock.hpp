@@ -19,6 +19,10 @@ struct pair_lock_config {
   std::string prefix = "mm:lock:"; ///< Redis key: prefix + "{min:max}"
   /// Benchmark baseline only: every pair shares ONE lock ("global").
   bool global = false;
+  /// Bound on one job of a store worker; a worker silent for longer is
+  /// stuck (actors/worker_bound.hpp) and this actor stops. 0: no bound.
+  /// Set by the engine from `engine_config::worker_timeout_ms`.
+  uint32_t worker_timeout_ms = 60000;
 };
 
 /// Spawns the pair lock of this node: ONE lock per unordered pair {a, b},

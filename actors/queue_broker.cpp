@@ -1,3 +1,4 @@
+#include "actors/worker_bound.hpp"
 #include "actors/queue_broker.hpp"
 
 #include <algorithm>
@@ -116,7 +117,7 @@ void dispatch(broker_ptr self) {
       b->then.emplace_back(std::move(st.pending.front().second));
       st.pending.pop_front();
     }
-    self->request(worker, caf::infinite, std::move(b))
+    self->request(worker, worker_bound(st.cfg.worker_timeout_ms), std::move(b))
       .then(
         [self, worker](batch_ptr& done) {
           self->state.idle.push_back(worker);

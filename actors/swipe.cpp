@@ -1,3 +1,4 @@
+#include "actors/worker_bound.hpp"
 #include "actors/swipe.hpp"
 
 #include <caf/all.hpp>
@@ -53,6 +54,7 @@ swipe_worker(swipe_worker_actor::pointer,
 
 struct swipe_state {
   std::shared_ptr<engine_metrics> metrics;
+  uint32_t worker_timeout_ms = 0;
   pair_lock_actor lock;
   finalizer_actor finalizer;
   std::unique_ptr<match_store> inline_store;
@@ -62,6 +64,11 @@ struct swipe_state {
 };
 
 using swipe_ptr = swipe_actor::stateful_pointer<swipe_state>;
+
+std::shared_ptr<spdlog::logger> swipe_log() {
+  static auto log = logger("swipe");
+  return log;
+}
 using result_promise = caf::typed_response_promise<swipe_result>;
 
 /// The same id rules as queue users, so a user id works in both.
@@ -125,10 +132,19 @@ void record(swipe_ptr self, swipe_request req, std::string token,
   auto job = std::make_shared<swipe_job>();
   job->req = req;
   auto& worker = st.workers[st.next++ % st.workers.size()];
-  self->request(worker, caf::infinite, std::move(job))
+  self->request(worker, worker_bound(st.worker_timeout_ms), std::move(job))
     .then([on_done](swipe_job_ptr& done) mutable { on_done(done->result); },
           [self, req, token, rp](caf::error& err) {
+            bool stuck = err == caf::sec::request_timeout;
             finish(self, req, token, rp, std::move(err));
+            if (stuck) {
+              // The worker is still inside its store call: every later job
+              // on it would wait too. Stop loudly (the engine goes down).
+              swipe_log()->critical("database worker stuck: no answer within "
+                                    "{} ms",
+                                    self->state.worker_timeout_ms);
+              self->quit(caf::sec::request_timeout);
+            }
           });
 }
 
@@ -137,6 +153,7 @@ swipe_impl(swipe_ptr self, std::shared_ptr<match_store_factory> factory,
            pair_lock_actor lock, finalizer_actor finalizer, swipe_config cfg) {
   auto& st = self->state;
   st.metrics = cfg.metrics;
+  st.worker_timeout_ms = cfg.worker_timeout_ms;
   st.lock = std::move(lock);
   st.finalizer = std::move(finalizer);
   auto probe = factory->connect();

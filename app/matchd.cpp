@@ -286,6 +286,7 @@ int run(const matchd_config& mc) {
   ec.relay.stream_maxlen = mc.stream_maxlen;
   ec.broker.workers = mc.redis_workers;
   ec.finalizer.workers = mc.pg_workers;
+  ec.worker_timeout_ms = mc.worker_timeout_ms;
   std::string failpoint;
   actor_kill kill;
   if (!arm_failpoint(ec.finalizer, failpoint, kill)) {

@@ -132,6 +132,11 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "ms between returns of free heap memory to the system "
                  "(malloc_trim; 0: never)")
     ->capture_default_str();
+  app.add_option("--worker-timeout", cfg.worker_timeout_ms,
+                 "ms after which a store worker that has not answered is "
+                 "stuck (a frozen Redis or PostgreSQL): the node stops "
+                 "serving, drains and exits 70 (0: never)")
+    ->capture_default_str();
   app.add_option("--parked-ttl", cfg.parked_ttl_ms,
                  "ms an event is kept for a user with no session on this node")
     ->capture_default_str();
@@ -254,6 +259,8 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("client-ttl", "must be 0 (off) or at least 1000 ms");
   if (cfg.idle_release_ms != 0 && cfg.idle_release_ms < 1000)
     complain("idle-release", "must be 0 (never) or at least 1000 ms");
+  if (cfg.worker_timeout_ms != 0 && cfg.worker_timeout_ms < 1000)
+    complain("worker-timeout", "must be 0 (never) or at least 1000 ms");
   if (cfg.trim_ms != 0 && cfg.trim_ms < 1000)
     complain("trim-interval", "must be 0 (never) or at least 1000 ms");
   if (cfg.parked_ttl_ms < 1000 || cfg.parked_ttl_ms > 3600000)

@@ -38,6 +38,7 @@ struct matchd_config {
   uint32_t max_session_s = 3600;     ///< sessions end by themselves after this
   uint32_t idle_release_ms = 60000;  ///< an idle user's actors stop (0: never)
   uint32_t trim_ms = 10000;  ///< free heap returned to the system (0: never)
+  uint32_t worker_timeout_ms = 60000; ///< a store worker silent this long is stuck
   uint32_t parked_ttl_ms = 60000;    ///< events kept for users not here
   uint32_t retention_s = 7 * 86400;  ///< delivered events, closed sessions
   uint32_t redis_workers = 4;

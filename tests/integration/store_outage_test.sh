@@ -15,6 +15,12 @@
 #     --drain-timeout 2000: the drain cannot settle, and matchd still exits
 #     0 within the bound + 1 s (requests waiting on the stalled store do not
 #     hold the process); nobody is booked twice.
+#   store_outage_test.sh frozen MATCHD MATCHCTL REDIS_DIR PG_DIR
+#     every PostgreSQL process SIGSTOPped (a frozen server: its kernel still
+#     answers TCP, so no client timeout fires) with a pair in flight and
+#     --worker-timeout 3000: the stuck worker's actor stops, matchd names
+#     it, drains and exits 70 instead of waiting forever; after SIGCONT a
+#     node started again on the same stores puts that pair in one session.
 set -euo pipefail
 mode=$1 matchd=$2 matchctl=$3 redis_dir=$4 pg_dir=$5
 redis_port=$(cat "$redis_dir/port")
@@ -34,6 +40,8 @@ prefix="${mode}$$-"
 outage_s=12
 drain_ms=10000
 [ "$mode" = drain ] && drain_ms=2000
+worker_ms=60000
+[ "$mode" = frozen ] && worker_ms=3000
 fail() { echo "FAIL: $*"; exit 1; }
 
 # The server files belong to `postgres` when the tests run as root (see
@@ -53,13 +61,24 @@ pg_start() {
 
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node "outage-$mode" \
   --redis "127.0.0.1:$redis_port" --postgres "$conninfo" --log-level warn \
-  --drain-timeout "$drain_ms" >"$work/matchd.log" 2>&1 &
+  --drain-timeout "$drain_ms" --worker-timeout "$worker_ms" \
+  >"$work/matchd.log" 2>&1 &
 pid=$!
+# Every process of the private PostgreSQL: the postmaster and its children.
+pg_pids() {
+  local pm
+  pm=$(head -1 "$pg_base/data/postmaster.pid")
+  echo "$pm" $(pgrep -P "$pm" || true)
+}
 cleanup() {
   kill -KILL "$pid" 2>/dev/null || true
   # Never leave the shared fixture's servers down for the tests after us.
   if [ "$mode" = redis ] || [ "$mode" = drain ]; then
     kill -CONT "$(cat "$redis_dir/redis.pid")" 2>/dev/null || true
+  fi
+  if [ "$mode" = frozen ]; then
+    kill -CONT $(pg_pids) 2>/dev/null || true
+    kill -KILL "${pid2:-}" 2>/dev/null || true
   fi
   if [ "$mode" = pg ] && ! "${psql[@]}" -d postgres -c "SELECT 1" \
        >/dev/null 2>&1; then
@@ -87,7 +106,7 @@ loader=$!
 sleep 3
 
 case "$mode" in
-  pg)
+  pg | frozen)
     # Two users whose sessions know they are free (a join the database
     # cleared, then cancelled): their joins during the outage need no
     # database read, so their pair reaches the finalizer while PostgreSQL
@@ -100,13 +119,20 @@ case "$mode" in
     done
     before=$(metric mm_commit_retries_total)
     lines_before=$(wc -l <"$work/matchd.log")
-    echo "stopping PostgreSQL for ${outage_s} s"
-    pg_stop
+    if [ "$mode" = frozen ]; then
+      echo "SIGSTOP every PostgreSQL process"
+      kill -STOP $(pg_pids)
+    else
+      echo "stopping PostgreSQL for ${outage_s} s"
+      pg_stop
+    fi
     "${ctl[@]}" join --user "$x" --queue outage --ticket t2 >/dev/null
     "${ctl[@]}" join --user "$y" --queue outage --ticket t2 >/dev/null
-    sleep "$outage_s"
-    pg_start
-    echo "PostgreSQL is back"
+    if [ "$mode" = pg ]; then
+      sleep "$outage_s"
+      pg_start
+      echo "PostgreSQL is back"
+    fi
     ;;
   redis)
     redis_pid=$(cat "$redis_dir/redis.pid")
@@ -174,7 +200,54 @@ case "$mode" in
   *) fail "unknown mode $mode" ;;
 esac
 
-if [ "$mode" = drain ]; then
+if [ "$mode" = frozen ]; then
+  # worker timeout 3 s + the drain bound 10 s (a drain cannot settle on a
+  # frozen database) + margin.
+  bound_s=20
+  t0=$(date +%s)
+  while kill -0 "$pid" 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt "$bound_s" ]; do
+    sleep 0.2
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -CONT $(pg_pids)
+    fail "matchd still serves ${bound_s} s after PostgreSQL froze (a worker waits forever)"
+  fi
+  set +e
+  wait "$pid"
+  rc=$?
+  set -e
+  echo "matchd exited $rc $(( $(date +%s) - t0 )) s after the freeze"
+  kill -CONT $(pg_pids)
+  [ "$rc" = 70 ] || fail "matchd exit status $rc (want 70)"
+  grep -E "stopped|worker" "$work/matchd.log" | tail -5
+  grep -q "stopped" "$work/matchd.log" || fail "the log names no stopped actor"
+  wait "$loader" || true # users of a node that went away: not checked
+  # A node started again on the same stores: the pair in flight ends in one
+  # session (committed before the freeze's end, or matched again now).
+  port=$(free_port)
+  "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node "outage-$mode-2" \
+    --redis "127.0.0.1:$redis_port" --postgres "$conninfo" --log-level warn \
+    >"$work/matchd2.log" 2>&1 &
+  pid2=$!
+  for _ in $(seq 200); do
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  ctl=("$matchctl" --url "http://127.0.0.1:$port" --secret "$secret")
+  for u in "$x" "$y"; do
+    "${ctl[@]}" join --user "$u" --queue outage --ticket t3 >/dev/null 2>&1 || true
+  done
+  together=0
+  for _ in $(seq 100); do
+    together=$("${psql[@]}" -d "$db" -c "SELECT count(*) FROM session_members a JOIN session_members b USING (session_id) WHERE a.user_id = '$x' AND b.user_id = '$y' AND a.active AND b.active")
+    [ "$together" = 1 ] && break
+    sleep 0.1
+  done
+  [ "$together" = 1 ] || fail "$x and $y are not in one session after the restart"
+  kill -TERM "$pid2"; wait "$pid2" || true
+fi
+
+if [ "$mode" = drain ] || [ "$mode" = frozen ]; then
   double=$("${psql[@]}" -d "$db" -c "SELECT count(*) FROM (SELECT user_id FROM session_members GROUP BY user_id HAVING count(*) > 1) d")
   echo "database: $double users in two sessions"
   [ "$double" = 0 ] || fail "double bookings in the database"
