@@ -53,7 +53,8 @@ pg_start() {
 
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node "outage-$mode" \
   --redis "127.0.0.1:$redis_port" --postgres "$conninfo" --log-level warn \
-  --drain-timeout "$drain_ms" >"$work/matchd.log" 2>&1 &
+  --drain-timeout "$drain_ms" --queues q0,q1,q2,q3,warm-x,warm-y,outage \
+  >"$work/matchd.log" 2>&1 &
 pid=$!
 cleanup() {
   kill -KILL "$pid" 2>/dev/null || true
@@ -95,7 +96,7 @@ case "$mode" in
     ctl=("$matchctl" --url "http://127.0.0.1:$port" --secret "$secret")
     x="outage$$-x" y="outage$$-y"
     for u in "$x" "$y"; do
-      "${ctl[@]}" join --user "$u" --queue "warm-$u" --ticket t1 >/dev/null
+      "${ctl[@]}" join --user "$u" --queue "warm-${u##*-}" --ticket t1 >/dev/null
       "${ctl[@]}" cancel --user "$u" --ticket t1 >/dev/null
     done
     before=$(metric mm_commit_retries_total)
