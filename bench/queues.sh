@@ -15,8 +15,11 @@
 # Runs in the order quiet, attack, attack, quiet; each kind counts with its
 # better run. Then once more the attack against a node in open mode
 # (`--queues '*'`, what every node did before), for comparison only.
-# Figures: the p50 of the others' join answer ("join answer" of matchctl's
-# report) and of their time to match; the attacker's answers by status.
+# After each attack the others run once more on the same node: what the
+# invented names left behind. Figures: the p50 of the others' join answer
+# ("join answer" of matchctl's report) and of their time to match; the
+# attacker's answers by status; the node's known queues, /metrics size and
+# depth labels.
 # Last line: queues_p50_ratio=X.XX (join p50 with the attack / without).
 
 queues_users=${QUEUES_USERS:-6000}
@@ -26,9 +29,24 @@ queues_attack_conns=${QUEUES_ATTACK_CONNS:-2}
 queues_attack_rate=${QUEUES_ATTACK_RATE:-1600}
 queues_secret="bench-queues-secret-0123456789"
 
-queues_join_p50="" queues_match_p50=""
+queues_join_p50="" queues_match_p50="" queues_after_p50=""
+# queues_others LABEL MPORT: the others' load against the node on MPORT.
+queues_others() {
+  "$build/app/matchctl" load --url "http://127.0.0.1:$2" \
+    --secret "$queues_secret" --users "$queues_users" --rate "$queues_rate" \
+    --queues 1 --cancel-rate 0 --settle-ms 3000 --no-progress \
+    --prefix "$1-" >"$dir/load_$1.out" 2>&1 || true
+}
+
+# queues_p50 LABEL: the join answer's p50 of that load (ms).
+queues_p50() {
+  sed -n 's/^join answer *p50 \([0-9.]*\) ms.*/\1/p' "$dir/load_$1.out"
+}
+
 # queues_run LABEL ATTACK(0|1) [MATCHD ARGS...]: one matchd, the others'
-# load (and the attacker); sets queues_join_p50 and queues_match_p50.
+# load (and the attacker); sets queues_join_p50 and queues_match_p50. With
+# the attack, the others run once more on the same node after it stopped:
+# queues_after_p50 (what the invented names left behind).
 queues_run() {
   local label=$1 attack=$2
   shift 2
@@ -51,25 +69,29 @@ queues_run() {
     apid=$!
     sleep 1 # the attack is in full swing before the others start
   fi
-  "$build/app/matchctl" load --url "http://127.0.0.1:$mport" \
-    --secret "$queues_secret" --users "$queues_users" --rate "$queues_rate" \
-    --queues 1 --cancel-rate 0 --settle-ms 3000 --no-progress \
-    --prefix "$label-" >"$dir/load_$label.out" 2>&1 || true
+  queues_others "$label" "$mport"
+  queues_after_p50=""
   if [ -n "$apid" ]; then
     touch "$dir/stop_$label"
     wait "$apid" || true
+    queues_others "$label-after" "$mport"
+    queues_after_p50=$(queues_p50 "$label-after")
   fi
   local metrics
   metrics=$(curl -fsS "http://127.0.0.1:$mport/metrics" || true)
   kill -TERM "$mpid" 2>/dev/null; wait "$mpid" 2>/dev/null || true
-  queues_join_p50=$(sed -n 's/^join answer *p50 \([0-9.]*\) ms.*/\1/p' \
-                      "$dir/load_$label.out")
+  queues_join_p50=$(queues_p50 "$label")
   queues_match_p50=$(sed -n 's/^time to match *p50 \([0-9.]*\) ms.*/\1/p' \
                        "$dir/load_$label.out")
   echo "# $label: matchd $*"
   grep -E '^(join answer|time to match|errors)' "$dir/load_$label.out" \
     | sed 's/^/#   /'
-  [ -n "$apid" ] && sed 's/^/#   attacker: /' "$dir/attack_$label.out"
+  if [ -n "$apid" ]; then
+    sed 's/^/#   attacker: /' "$dir/attack_$label.out"
+    echo "#   the others again after the attack: join answer p50"\
+" ${queues_after_p50:-?} ms ($(grep '^verdict=' "$dir/load_$label-after.out" \
+      | cut -d' ' -f1))"
+  fi
   echo "#   after: mm_queues_known $(echo "$metrics" \
     | sed -n 's/^mm_queues_known{[^}]*} //p'), /metrics $(printf %s \
     "$metrics" | wc -c) bytes, $(echo "$metrics" \
@@ -87,17 +109,20 @@ queues_main() {
 " $(cut -d' ' -f1-3 /proc/loadavg); others: $queues_users users at"\
 " $queues_rate/s joining 'default'; attacker: $queues_invented invented"\
 " names per pass, $queues_attack_conns connections, $queues_attack_rate/s"
-  local q1 a1 a2 q2 m_q1 m_a1 m_a2 m_q2
+  local q1 a1 a2 q2 m_q1 m_a1 m_a2 m_q2 after1 after2
   queues_run quiet1 0; q1=$queues_join_p50 m_q1=$queues_match_p50
   queues_run attack1 1; a1=$queues_join_p50 m_a1=$queues_match_p50
+  after1=$queues_after_p50
   queues_run attack2 1; a2=$queues_join_p50 m_a2=$queues_match_p50
+  after2=$queues_after_p50
   queues_run quiet2 0; q2=$queues_join_p50 m_q2=$queues_match_p50
   queues_run open 1 --queues '*'
   local quiet attack
   quiet=$(awk -v a="$q1" -v b="$q2" 'BEGIN { print (a < b ? a : b) }')
   attack=$(awk -v a="$a1" -v b="$a2" 'BEGIN { print (a < b ? a : b) }')
-  echo "# join p50 (ms): quiet $q1 / $q2, attack $a1 / $a2;"\
-" open mode with the attack $queues_join_p50"
+  echo "# join p50 (ms): quiet $q1 / $q2, attack $a1 / $a2, after the"\
+" attack $after1 / $after2; open mode: with the attack $queues_join_p50,"\
+" after it $queues_after_p50"
   echo "# time-to-match p50 (ms): quiet $m_q1 / $m_q2, attack $m_a1 / $m_a2;"\
 " open mode with the attack $queues_match_p50"
   awk -v a="$attack" -v q="$quiet" \
