@@ -423,6 +423,12 @@ void api_router::serve(const std::string& method, const std::string& target,
       reply(bad_id("queue"));
       return;
     }
+    if (!ctx_->queues.empty() && ctx_->queues.count(queue) == 0) {
+      // Not declared: answered here, so an invented name creates nothing
+      // (no session actor, no client link, no store key, no metric).
+      reply(error(404, "unknown_queue", "unknown queue '" + queue + "'"));
+      return;
+    }
     if (!valid_api_id(ticket)) {
       reply(bad_id("ticket"));
       return;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 
 #include "core/outcome.hpp"
 
@@ -88,6 +89,10 @@ struct api_context {
   std::function<std::string()> metrics_text;  ///< Prometheus exposition
   std::function<bool(std::string&)> ready;    ///< false + why when not ready
   std::atomic<bool> draining{false};
+  /// The queues joins may name; empty: any well-formed name (the engine
+  /// bounds them). A join of another queue is refused 404 `unknown_queue`
+  /// before it reaches the engine. Set before the server starts.
+  std::unordered_set<std::string> queues;
   /// Counts each answered request by status (for /metrics); may be empty.
   std::function<void(unsigned)> count_status;
 };

@@ -25,6 +25,7 @@ struct load_options {
   double cancel_rate = 0.05; ///< fraction of users that cancel
   int64_t cancel_delay_ms = 20;
   double duration_s = 0; ///< stop starting users after this; 0: no limit
+  /// How many queues the users join (see `queue_name`).
   std::size_t queues = 1;
   std::size_t concurrency = 4000;
   std::size_t connections = 32; ///< keep-alive connections per URL
@@ -51,6 +52,14 @@ struct load_options {
   /// The name of virtual user `i`: the prefix and the number.
   std::string user_name(std::size_t i) const {
     return prefix + std::to_string(i);
+  }
+
+  /// The queue virtual user `i` joins: with one queue `default` (the queue
+  /// a matchd serves when its configuration names none), else
+  /// q{i % queues} (that matchd needs --queues q0,...,q{queues-1}).
+  std::string queue_name(std::size_t i) const {
+    return queues <= 1 ? std::string{"default"}
+                       : "q" + std::to_string(i % queues);
   }
 };
 

@@ -11,14 +11,14 @@
 //     load [--users N] [--rate R] ... (see `matchctl load --help`)
 //
 // `load` runs virtual users "<prefix><i>": each opens its event WebSocket,
-// joins q<i % queues> with ticket "t-<prefix><i>", cancels with probability
-// --cancel-rate, and waits for its match.created event. With --cycles N it
-// then holds the session for up to --hold-ms (the member whose name sorts
-// first ends it), waits for session.ended and joins again (every other
-// time with the same ticket, else "t-<prefix><i>-c<cycle>"), N times over
-// one WebSocket. At the end it asks matchd about everyone unfinished,
-// checks the invariants (app/load.hpp) and prints a report whose last line
-// is
+// joins `default` (--queues 1) or q<i % queues> with ticket
+// "t-<prefix><i>", cancels with probability --cancel-rate, and waits for
+// its match.created event. With --cycles N it then holds the session for
+// up to --hold-ms (the member whose name sorts first ends it), waits for
+// session.ended and joins again (every other time with the same ticket,
+// else "t-<prefix><i>-c<cycle>"), N times over one WebSocket. At the end
+// it asks matchd about everyone unfinished, checks the invariants
+// (app/load.hpp) and prints a report whose last line is
 //   verdict=ok users=.. matched=.. cancelled=.. waiting=.. errors=..
 //   matches_per_s=.. p50_ms=.. p95_ms=.. p99_ms=.. double_bookings=..
 //   lost_users=.. undelivered_events=.. cancelled_but_matched=..
@@ -318,7 +318,9 @@ int main(int argc, char** argv) {
   load_cmd->add_option("--duration", lo.duration_s,
                        "stop starting users after S seconds")
     ->check(CLI::NonNegativeNumber);
-  load_cmd->add_option("--queues", lo.queues, "queues q0..q{K-1}")
+  load_cmd->add_option("--queues", lo.queues,
+                       "1: the queue 'default'; K > 1: queues q0..q{K-1} "
+                       "(matchd --queues q0,...,q{K-1})")
     ->capture_default_str()
     ->check(CLI::PositiveNumber);
   load_cmd->add_option("--concurrency", lo.concurrency,

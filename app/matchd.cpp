@@ -280,7 +280,10 @@ int run(const matchd_config& mc) {
   ec.directory.parked_ttl_ms = mc.parked_ttl_ms;
   ec.lifecycle.max_session_s = mc.max_session_s;
   ec.lifecycle.retention_s = mc.retention_s;
-  ec.broker.queues = mc.queues;
+  // Declared queues are the broker's allow-list; open mode ('*') is its
+  // empty list, bounded by max_queues.
+  if (!mc.open_queues)
+    ec.broker.queues = mc.queues;
   ec.broker.max_queues = mc.max_queues;
   ec.broker.queue_idle_ms = mc.queue_idle_ms;
   ec.relay.stream_maxlen = mc.stream_maxlen;
@@ -397,6 +400,8 @@ int run(const matchd_config& mc) {
     }
     return probe->ready(why);
   };
+  if (!mc.open_queues) // refused at the door: no session, no link, no store
+    ctx->queues.insert(mc.queues.begin(), mc.queues.end());
   ctx->count_status = [exporter](unsigned status) {
     exporter->count_status(status);
   };
@@ -418,9 +423,17 @@ int run(const matchd_config& mc) {
   }
   auto& srv = *server;
   exporter->attach(srv.get());
-  lg->info("node {} listening on http://{}:{} (queue store: {}, database: {})",
-           mc.node, mc.listen_host, srv->port(), eng->queue_store()->describe(),
-           eng->match_store()->describe());
+  std::string served = "any name, at most " + std::to_string(mc.max_queues)
+                       + " at once";
+  if (!mc.open_queues) {
+    served.clear();
+    for (auto& q : mc.queues)
+      served += (served.empty() ? "" : ",") + q;
+  }
+  lg->info("node {} listening on http://{}:{} (queues: {}; queue store: {}, "
+           "database: {})",
+           mc.node, mc.listen_host, srv->port(), served,
+           eng->queue_store()->describe(), eng->match_store()->describe());
   if (mc.cluster_port != 0)
     lg->info("node {} in a cluster: gateway on {}:{}, {} static peer(s), "
              "membership in Redis {}",

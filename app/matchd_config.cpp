@@ -67,11 +67,13 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "trace, debug, info, warn, error, critical or off")
     ->capture_default_str();
   app.add_option("--queues", cfg.queues,
-                 "Queues users may join (comma separated; default: any "
-                 "name, up to --max-queues at once)")
+                 "The queues users may join, comma separated; a join of "
+                 "another is refused 404 unknown_queue (default: the one "
+                 "queue 'default'). '*': any well-formed name, up to "
+                 "--max-queues at once (development and tests)")
     ->delimiter(',');
   app.add_option("--max-queues", cfg.max_queues,
-                 "Without --queues: distinct queues this node serves at "
+                 "With --queues '*': distinct queues this node serves at "
                  "once; a join of one more is refused too_many_queues")
     ->capture_default_str();
   app.add_option("--queue-idle", cfg.queue_idle_ms,
@@ -290,9 +292,24 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   }
   if (cfg.member_ttl_ms < 1000)
     complain("member-ttl", "must be at least 1000 ms");
-  for (auto& q : cfg.queues)
-    if (auto why = codec::check_queue(q); !why.empty())
-      complain("queues", "'" + q + "': " + why);
+  // Queues are declared: none named is the one default queue; '*' alone
+  // is open mode (bounded by --max-queues and --queue-idle).
+  if (cfg.queues.empty())
+    cfg.queues.push_back(default_queue);
+  cfg.open_queues = cfg.queues.size() == 1 && cfg.queues.front() == "*";
+  if (!cfg.open_queues) {
+    std::vector<std::string> seen;
+    for (auto& q : cfg.queues) {
+      if (q == "*")
+        complain("queues", "'*' (any name) stands alone, not in a list");
+      else if (auto why = codec::check_queue(q); !why.empty())
+        complain("queues", "'" + q + "': " + why);
+      else if (std::find(seen.begin(), seen.end(), q) != seen.end())
+        complain("queues", "'" + q + "' is named twice");
+      else
+        seen.push_back(q);
+    }
+  }
   if (cfg.max_queues < 1 || cfg.max_queues > 1000000)
     complain("max-queues", "must be 1-1000000");
   if (cfg.queue_idle_ms != 0 && cfg.queue_idle_ms < 1000)

@@ -18,8 +18,11 @@ struct matchd_config {
   std::string postgres; ///< libpq conninfo; empty: in-memory persistence
   std::string node = "node-1";
   std::string log_level = "info";
-  std::vector<std::string> queues; ///< allowed queues; empty: any
-  uint32_t max_queues = 1000;      ///< distinct queues known at once
+  /// The queues this node serves (declared): none given means the one
+  /// queue `default`; `{"*"}` (open mode, for development and tests) means
+  /// any well-formed name, bounded by `max_queues` and `queue_idle_ms`.
+  std::vector<std::string> queues;
+  uint32_t max_queues = 1000;      ///< open mode: distinct queues at once
   uint32_t queue_idle_ms = 60000;  ///< an empty queue is forgotten after
   uint64_t stream_maxlen = 100000; ///< MAXLEN ~ of the event stream; 0: off
   uint32_t threads = 2;    ///< CAF scheduler threads
@@ -51,11 +54,15 @@ struct matchd_config {
   uint32_t member_ttl_ms = 5000;
 
   // Derived by validation.
+  bool open_queues = false; ///< `--queues '*'`: any well-formed name
   std::string listen_host;
   uint16_t listen_port = 0;
   std::string redis_host;
   uint16_t redis_port = 0;
 };
+
+/// The queue a node serves when its configuration names none.
+inline constexpr const char* default_queue = "default";
 
 struct config_result {
   /// 0: run; otherwise the exit code (0 for --help/--version is `exit_now`).

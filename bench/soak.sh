@@ -72,6 +72,7 @@ soak_matchd() {
   soak_mport=$(free_port)
   "$build/app/matchd" --listen "127.0.0.1:$soak_mport" --secret "$soak_secret" \
     --node "soak-$label" --log-level warn --threads 2 \
+    --queues "$(load_queue_list "$soak_queues")" \
     --redis "127.0.0.1:$port" \
     --postgres "host=127.0.0.1 port=$soak_pgport user=postgres dbname=$db" \
     --max-session "$soak_max_session" --retention "$soak_retention" \

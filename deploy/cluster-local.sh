@@ -12,7 +12,9 @@
 #
 # Binaries: build/app/matchd (MATCHD_BIN overrides). Node N listens on
 # DIR/nodeN.port (HTTP) and DIR/nodeN.cport (gateway); its log is
-# DIR/nodeN.log. Membership goes through Redis (no static peer list).
+# DIR/nodeN.log. Membership goes through Redis (no static peer list). The
+# nodes inherit the MATCHD_* environment (e.g. MATCHD_QUEUES=voice,games;
+# without it each serves the one queue "default").
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 matchd=${MATCHD_BIN:-$root/build/app/matchd}

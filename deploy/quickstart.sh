@@ -4,6 +4,8 @@
 # persistence) on a free loopback port, drives a short `matchctl load`
 # against its HTTP/WebSocket API, prints the result and stops matchd.
 # Extra arguments go to `matchctl load` (e.g. --users 20000 --rate 5000).
+# matchd serves the one queue `default` (no --queues), which is the queue
+# `matchctl load` joins (with its default --queues 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/setup.sh

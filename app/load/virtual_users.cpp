@@ -171,7 +171,7 @@ void virtual_users::on_open(uint32_t i) {
 void virtual_users::send_join(uint32_t i) {
   auto* a = active(i);
   auto& r = recs_[i];
-  json body{{"queue", "q" + std::to_string(i % opts_.queues)},
+  json body{{"queue", opts_.queue_name(i)},
             {"ticket", r.ticket}};
   r.flags |= uf::join_sent;
   r.t0_us = st_.now_us();

@@ -15,6 +15,9 @@ trap '"$cluster" stop "$dir" >/dev/null 2>&1 || true' EXIT
 # Short presence windows so that the dead node's tickets lapse within the
 # test (the environment sits below the command line, docs/matchd.md).
 export MATCHD_TICKET_TTL=3000 MATCHD_HEARTBEAT=1000 MATCHD_LOG_LEVEL=warn
+# The nodes serve the loads' queues q0..q99 (matchctl load --queues 100, 4).
+MATCHD_QUEUES=$(seq -s, -f 'q%g' 0 99)
+export MATCHD_QUEUES
 "$cluster" start "$dir" 3
 secret=$(cat "$dir/secret")
 urls=()

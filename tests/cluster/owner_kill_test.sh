@@ -43,6 +43,11 @@ fail() {
 bound_before_s=30
 bound_after_s=8
 export MATCHD_MEMBER_TTL=60000 MATCHD_CLIENT_TTL=120000 MATCHD_LOG_LEVEL=info
+# Both nodes serve the rounds' queues (q<n>-<variant>, see run_round).
+MATCHD_QUEUES=$(for v in kill_after_commit kill_before_commit; do
+  for n in $(seq "$rounds"); do printf 'q%s-%s,' "$n" "$v"; done
+done)
+export MATCHD_QUEUES=${MATCHD_QUEUES%,}
 "$cluster" start "$dir" 1 >/dev/null
 secret=$(cat "$dir/secret")
 url1=$(sed -n 1p "$dir/urls")

@@ -5,11 +5,14 @@ Usage: api_doc_test.py DOC MATCHD MATCHCTL_DIR
 Every JSON line the block prints must match the `# {...}` line written under
 its command, in order ("..." matches any value). A failing command fails.
 """
-import json, os, re, signal, socket, subprocess, sys, tempfile, time, urllib.request
+import json, os, re, shlex, signal, socket, subprocess, sys, tempfile, time, urllib.request
 
 doc, matchd, matchctl_dir = (os.path.abspath(p) for p in sys.argv[1:4])
 text = open(doc).read()
-blocks = re.findall(r"<!-- tested: (\w+) -->\n```sh\n(.*?)```", text, re.S)
+# <!-- tested: NAME --> or <!-- tested: NAME; matchd ARGS --> (ARGS: the
+# node's options besides --listen and --secret, e.g. the queues it serves).
+blocks = re.findall(r"<!-- tested: (\w+)(?:; matchd ([^>]*?))? -->\n```sh\n(.*?)```",
+                    text, re.S)
 if not blocks:
     sys.exit("no tested blocks in " + doc)
 
@@ -25,12 +28,13 @@ def matches(expected, got):
     return expected == got
 
 failures = 0
-for name, script in blocks:
+for name, margs, script in blocks:
     expected = [json.loads(l[2:]) for l in script.splitlines() if l.startswith("# {")]
     port, secret = free_port(), "doc-test-secret-0123456789"
     work = tempfile.mkdtemp(prefix="api_doc_")
     log = open(os.path.join(work, "matchd.log"), "w")
-    node = subprocess.Popen([matchd, "--listen", f"127.0.0.1:{port}", "--secret", secret],
+    node = subprocess.Popen([matchd, "--listen", f"127.0.0.1:{port}", "--secret", secret]
+                            + shlex.split(margs),
                             stdout=log, stderr=log)
     try:
         url = f"http://127.0.0.1:{port}"

@@ -79,11 +79,14 @@ protected:
       args.push_back("--postgres");
       args.push_back(pg_conninfo(fresh_database("api_e2e")));
     }
+    // Each test's own queue, declared (the node serves no other).
+    queue_ = unique("q");
+    args.push_back("--queues");
+    args.push_back(queue_);
     auto log = std::string{::testing::TempDir()} + "matchd_e2e_" + GetParam()
                + ".log";
     node_ = std::make_unique<matchd_process>(args, log);
     http_ = std::make_unique<http_conn>(node_->port());
-    queue_ = unique("q");
   }
 
   std::string path(const std::string& user, const std::string& rest = "") {
@@ -674,68 +677,6 @@ TEST(api_limits, rate_and_size_limits_refuse_with_named_errors) {
                            token(user), std::string(2000, ' '));
   EXPECT_EQ(big.status, 413u);
   EXPECT_EQ(big.error(), "body_too_large");
-}
-
-/// Queue names are bounded: an allow-list, or a maximum count of queues
-/// known at once, of which idle empty ones are forgotten (docs/engine.md).
-TEST(api_limits, queue_names_are_bounded_and_idle_queues_forgotten) {
-  matchd_process node{{"--secret", secret, "--max-queues", "2", "--queue-idle",
-                       "1000", "--log-level", "error"},
-                      std::string{::testing::TempDir()} + "matchd_queues.log"};
-  http_conn c{node.port()};
-  auto join = [&](const std::string& user, const std::string& queue) {
-    json body{{"queue", queue}, {"ticket", "t-" + user}};
-    return c.request(http::verb::post, "/v1/users/" + user + "/tickets",
-                     token(user), body.dump());
-  };
-  auto qa = unique("qa"), qb = unique("qb"), qc = unique("qc");
-  auto ann = unique("ann"), ben = unique("ben"), cid = unique("cid");
-  ASSERT_EQ(join(ann, qa).status, 200u);
-  ASSERT_EQ(join(ben, qb).status, 200u);
-  // One queue more is refused, named, and changes nothing.
-  auto refused = join(cid, qc);
-  EXPECT_EQ(refused.status, 409u) << refused.body;
-  EXPECT_EQ(refused.error(), "too_many_queues");
-  auto none = c.request(http::verb::get, "/v1/users/" + cid + "/tickets/t-" + cid,
-                        token(cid));
-  EXPECT_EQ(none.status, 404u) << none.body;
-  EXPECT_EQ(metric(c, "mm_queues_known"), 2);
-  // A queue emptied (ann cancels) is forgotten after --queue-idle: its
-  // depth label goes, its place takes the new queue.
-  auto cancel = c.request(http::verb::delete_,
-                          "/v1/users/" + ann + "/tickets/t-" + ann, token(ann));
-  ASSERT_EQ(cancel.status, 200u) << cancel.body;
-  bool forgotten = false;
-  for (int i = 0; i < 60 && !forgotten; ++i) {
-    std::this_thread::sleep_for(100ms);
-    auto text = c.request(http::verb::get, "/metrics").body;
-    forgotten = text.find("queue=\"" + qa + "\"") == std::string::npos
-                && text.find("queue=\"" + qb + "\"") != std::string::npos;
-  }
-  EXPECT_TRUE(forgotten) << c.request(http::verb::get, "/metrics").body;
-  EXPECT_EQ(metric(c, "mm_queues_known"), 1);
-  auto now_ok = join(cid, qc);
-  EXPECT_EQ(now_ok.status, 200u) << now_ok.body;
-  // A queue with a waiter (ben) is never forgotten: still full.
-  auto dan = unique("dan");
-  EXPECT_EQ(join(dan, unique("qd")).error(), "too_many_queues");
-
-  // With an allow-list, any other queue is unknown.
-  matchd_process listed{{"--secret", secret, "--queues", "voice,games",
-                         "--log-level", "error"},
-                        std::string{::testing::TempDir()} + "matchd_listed.log"};
-  http_conn l{listed.port()};
-  json body{{"queue", "chess"}, {"ticket", "t-1"}};
-  auto eve = unique("eve");
-  auto unknown = l.request(http::verb::post, "/v1/users/" + eve + "/tickets",
-                           token(eve), body.dump());
-  EXPECT_EQ(unknown.status, 404u) << unknown.body;
-  EXPECT_EQ(unknown.error(), "unknown_queue");
-  body["queue"] = "voice";
-  EXPECT_EQ(l.request(http::verb::post, "/v1/users/" + eve + "/tickets",
-                      token(eve), body.dump())
-              .status,
-            200u);
 }
 
 } // namespace

@@ -33,7 +33,8 @@ trap cleanup EXIT
 start_matchd() { # PORT [FAILPOINT]
   MM_FAILPOINT=${2:-} "$matchd" --listen "127.0.0.1:$1" --secret "$secret" \
     --node core-kill --redis "127.0.0.1:$redis_port" --postgres "$conninfo" \
-    --log-level warn --drain-timeout "$drain_ms" >"$work/matchd.log" 2>&1 &
+    --log-level warn --drain-timeout "$drain_ms" --queues q0,q1,q2,q3,again \
+    >"$work/matchd.log" 2>&1 &
   pid=$!
   for _ in $(seq 200); do
     curl -fsS "http://127.0.0.1:$1/readyz" >/dev/null 2>&1 && return 0

@@ -38,6 +38,7 @@ run_store() {
   fi
   "$matchd" --listen "127.0.0.1:$port" --secret "$secret" \
     --node "cycles-$store" "${stores[@]}" --log-level warn \
+    --queues "$(seq -s, -f 'q%g' 0 $((queues - 1)))" \
     >"$work/matchd-$store.log" 2>&1 &
   pid=$!
   for _ in $(seq 200); do

@@ -31,7 +31,8 @@ fail() {
 
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node "load-$mode" \
   --redis "127.0.0.1:$redis_port" --postgres "$conninfo" --log-level warn \
-  --drain-timeout "$drain_ms" >"$work/matchd.log" 2>&1 &
+  --drain-timeout "$drain_ms" --queues "$(seq -s, -f 'q%g' 0 $((queue_count - 1)))" \
+  >"$work/matchd.log" 2>&1 &
 pid=$!
 cleanup() { kill -KILL "$pid" 2>/dev/null || true; }
 trap cleanup EXIT

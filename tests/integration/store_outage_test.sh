@@ -62,6 +62,7 @@ pg_start() {
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node "outage-$mode" \
   --redis "127.0.0.1:$redis_port" --postgres "$conninfo" --log-level warn \
   --drain-timeout "$drain_ms" --worker-timeout "$worker_ms" \
+  --queues q0,q1,q2,q3,warm-x,warm-y,outage \
   >"$work/matchd.log" 2>&1 &
 pid=$!
 # Every process of the private PostgreSQL: the postmaster and its children.
@@ -114,7 +115,7 @@ case "$mode" in
     ctl=("$matchctl" --url "http://127.0.0.1:$port" --secret "$secret")
     x="outage$$-x" y="outage$$-y"
     for u in "$x" "$y"; do
-      "${ctl[@]}" join --user "$u" --queue "warm-$u" --ticket t1 >/dev/null
+      "${ctl[@]}" join --user "$u" --queue "warm-${u##*-}" --ticket t1 >/dev/null
       "${ctl[@]}" cancel --user "$u" --ticket t1 >/dev/null
     done
     before=$(metric mm_commit_retries_total)
@@ -227,7 +228,7 @@ if [ "$mode" = frozen ]; then
   port=$(free_port)
   "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node "outage-$mode-2" \
     --redis "127.0.0.1:$redis_port" --postgres "$conninfo" --log-level warn \
-    >"$work/matchd2.log" 2>&1 &
+    --queues outage >"$work/matchd2.log" 2>&1 &
   pid2=$!
   for _ in $(seq 200); do
     curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break

@@ -40,7 +40,7 @@ class matchd_config_test : public ::testing::Test {
 protected:
   void TearDown() override {
     for (auto name : {"MATCHD_RATE", "MATCHD_NODE", "MATCHD_SECRET",
-                      "MATCHD_LISTEN", "MATCHD_LOG_LEVEL"})
+                      "MATCHD_LISTEN", "MATCHD_LOG_LEVEL", "MATCHD_QUEUES"})
       ::unsetenv(name);
   }
 };
@@ -98,7 +98,9 @@ TEST_F(matchd_config_test, queue_and_stream_bounds) {
   args d{"--secret", "0123456789abcdef"};
   matchd_config def;
   ASSERT_FALSE(parse_matchd_config(d.argc(), d.argv.data(), def).exit_now);
-  EXPECT_TRUE(def.queues.empty());
+  // Declared, not invented: no --queues is the one queue "default".
+  EXPECT_EQ(def.queues, (std::vector<std::string>{"default"}));
+  EXPECT_FALSE(def.open_queues);
   EXPECT_EQ(def.max_queues, 1000u);
   EXPECT_EQ(def.queue_idle_ms, 60000u);
   EXPECT_EQ(def.stream_maxlen, 100000u);
@@ -124,6 +126,40 @@ TEST_F(matchd_config_test, queue_and_stream_bounds) {
       << opt << " in:\n"
       << res2.output;
   EXPECT_NE(res2.output.find("a{b}"), std::string::npos) << res2.output;
+}
+
+TEST_F(matchd_config_test, queues_are_declared_open_mode_only_explicitly) {
+  // '*' alone: any well-formed name (bounded by --max-queues).
+  args open{"--secret", "0123456789abcdef", "--queues", "*"};
+  matchd_config o;
+  auto ro = parse_matchd_config(open.argc(), open.argv.data(), o);
+  ASSERT_FALSE(ro.exit_now) << ro.output;
+  EXPECT_TRUE(o.open_queues);
+  // '*' in a list, a name twice, an empty name: named errors at start.
+  for (auto list : {"voice,*", "voice,voice", ""}) {
+    args bad{"--secret", "0123456789abcdef", "--queues", list};
+    matchd_config b;
+    auto rb = parse_matchd_config(bad.argc(), bad.argv.data(), b);
+    EXPECT_TRUE(rb.exit_now) << list;
+    EXPECT_EQ(rb.exit_code, 2) << list;
+    EXPECT_NE(rb.output.find("bad value for --queues"), std::string::npos)
+      << list << ": " << rb.output;
+  }
+  // The environment and the config file declare lists too.
+  ::setenv("MATCHD_QUEUES", "voice,games", 1);
+  args env{"--secret", "0123456789abcdef"};
+  matchd_config e;
+  auto re = parse_matchd_config(env.argc(), env.argv.data(), e);
+  ::unsetenv("MATCHD_QUEUES"); // it would win over the file below
+  ASSERT_FALSE(re.exit_now) << re.output;
+  EXPECT_EQ(e.queues, (std::vector<std::string>{"voice", "games"}));
+  auto file = write_file("matchd_queues.toml", "queues = [\"chess\", \"go\"]\n");
+  args f{"--secret", "0123456789abcdef", "--config", file};
+  matchd_config fc;
+  auto rf = parse_matchd_config(f.argc(), f.argv.data(), fc);
+  ASSERT_FALSE(rf.exit_now) << rf.output;
+  EXPECT_EQ(fc.queues, (std::vector<std::string>{"chess", "go"}));
+  EXPECT_FALSE(fc.open_queues);
 }
 
 TEST_F(matchd_config_test, websocket_limits) {
