@@ -36,10 +36,10 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                    "a cluster needs the io middleman: load it into the actor "
                    "system config (cfg.load<caf::io::middleman>())"};
   if (cfg.cluster.enabled() && cfg.cluster.tls()) {
-    if (auto bad = check_cluster_tls(cfg.cluster); bad.code != errc::none)
-      return bad;
     if (auto bad = check_cluster_tls_system(sys, cfg.cluster);
         bad.code != errc::none)
+      return bad;
+    if (auto bad = check_cluster_tls(cfg.cluster); bad.code != errc::none)
       return bad;
   }
   cfg.session.node = cfg.node;

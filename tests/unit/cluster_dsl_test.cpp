@@ -394,6 +394,22 @@ CAF_TEST(a peer cannot introduce or replace the handle of a node) {
   settle();
 }
 
+CAF_TEST(a cluster with TLS needs the OpenSSL module in the actor system) {
+  auto c = node_config("n1", port_n1);
+  c.cluster.tls_cert = "n1.crt";
+  c.cluster.tls_key = "n1.key";
+  c.cluster.tls_ca = "ca.crt";
+  auto e = engine::start(earth.sys, c);
+  CAF_REQUIRE(!e);
+  CAF_CHECK_EQUAL(e.error().code, errc::invalid_argument);
+  CAF_CHECK_NOT_EQUAL(e.error().detail.find("OpenSSL module"),
+                      std::string::npos);
+  c.cluster.tls_ca.clear(); // two of three
+  auto e2 = engine::start(earth.sys, c);
+  CAF_REQUIRE(!e2);
+  CAF_CHECK_NOT_EQUAL(e2.error().detail.find("all three"), std::string::npos);
+}
+
 CAF_TEST(a cancel of a ticket claimed from another node is decided there) {
   auto c1 = node_config("n1", port_n1);
   auto c2 = node_config("n2", port_n2);
