@@ -98,7 +98,8 @@ else
 fi
 
 # -- (v) a match across the two nodes -----------------------------------------
-q="tls$$" a="ua$$" b="ub$$"
+# "default": the one queue a node serves without --queues.
+q=default a="ua$$" b="ub$$"
 r=$(call POST "$url1/v1/users/$a/tickets" "$a" "{\"queue\":\"$q\",\"ticket\":\"ta\"}")
 [ "$(field state <<<"$r")" = queued ] || fail "A's join: $r"
 call POST "$url2/v1/users/$b/tickets" "$b" "{\"queue\":\"$q\",\"ticket\":\"tb\"}" >/dev/null
@@ -189,7 +190,7 @@ start_err "not accepted by the CA bundle" "$dir/other-ca/rogue.crt" "$dir/other-
 # -- (vi) a forged match from a client with a valid certificate ---------------
 if want vi; then
 c="uc$$"
-r=$(call POST "$url1/v1/users/$c/tickets" "$c" "{\"queue\":\"w$q\",\"ticket\":\"tc\"}")
+r=$(call POST "$url1/v1/users/$c/tickets" "$c" "{\"queue\":\"$q\",\"ticket\":\"tc\"}")
 [ "$(field state <<<"$r")" = queued ] || fail "C's join: $r"
 if [ "${MATCHD_CLUSTER_INSECURE:-false}" = true ]; then
   out=$(timeout 30 "$rogue" forge-plain 127.0.0.1 "$cport1" "$c" 2>&1 || true)
