@@ -115,6 +115,24 @@ failure check_cluster_config(const cluster_config& cfg,
       || cfg.cancel_timeout_ms == 0)
     return invalid("cluster reconnect_ms, forward_timeout_ms and "
                    "cancel_timeout_ms must be > 0");
+  if (cfg.tls()
+      && (cfg.tls_cert.empty() || cfg.tls_key.empty() || cfg.tls_ca.empty()))
+    return invalid("cluster TLS needs all three of certificate, key and CA "
+                   "(or none)");
+  if (cfg.tls() && cfg.insecure)
+    return invalid("cluster TLS and insecure are exclusive");
+  if (!cfg.tls() && cfg.auto_connect) {
+    if (!cfg.insecure)
+      return invalid("a cluster port without TLS: give a certificate, key "
+                     "and CA (docs/cluster.md), or insecure for a "
+                     "loopback-only test cluster");
+    if (!loopback_address(cfg.bind))
+      return invalid("an insecure cluster port must bind to a loopback "
+                     "address, not '"
+                     + (cfg.bind.empty() ? std::string{"every interface"}
+                                         : cfg.bind)
+                     + "'");
+  }
   return {};
 }
 

@@ -26,14 +26,32 @@ struct peer_address {
 /// store (Redis) and one database, routing match events and in-flight
 /// cancels between them through their `node_gateway`s.
 struct cluster_config {
-  /// The port the node's gateway is published on
-  /// (`sys.middleman().publish`), and advertised to the other nodes.
+  /// The port the node's gateway is published on (over TLS with
+  /// `caf::openssl::publish` when `tls()`, else `sys.middleman().publish`),
+  /// and advertised to the other nodes.
   /// 0: no cluster — a single node, exactly as without this section.
   uint16_t port = 0;
-  /// The host the other nodes connect to (advertised as "host:port").
+  /// The host the other nodes connect to (advertised as "host:port"; not
+  /// what the port binds to: that is `bind`).
   std::string host = "127.0.0.1";
-  /// The local address the published port binds to; empty: every interface.
-  std::string bind;
+  /// The local address the published port binds to (loopback by default:
+  /// a node reachable from other machines sets it, e.g. to the address of
+  /// its cluster network, or "0.0.0.0"); empty: every interface.
+  std::string bind = "127.0.0.1";
+  /// Mutual TLS between the nodes (docs/cluster.md, "Security"): this
+  /// node's certificate chain (PEM), its private key (PEM, unencrypted)
+  /// and the CA bundle (PEM, one or more CAs) a peer's certificate must
+  /// chain to. All three or none. CAF's OpenSSL module reads them from the
+  /// actor system's config (`openssl.certificate`, `openssl.key`,
+  /// `openssl.cafile`): `use_cluster_tls` (actors/cluster_tls.hpp) loads the
+  /// module and sets them before the actor system is made.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  /// Without TLS the engine refuses to publish (`auto_connect`) unless this
+  /// is set; then `bind` must be a loopback address (any process on the
+  /// machine can still talk to the port: test clusters only).
+  bool insecure = false;
   /// Static peers, "id=host:port" each (IPv6: "id=[::1]:4242"). Always
   /// considered live, never forgotten; combine freely with `membership`.
   std::vector<std::string> peers;
@@ -74,6 +92,12 @@ struct cluster_config {
   bool enabled() const noexcept {
     return port != 0;
   }
+
+  /// True when the nodes talk over mutual TLS (any `tls_*` set; the check
+  /// wants all three).
+  bool tls() const noexcept {
+    return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty();
+  }
 };
 
 /// Parses "id=host:port" (IPv6 hosts in brackets). Fails with
@@ -88,10 +112,29 @@ parse_address(const std::string& text);
 /// "host:port", with brackets around an IPv6 host.
 std::string format_address(const std::string& host, uint16_t port);
 
+/// True for "localhost", 127.0.0.0/8 and ::1 (as written, not resolved).
+inline bool loopback_address(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]")
+    return true;
+  // 127.a.b.c, digits and dots only.
+  if (host.compare(0, 4, "127.") != 0)
+    return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.')
+      ++dots;
+    else if (c < '0' || c > '9')
+      return false;
+  }
+  return dots == 3;
+}
+
 /// Checks a cluster section for node `node`: valid node id, parsable and
 /// distinct static peers (none named `node`), `heartbeat_ms` below
-/// `member_ttl_ms`, non-zero bounds, no static peers without `port`.
-/// `code == errc::none` when valid.
+/// `member_ttl_ms`, non-zero bounds, no static peers without `port`; the
+/// three `tls_*` all or none, and with `auto_connect` and no TLS,
+/// `insecure` with a loopback `bind`. Does not open the files
+/// (`check_cluster_tls` does). `code == errc::none` when valid.
 failure check_cluster_config(const cluster_config& cfg,
                              const std::string& node);
 

@@ -5,7 +5,11 @@
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/publish.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/io/middleman_actor.hpp>
 
+#include "actors/cluster_tls.hpp"
 #include "actors/directory.hpp"
 #include "actors/node_gateway.hpp"
 
@@ -31,6 +35,13 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
     return failure{errc::invalid_argument,
                    "a cluster needs the io middleman: load it into the actor "
                    "system config (cfg.load<caf::io::middleman>())"};
+  if (cfg.cluster.enabled() && cfg.cluster.tls()) {
+    if (auto bad = check_cluster_tls_system(sys, cfg.cluster);
+        bad.code != errc::none)
+      return bad;
+    if (auto bad = check_cluster_tls(cfg.cluster); bad.code != errc::none)
+      return bad;
+  }
   cfg.session.node = cfg.node;
   if (!cfg.metrics)
     cfg.metrics = std::make_shared<engine_metrics>();
@@ -107,15 +118,22 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   caf::anon_send(e->directory_, attach_atom_v, e->gateway_);
   if (cfg.cluster.enabled() && cfg.cluster.auto_connect) {
     auto& bind = cfg.cluster.bind;
-    auto port = sys.middleman().publish(e->gateway_, cfg.cluster.port,
-                                        bind.empty() ? nullptr : bind.c_str(),
-                                        true);
+    auto in = bind.empty() ? nullptr : bind.c_str();
+    // With TLS a peer without a certificate of the cluster's CA is refused
+    // in the handshake, before BASP reads a byte of it.
+    auto port = cfg.cluster.tls()
+                  ? caf::openssl::publish(e->gateway_, cfg.cluster.port, in,
+                                          true)
+                  : sys.middleman().publish(e->gateway_, cfg.cluster.port, in,
+                                            true);
     if (!port) {
       auto why = sys.render(port.error());
       e->stop();
       return failure{errc::store_unavailable,
-                     "cannot publish the gateway on port "
-                       + std::to_string(cfg.cluster.port) + ": " + why};
+                     "cannot publish the gateway on "
+                       + format_address(bind.empty() ? "*" : bind,
+                                        cfg.cluster.port)
+                       + ": " + why};
     }
     e->published_port_ = *port;
   }
@@ -245,7 +263,15 @@ void engine::stop() {
           break; // it lapses on its own
     }
     if (published_port_ != 0) {
-      sys_.middleman().unpublish(gateway_, published_port_);
+      if (cfg_.cluster.tls()) {
+        // Not caf::openssl::unpublish: 0.17.6's header sends the manager a
+        // message its interface lacks (it does not compile).
+        caf::function_view<caf::io::middleman_actor> f{
+          sys_.openssl_manager().actor_handle()};
+        f(caf::unpublish_atom_v, caf::actor_cast<caf::actor_addr>(gateway_),
+          published_port_);
+      } else
+        sys_.middleman().unpublish(gateway_, published_port_);
       published_port_ = 0;
     }
   }

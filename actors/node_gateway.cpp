@@ -1,6 +1,7 @@
 // The node gateway (interface in actors/node_gateway.hpp): membership, the
 // shared user -> node map, routing of events and cancels to the peers' links
-// (actors/peer_link.hpp), the replay on registration, its store workers.
+// (actors/peer_link.hpp), the replay on registration, the checks of what
+// peers send; its store workers are in actors/gateway_store.hpp.
 
 #include "actors/worker_bound.hpp"
 #include "actors/node_gateway.hpp"
@@ -14,6 +15,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/gateway_store.hpp"
+#include "actors/peer_events.hpp"
 #include "actors/peer_link.hpp"
 #include "core/logger.hpp"
 #include "persistence/matchdb/match_store.hpp"
@@ -23,69 +26,9 @@ namespace mm {
 
 namespace {
 
-/// Script calls for a detached worker that owns one blocking queue store
-/// connection: run as one pipeline, replies written back in place.
-struct gw_queue_job {
-  std::vector<script_call> calls;
-  std::vector<store_reply> replies;
-};
-
-/// Active-match lookups for a detached worker that owns one blocking match
-/// store connection.
-struct gw_match_job {
-  std::vector<std::string> users;
-  std::vector<outcome<std::optional<match_record>>> found;
-};
-
-using gw_queue_job_ptr = std::shared_ptr<gw_queue_job>;
-using gw_match_job_ptr = std::shared_ptr<gw_match_job>;
-
-} // namespace
-
-} // namespace mm
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::gw_queue_job_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::gw_match_job_ptr)
-
-namespace mm {
-
-namespace {
-
 std::shared_ptr<spdlog::logger> gw_log() {
   static auto log = logger("gateway");
   return log;
-}
-
-// -- workers (detached: they block) ---------------------------------------------
-
-/// The gateway's queue store worker: runs a job's calls, answers the job.
-using queue_worker_actor = caf::typed_actor<
-  caf::replies_to<gw_queue_job_ptr>::with<gw_queue_job_ptr>>;
-
-/// The gateway's match store worker: looks up a job's users, answers the
-/// job.
-using match_worker_actor = caf::typed_actor<
-  caf::replies_to<gw_match_job_ptr>::with<gw_match_job_ptr>>;
-
-queue_worker_actor::behavior_type
-queue_worker(queue_worker_actor::pointer, std::shared_ptr<queue_store> conn) {
-  return {
-    [conn](gw_queue_job_ptr& job) {
-      job->replies = conn->run(job->calls);
-      return job;
-    },
-  };
-}
-
-match_worker_actor::behavior_type
-match_worker(match_worker_actor::pointer, std::shared_ptr<match_store> conn) {
-  return {
-    [conn](gw_match_job_ptr& job) {
-      for (auto& user : job->users)
-        job->found.push_back(conn->active_session_of(user));
-      return job;
-    },
-  };
 }
 
 // -- state ------------------------------------------------------------------------
@@ -119,7 +62,7 @@ struct queue_op {
 };
 
 struct match_op {
-  std::string user;
+  gw_lookup lookup;
   std::function<void(outcome<std::optional<match_record>>&)> done;
 };
 
@@ -138,6 +81,7 @@ struct gateway_state {
   bool match_busy = false;
   std::map<std::string, peer_entry> peers; ///< by node id
   bool beat_failing = false;
+  uint64_t refused = 0; ///< peer messages refused (logged sparsely)
   static inline const char* name = "node_gateway";
 };
 
@@ -234,7 +178,7 @@ void pump_matches(gw_ptr self) {
       auto ops = std::move(st.match_pending);
       st.match_pending.clear();
       for (auto& op : ops) {
-        auto found = st.match_inline->active_session_of(op.user);
+        auto found = look_up(*st.match_inline, op.lookup);
         op.done(found);
       }
     }
@@ -246,7 +190,7 @@ void pump_matches(gw_ptr self) {
   st.match_pending.clear();
   auto job = std::make_shared<gw_match_job>();
   for (auto& op : *ops)
-    job->users.push_back(op.user);
+    job->lookups.push_back(op.lookup);
   self->request(st.match_worker, worker_bound(st.cfg.worker_timeout_ms),
                 std::move(job))
     .then(
@@ -434,32 +378,12 @@ void route_to(gw_ptr self, caf::typed_response_promise<delivery_report> rp,
             std::move(*ev));
 }
 
-/// The `match.created` event of a committed session, as the relay would
-/// deliver it (same event id and payload).
-match_event event_of(const match_record& m) {
-  match_event ev;
-  ev.event_id = match_created_event_id(m.session_id);
-  ev.session_id = m.session_id;
-  ev.queue = m.queue;
-  ev.user_a = m.user_a;
-  ev.ticket_a = m.ticket_a;
-  ev.user_b = m.user_b;
-  ev.ticket_b = m.ticket_b;
-  match_request req;
-  req.queue = m.queue;
-  req.user_a = m.user_a;
-  req.ticket_a = m.ticket_a;
-  req.user_b = m.user_b;
-  req.ticket_b = m.ticket_b;
-  ev.payload = match_created_payload(m.session_id, req);
-  return ev;
-}
-
 /// Hands the user's active match (if any) to the directory: a session that
 /// starts here gets the match it may have missed elsewhere.
 void replay(gw_ptr self, const std::string& user) {
   self->state.match_pending.push_back(match_op{
-    user, [self, user](outcome<std::optional<match_record>>& found) {
+    gw_lookup{false, user},
+    [self, user](outcome<std::optional<match_record>>& found) {
       auto& st = self->state;
       if (!found) {
         gw_log()->warn("gateway {}: active match of '{}' not looked up: {}",
@@ -471,6 +395,68 @@ void replay(gw_ptr self, const std::string& user) {
       // Its answer (a delivery_report) is of no use here.
       caf::anon_send(st.links.directory, deliver_atom_v, user,
                      event_of(**found));
+    }});
+  pump_matches(self);
+}
+
+// -- what peers may send ------------------------------------------------------------
+//
+// The gateway is published: anybody who connects to the cluster port (with a
+// certificate of the cluster's CA, when TLS is on) can send it every message
+// of its interface. Host and directory messages are taken from actors of
+// this node only; an event from a peer is delivered only as the database
+// has it.
+
+/// True when the current message comes from an actor of this node (a
+/// message from another node, or without a sender, is not).
+bool from_here(gw_ptr self) {
+  auto& src = self->current_sender();
+  return src != nullptr && src->node() == self->node();
+}
+
+/// Logs a refused peer message: the first, then every power of two.
+void refuse(gw_ptr self, const std::string& what) {
+  auto& st = self->state;
+  auto n = ++st.refused;
+  if ((n & (n - 1)) == 0)
+    gw_log()->warn("gateway {}: refused {} (refused so far: {})", st.node,
+                   what, n);
+}
+
+/// A peer's (user, event): to the directory once the database confirms the
+/// session and the user's part in it; refused (all counts zero, nothing
+/// delivered) otherwise; `failed = 1` when the database cannot answer (the
+/// sending relay tries again).
+void deliver_checked(gw_ptr self,
+                     caf::typed_response_promise<delivery_report> rp,
+                     std::string user, std::shared_ptr<match_event> ev) {
+  auto& st = self->state;
+  if (!(st.match_inline || st.match_worker)) {
+    refuse(self, "an event from a peer (no database to check it)");
+    rp.deliver(delivery_report{});
+    return;
+  }
+  st.match_pending.push_back(match_op{
+    gw_lookup{true, ev->session_id},
+    [self, rp, user, ev](outcome<std::optional<match_record>>& found) mutable {
+      auto& st = self->state;
+      if (!found) {
+        gw_log()->warn("gateway {}: event {} for '{}' not checked: {}",
+                       st.node, ev->event_id, user, found.error().detail);
+        delivery_report failed;
+        failed.failed = 1;
+        rp.deliver(failed);
+        return;
+      }
+      auto checked = *found ? as_recorded(user, *ev, **found) : std::nullopt;
+      if (!checked) {
+        refuse(self, "event '" + ev->event_id + "' for '" + user
+                       + "': not in the database");
+        rp.deliver(delivery_report{});
+        return;
+      }
+      rp.delegate(st.links.directory, deliver_atom_v, user,
+                  std::move(*checked));
     }});
   pump_matches(self);
 }
@@ -539,6 +525,10 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
     [self](route_atom, std::string& user,
            match_event& ev) -> caf::result<delivery_report> {
       auto& st = self->state;
+      if (!from_here(self)) {
+        refuse(self, "a route request from another node");
+        return delivery_report{};
+      }
       if (!st.cfg.enabled() || !(st.queue_inline || st.queue_worker))
         return delivery_report{};
       auto rp = self->make_response_promise<delivery_report>();
@@ -566,9 +556,12 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
                  });
       return rp;
     },
-    [self](deliver_atom, std::string& user, match_event& ev) {
-      return self->delegate(self->state.links.directory, deliver_atom_v,
-                            std::move(user), std::move(ev));
+    [self](deliver_atom, std::string& user,
+           match_event& ev) -> caf::result<delivery_report> {
+      auto rp = self->make_response_promise<delivery_report>();
+      deliver_checked(self, rp, std::move(user),
+                      std::make_shared<match_event>(std::move(ev)));
+      return rp;
     },
     [self](cancel_atom, std::string& node,
            inflight_cancel& c) -> caf::result<cancel_verdict> {
@@ -599,6 +592,10 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
     },
     [self](register_atom, std::string& user) {
       auto& st = self->state;
+      if (!from_here(self)) {
+        refuse(self, "a registration from another node");
+        return;
+      }
       bool wants_replay = st.cfg.replay_on_register && st.cfg.enabled()
                           && (st.match_inline || st.match_worker);
       if (!st.cfg.enabled() || !(st.queue_inline || st.queue_worker)) {
@@ -624,6 +621,10 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
     },
     [self](unregister_atom, std::string& user) {
       auto& st = self->state;
+      if (!from_here(self)) {
+        refuse(self, "an unregistration from another node");
+        return;
+      }
       if (!st.cfg.enabled() || !(st.queue_inline || st.queue_worker))
         return;
       script_call call{script_id::cluster_user,
@@ -645,6 +646,13 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
     },
     [self](peer_atom, std::string& node, caf::actor& gw) {
       auto& st = self->state;
+      if (!from_here(self)) {
+        // A peer must not replace another node's handle (and so receive
+        // its users' events): only the host introduces handles.
+        refuse(self, "a peer announcement for node '" + node
+                       + "' from another node");
+        return;
+      }
       auto h = caf::actor_cast<node_gateway_actor>(gw);
       if (!h || node == st.node)
         return;
@@ -688,8 +696,9 @@ node_gateway_actor spawn_node_gateway(
   std::shared_ptr<queue_store> queue_conn;
   if (cfg.enabled() && queue)
     queue_conn = queue->connect();
+  // The match store: the replay, and the check of peers' events.
   std::shared_ptr<match_store> match_conn;
-  if (cfg.replay_on_register && cfg.enabled() && matches)
+  if (cfg.enabled() && matches)
     match_conn = matches->connect();
   auto hdl = sys.spawn(gateway_impl, std::move(node), std::move(cfg),
                        std::move(queue_conn), std::move(match_conn),

@@ -35,8 +35,12 @@ struct gateway_links {
 ///   its membership lapsed); `failed = 1` when the node is live but could
 ///   not be reached within `forward_timeout_ms` (connection included), or
 ///   the map could not be read. Without a cluster: all zero, no I/O.
-/// - `deliver_atom, user, event` (from a peer): delegated to this node's
-///   directory (session here, or kept for the user).
+/// - `deliver_atom, user, event` (from a peer): checked against the match
+///   store (`find_session(event.session_id)` has `user` as a member and the
+///   event id is the session's; a `match.created` is rebuilt from the
+///   store, a `session.ended` needs the session closed), then delegated to
+///   this node's directory (session here, or kept for the user). A refused
+///   event answers all zero; a store that cannot answer, `failed = 1`.
 /// - `cancel_atom, node, inflight_cancel` (from a session or a peer): to the
 ///   finalizer of `node` — this node's own (empty id or this node), a live
 ///   peer's (through its gateway, bounded by `cancel_timeout_ms`; an
@@ -54,6 +58,9 @@ struct gateway_links {
 ///   that node's gateway; kept (and monitored) unless one is known already.
 /// - `peer_atom, node, gateway` (from the host): the handle of `node`'s
 ///   gateway; replaces any other, monitored, greeted with `hello_atom`.
+///   `route_atom`, `register_atom`, `unregister_atom` and `peer_atom` are
+///   taken from actors of this node only (sender on this node); from
+///   another node, or without a sender, they are ignored (logged sparsely).
 /// - `peers_atom`: the peers as seen now.
 ///
 /// Membership (with a cluster and `cfg.membership`): every `heartbeat_ms`
@@ -65,8 +72,10 @@ struct gateway_links {
 /// (actors/peer_link.hpp) that holds its connection: connections are lazy,
 /// the first call for a peer without a handle connects (with
 /// `cfg.auto_connect`) in a detached worker through
-/// `sys.middleman().remote_actor<node_gateway_actor>` — the actor system
-/// must have loaded the io middleman (`cfg.load<caf::io::middleman>()`);
+/// `sys.middleman().remote_actor<node_gateway_actor>`, or
+/// `caf::openssl::remote_actor` with `cfg.tls()` — the actor system must
+/// have loaded the io middleman (and the OpenSSL module for TLS:
+/// `use_cluster_tls`, actors/cluster_tls.hpp);
 /// a failure backs off for `reconnect_ms`; a peer whose handle goes down
 /// (its node died, the connection dropped) is connected again on next use.
 /// Every peer reached is greeted with `hello_atom`, so one connection serves

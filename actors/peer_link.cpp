@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/remote_actor.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/logger.hpp"
@@ -30,15 +31,20 @@ std::shared_ptr<spdlog::logger> link_log() {
 using connector_actor = caf::typed_actor<caf::replies_to<
   caf::connect_atom, std::string, uint16_t>::with<node_gateway_actor>>;
 
-/// Blocks in `remote_actor`, answers, and quits (a one-shot actor, so an
-/// attempt that outlives its link leaves nothing behind).
-connector_actor::behavior_type connector(connector_actor::pointer self) {
+/// Blocks in `remote_actor` (over mutual TLS when `tls`), answers, and
+/// quits (a one-shot actor, so an attempt that outlives its link leaves
+/// nothing behind).
+connector_actor::behavior_type connector(connector_actor::pointer self,
+                                         bool tls) {
   return {
-    [self](caf::connect_atom, const std::string& host,
-           uint16_t port) -> caf::result<node_gateway_actor> {
+    [self, tls](caf::connect_atom, const std::string& host,
+                uint16_t port) -> caf::result<node_gateway_actor> {
       self->quit();
-      auto res = self->system().middleman().remote_actor<node_gateway_actor>(
-        host, port);
+      auto& sys = self->system();
+      auto res = tls ? caf::openssl::remote_actor<node_gateway_actor>(
+                   sys, host, port)
+                     : sys.middleman().remote_actor<node_gateway_actor>(
+                       host, port);
       if (!res)
         return std::move(res.error());
       return std::move(*res);
@@ -201,7 +207,7 @@ void connect(link_ptr self) {
   }
   st.attempt = true;
   update_phase(self);
-  auto c = self->spawn<caf::detached>(connector);
+  auto c = self->spawn<caf::detached>(connector, st.cfg.tls());
   self
     ->request(c, caf::infinite, caf::connect_atom_v, hp->first, hp->second)
     .then([self](node_gateway_actor& h) { attempt_succeeded(self, h); },

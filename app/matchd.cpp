@@ -24,6 +24,8 @@
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/cluster_tls.hpp"
+
 #include "actors/engine.hpp"
 #include "app/engine_bridge.hpp"
 #include "app/http_server.hpp"
@@ -264,10 +266,34 @@ int run(const matchd_config& mc) {
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+  cluster_config cluster;
+  cluster.port = mc.cluster_port;
+  cluster.host = mc.cluster_host;
+  cluster.bind = mc.cluster_bind;
+  cluster.tls_cert = mc.cluster_cert;
+  cluster.tls_key = mc.cluster_key;
+  cluster.tls_ca = mc.cluster_ca;
+  cluster.insecure = mc.cluster_insecure;
+  cluster.peers = mc.peers;
+  cluster.membership = mc.membership;
+  cluster.member_ttl_ms = mc.member_ttl_ms;
+  if (cluster.heartbeat_ms >= cluster.member_ttl_ms)
+    cluster.heartbeat_ms = cluster.member_ttl_ms / 3;
+  if (auto bad = check_cluster_config(cluster, mc.node);
+      bad.code != errc::none) {
+    lg->error("bad cluster settings: {}", bad.detail);
+    return 2;
+  }
+  // A bad certificate file is a named error now, not a refused peer later.
+  if (auto bad = check_cluster_tls(cluster); bad.code != errc::none) {
+    lg->error("bad cluster certificates: {}", bad.detail);
+    return 2;
+  }
+
   caf::actor_system_config cfg;
   register_types(cfg);
-  if (mc.cluster_port != 0)
-    cfg.load<caf::io::middleman>(); // the gateway is published and reached
+  if (cluster.enabled()) // the gateway is published and reached (over TLS)
+    use_cluster_tls(cfg, cluster);
   cfg.set("scheduler.max-threads", static_cast<size_t>(mc.threads));
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
@@ -320,18 +346,7 @@ int run(const matchd_config& mc) {
     ec.use_postgres = true;
     ec.postgres.conninfo = mc.postgres;
   }
-  ec.cluster.port = mc.cluster_port;
-  ec.cluster.host = mc.cluster_host;
-  ec.cluster.peers = mc.peers;
-  ec.cluster.membership = mc.membership;
-  ec.cluster.member_ttl_ms = mc.member_ttl_ms;
-  if (ec.cluster.heartbeat_ms >= ec.cluster.member_ttl_ms)
-    ec.cluster.heartbeat_ms = ec.cluster.member_ttl_ms / 3;
-  if (auto bad = check_cluster_config(ec.cluster, ec.node);
-      bad.code != errc::none) {
-    lg->error("bad cluster settings: {}", bad.detail);
-    return 2;
-  }
+  ec.cluster = cluster;
   if (!ec.use_redis || !ec.use_postgres)
     lg->warn("NOT DURABLE: running on {}{}{}: waiting users and matches are "
              "lost when this process ends; give --redis and --postgres in "
@@ -435,10 +450,11 @@ int run(const matchd_config& mc) {
            mc.node, mc.listen_host, srv->port(), served,
            eng->queue_store()->describe(), eng->match_store()->describe());
   if (mc.cluster_port != 0)
-    lg->info("node {} in a cluster: gateway on {}:{}, {} static peer(s), "
-             "membership in Redis {}",
-             mc.node, mc.cluster_host, mc.cluster_port, mc.peers.size(),
-             mc.membership ? "on" : "off");
+    lg->info("node {} in a cluster: gateway on {}:{} (bound to {}, {}), {} "
+             "static peer(s), membership in Redis {}",
+             mc.node, mc.cluster_host, mc.cluster_port, mc.cluster_bind,
+             cluster.tls() ? "mutual TLS" : "INSECURE: plaintext, loopback",
+             mc.peers.size(), mc.membership ? "on" : "off");
 
   int sig = 0;
   sigwait(&sigs, &sig);

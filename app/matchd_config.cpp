@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/cluster_config.hpp"
 #include "persistence/queue/queue_codec.hpp"
 
 namespace mm {
@@ -154,7 +155,22 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "Publish this node's gateway on this port (0: single node)")
     ->capture_default_str();
   app.add_option("--cluster-host", cfg.cluster_host,
-                 "Address the other nodes reach this node's gateway at")
+                 "Address the other nodes reach this node's gateway at "
+                 "(advertised; see --cluster-bind)")
+    ->capture_default_str();
+  app.add_option("--cluster-bind", cfg.cluster_bind,
+                 "Local address the cluster port binds to (0.0.0.0: every "
+                 "interface)")
+    ->capture_default_str();
+  app.add_option("--cluster-cert", cfg.cluster_cert,
+                 "This node's certificate (PEM) for the cluster's mutual TLS");
+  app.add_option("--cluster-key", cfg.cluster_key,
+                 "The private key of --cluster-cert (PEM, unencrypted)");
+  app.add_option("--cluster-ca", cfg.cluster_ca,
+                 "CA bundle (PEM) a peer's certificate must chain to");
+  app.add_option("--cluster-insecure", cfg.cluster_insecure,
+                 "Plaintext cluster port without certificates (true/false; "
+                 "loopback --cluster-bind only: test clusters)")
     ->capture_default_str();
   app.add_option("--peers", cfg.peers,
                  "Static peers id=host:port (comma separated)")
@@ -279,6 +295,30 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
       complain("cluster-port", "must differ from the --listen port");
     if (cfg.cluster_host.empty())
       complain("cluster-host", "required with --cluster-port");
+    if (cfg.cluster_bind.empty())
+      complain("cluster-bind", "required with --cluster-port (0.0.0.0: every "
+                               "interface)");
+    bool any_tls = !cfg.cluster_cert.empty() || !cfg.cluster_key.empty()
+                   || !cfg.cluster_ca.empty();
+    if (any_tls) {
+      for (auto [opt, val] : {std::pair{"cluster-cert", &cfg.cluster_cert},
+                              std::pair{"cluster-key", &cfg.cluster_key},
+                              std::pair{"cluster-ca", &cfg.cluster_ca}})
+        if (val->empty())
+          complain(opt, "required with the other two of --cluster-cert, "
+                        "--cluster-key, --cluster-ca");
+      if (cfg.cluster_insecure)
+        complain("cluster-insecure", "contradicts --cluster-cert");
+    } else if (!cfg.cluster_insecure) {
+      complain("cluster-port", "needs --cluster-cert, --cluster-key and "
+                               "--cluster-ca (mutual TLS between the nodes; "
+                               "deploy/cluster-certs.sh makes them), or "
+                               "--cluster-insecure for a loopback-only test "
+                               "cluster");
+    } else if (!loopback_address(cfg.cluster_bind)) {
+      complain("cluster-insecure", "needs a loopback --cluster-bind, not '"
+                                     + cfg.cluster_bind + "'");
+    }
   } else if (!cfg.peers.empty()) {
     complain("peers", "needs --cluster-port");
   }

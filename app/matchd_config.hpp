@@ -49,6 +49,11 @@ struct matchd_config {
   // Cluster (docs/cluster.md): 0 = a single node.
   uint16_t cluster_port = 0;
   std::string cluster_host = "127.0.0.1"; ///< what peers connect to
+  std::string cluster_bind = "127.0.0.1"; ///< what the port binds to
+  std::string cluster_cert; ///< this node's certificate (PEM)
+  std::string cluster_key;  ///< its private key (PEM, unencrypted)
+  std::string cluster_ca;   ///< the CA bundle peers' certificates chain to
+  bool cluster_insecure = false; ///< plaintext, loopback-only test clusters
   std::vector<std::string> peers;         ///< static "id=host:port"
   bool membership = true;                 ///< Redis membership records
   uint32_t member_ttl_ms = 5000;

@@ -11,10 +11,13 @@
 #   deploy/cluster-local.sh restart DIR N        start node N again, same id
 #
 # Binaries: build/app/matchd (MATCHD_BIN overrides). Node N listens on
-# DIR/nodeN.port (HTTP) and DIR/nodeN.cport (gateway); its log is
-# DIR/nodeN.log. Membership goes through Redis (no static peer list). The
-# nodes inherit the MATCHD_* environment (e.g. MATCHD_QUEUES=voice,games;
-# without it each serves the one queue "default").
+# DIR/nodeN.port (HTTP) and DIR/nodeN.cport (gateway, bound to 127.0.0.1);
+# its log is DIR/nodeN.log. Membership goes through Redis (no static peer
+# list). The nodes talk over mutual TLS with certificates made by
+# deploy/cluster-certs.sh in DIR/certs (node-N.crt/.key, ca-bundle.crt);
+# MATCHD_CLUSTER_INSECURE=true runs them on plaintext instead. The nodes
+# inherit the MATCHD_* environment (e.g. MATCHD_QUEUES=voice,games; without
+# it each serves the one queue "default").
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 matchd=${MATCHD_BIN:-$root/build/app/matchd}
@@ -30,8 +33,16 @@ start_node() { # N
   cport=$(cat "$dir/node$n.cport" 2>/dev/null || free_port)
   echo "$port" >"$dir/node$n.port"
   echo "$cport" >"$dir/node$n.cport"
+  local tls=()
+  if [ "${MATCHD_CLUSTER_INSECURE:-false}" != true ]; then
+    [ -f "$dir/certs/node-$n.crt" ] \
+      || "$root/deploy/cluster-certs.sh" "$dir/certs" "node-$n" >/dev/null
+    tls=(--cluster-cert "$dir/certs/node-$n.crt"
+         --cluster-key "$dir/certs/node-$n.key"
+         --cluster-ca "$dir/certs/ca-bundle.crt")
+  fi
   "$matchd" --node "node-$n" --listen "127.0.0.1:$port" \
-    --cluster-port "$cport" --cluster-host 127.0.0.1 \
+    --cluster-port "$cport" --cluster-host 127.0.0.1 "${tls[@]}" \
     --redis "127.0.0.1:$(cat "$dir/redis/port")" \
     --postgres "host=127.0.0.1 port=$(cat "$dir/pg/port") user=postgres dbname=matchmaker" \
     --secret "$(cat "$dir/secret")" --log-level "${MATCHD_LOG_LEVEL:-info}" \

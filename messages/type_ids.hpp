@@ -171,10 +171,13 @@ using finalizer_actor = caf::typed_actor<
   caf::reacts_to<grace_atom, std::string>>;
 
 /// Routes between the nodes of a cluster (actors/node_gateway.hpp). One per
-/// node; published by the io middleman, so every message below can come
-/// from a peer node (all their types are in the block above).
+/// node; published by the io middleman (over mutual TLS), so every message
+/// below can come from a peer node (all their types are in the block
+/// above): those marked "from this node" are ignored when they come from
+/// another node or carry no sender.
 using node_gateway_actor = caf::typed_actor<
-  // Directory -> gateway: (user, event) for a user without a session on
+  // Directory -> gateway (from this node): (user, event) for a user without
+  // a session on
   // this node: delivered to the user's session on the node it registered
   // on. All counts zero: the user is connected nowhere (the directory keeps
   // the event). `failed`: the user's node is live but could not be reached.
@@ -182,21 +185,25 @@ using node_gateway_actor = caf::typed_actor<
   caf::replies_to<route_atom, std::string, match_event>::with<
     delivery_report>,
   // Peer -> gateway: (user, event) to the user's session on THIS node, or
-  // kept for it here. Never routed further. Idempotent per event id.
+  // kept for it here, once the database confirms the event's session with
+  // `user` in it (else all counts zero, nothing delivered; `failed` when the
+  // database cannot answer). Never routed further. Idempotent per event id.
   caf::replies_to<deliver_atom, std::string, match_event>::with<
     delivery_report>,
   // Session or peer -> gateway: (node, cancel) to the finalizer of `node`
   // (the node that owns the claimed pair). Idempotent.
   caf::replies_to<cancel_atom, std::string, inflight_cancel>::with<
     cancel_verdict>,
-  // Directory -> gateway: a session of `user` started / ended on this node
+  // Directory -> gateway (from this node): a session of `user` started /
+  // ended on this node
   // (the shared user -> node map; the reconnect replay). Idempotent.
   caf::reacts_to<register_atom, std::string>,
   caf::reacts_to<unregister_atom, std::string>,
   // Peer -> gateway: the sender is the gateway of node `node`. Idempotent.
   caf::reacts_to<hello_atom, std::string>,
-  // Host -> gateway: `gateway` (a node_gateway_actor) is the gateway of
-  // node `node`, for hosts and tests that connect nodes themselves.
+  // Host -> gateway (from this node): `gateway` (a node_gateway_actor) is
+  // the gateway of node `node`, for hosts and tests that connect nodes
+  // themselves.
   // Idempotent.
   caf::reacts_to<peer_atom, std::string, caf::actor>,
   // The peers as this gateway sees them, by node id.

@@ -60,8 +60,12 @@ cport2=$(free_port)
 url2="http://127.0.0.1:$port2"
 
 start_node2() { # FAILPOINT
+  [ -f "$dir/certs/node-2.crt" ] \
+    || "$root/deploy/cluster-certs.sh" "$dir/certs" node-2 >/dev/null
   MM_FAILPOINT=$1 "$matchd" --node node-2 --listen "127.0.0.1:$port2" \
     --cluster-port "$cport2" --cluster-host 127.0.0.1 \
+    --cluster-cert "$dir/certs/node-2.crt" --cluster-key "$dir/certs/node-2.key" \
+    --cluster-ca "$dir/certs/ca-bundle.crt" \
     --redis "127.0.0.1:$(cat "$dir/redis/port")" \
     --postgres "host=127.0.0.1 port=$pg_port user=postgres dbname=matchmaker" \
     --secret "$secret" >>"$dir/node2.log" 2>&1 &

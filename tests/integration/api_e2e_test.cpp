@@ -623,7 +623,8 @@ TEST(api_cluster, a_swipe_leaves_the_targets_route_alone) {
     return matchd_process{
       {"--secret", secret, "--node", tag + id, "--redis", redis, "--postgres",
        db, "--cluster-port", std::to_string(free_tcp_port()),
-       "--cluster-host", "127.0.0.1", "--log-level", "warn"},
+       "--cluster-host", "127.0.0.1", "--cluster-insecure", "true",
+       "--log-level", "warn"},
       std::string{::testing::TempDir()} + "matchd_cluster_" + id + ".log"};
   };
   auto n1 = node("-n1");

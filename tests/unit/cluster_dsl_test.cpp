@@ -22,6 +22,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,8 +156,24 @@ struct fixture : point_to_point_fixture<planet_base> {
     earth.sched.after_next_enqueue([this] { settle(); });
     auto gw2 = earth.mm.remote_actor<node_gateway_actor>("mars", port_n2);
     CAF_REQUIRE(gw2);
-    caf::anon_send(n1->gateway(), peer_atom_v, std::string{"n2"},
-                   caf::actor_cast<caf::actor>(*gw2));
+    gw2_ = *gw2;
+    // From an actor of earth: the gateway takes handles from its own node
+    // only.
+    earth.self->send(n1->gateway(), peer_atom_v, std::string{"n2"},
+                     caf::actor_cast<caf::actor>(*gw2));
+    settle();
+  }
+
+  /// n2's gateway as seen from earth: what a rogue client of mars's cluster
+  /// port holds.
+  node_gateway_actor gw2_;
+
+  /// `deliver_atom, user, ev` to n2's gateway from an actor on earth, as a
+  /// peer (or a rogue client of the cluster port) sends it. (Its report is
+  /// not looked at: a response to an actor the test spawns on earth does
+  /// not come back through the simulated network; the effects are checked.)
+  void deliver_from_earth(const std::string& user, const match_event& ev) {
+    earth.self->send(gw2_, deliver_atom_v, user, ev);
     settle();
   }
 
@@ -305,6 +322,92 @@ CAF_TEST(a match across two nodes reaches both sessions) {
   CAF_CHECK_EQUAL(events(seen2, "alice").front().session_id, sid);
   CAF_CHECK_EQUAL(phase(seen2, "alice"), "none"); // no join: no state change
   CAF_CHECK(alice2 != alice);
+}
+
+CAF_TEST(a peer cannot deliver an event the database does not have) {
+  start(node_config("n1", port_n1), node_config("n2", port_n2));
+  auto bob = session(2, "bob");
+  caf::anon_send(bob, join_atom_v, join_request{"voice", "tb", ""});
+  settle();
+  CAF_REQUIRE_EQUAL(phase(seen2, "bob"), "queued");
+  // A forged match for waiting bob, sent to n2's gateway from another node
+  // (earth: any client of the cluster port), and bob's event of a real
+  // session he is not part of.
+  match_event forged;
+  forged.session_id = "00000000-0000-4000-8000-000000000000";
+  forged.event_id = match_created_event_id(forged.session_id);
+  forged.queue = "voice";
+  forged.user_a = "bob";
+  forged.ticket_a = "tb";
+  forged.user_b = "mallory";
+  forged.ticket_b = "tm";
+  forged.payload = "{}";
+  auto other = commit("carol", "dave");
+  match_event foreign = forged;
+  foreign.session_id = other;
+  foreign.event_id = match_created_event_id(other);
+  for (auto& ev : {forged, foreign})
+    deliver_from_earth("bob", ev);
+  CAF_CHECK(events(seen2, "bob").empty());
+  CAF_CHECK_EQUAL(phase(seen2, "bob"), "queued");
+  // carol's own event is delivered, as the database has it (the payload
+  // sent is replaced by the recorded one).
+  auto carol = session(2, "carol");
+  match_event real = foreign;
+  real.user_a = "carol";
+  real.ticket_a = "t-carol";
+  real.user_b = "dave";
+  real.ticket_b = "t-dave";
+  deliver_from_earth("carol", real);
+  CAF_REQUIRE_EQUAL(events(seen2, "carol").size(), 1u);
+  CAF_CHECK_NOT_EQUAL(events(seen2, "carol").front().payload, "{}");
+  CAF_CHECK_EQUAL(events(seen2, "carol").front().session_id, other);
+}
+
+CAF_TEST(a peer cannot introduce or replace the handle of a node) {
+  start(node_config("n1", port_n1), node_config("n2", port_n2));
+  advance(1100);
+  CAF_REQUIRE(peers_of(mars, n2->gateway())["n1"].connected);
+  // A rogue actor on earth announces itself to n2 as node n1 and as a new
+  // node n3; adopted, it would be greeted (and get n1's users' events).
+  auto greeted = std::make_shared<int>(0);
+  auto rogue = earth.sys.spawn([greeted](caf::event_based_actor* self) {
+    self->set_default_handler(caf::drop);
+    return caf::behavior{[greeted](hello_atom, std::string&) { ++*greeted; }};
+  });
+  for (auto node : {"n1", "n3"})
+    earth.self->send(gw2_, peer_atom_v, std::string{node}, rogue);
+  settle();
+  CAF_CHECK_EQUAL(*greeted, 0);
+  CAF_CHECK_EQUAL(peers_of(mars, n2->gateway()).count("n3"), 0u);
+  // Nor may another node register its users here.
+  earth.self->send(gw2_, register_atom_v, std::string{"mallory"});
+  settle();
+  auto route = queues->connect()->run(
+    {script_call{script_id::cluster_route,
+                 {cluster_keys::users, cluster_keys::nodes,
+                  cluster_keys::beats},
+                 {"mallory"}}});
+  CAF_REQUIRE(route.at(0).value.elements.size() >= 2);
+  CAF_CHECK_EQUAL(route.at(0).value.elements[1].str, "");
+  caf::anon_send_exit(rogue, caf::exit_reason::user_shutdown);
+  settle();
+}
+
+CAF_TEST(a cluster with TLS needs the OpenSSL module in the actor system) {
+  auto c = node_config("n1", port_n1);
+  c.cluster.tls_cert = "n1.crt";
+  c.cluster.tls_key = "n1.key";
+  c.cluster.tls_ca = "ca.crt";
+  auto e = engine::start(earth.sys, c);
+  CAF_REQUIRE(!e);
+  CAF_CHECK_EQUAL(e.error().code, errc::invalid_argument);
+  CAF_CHECK_NOT_EQUAL(e.error().detail.find("OpenSSL module"),
+                      std::string::npos);
+  c.cluster.tls_ca.clear(); // two of three
+  auto e2 = engine::start(earth.sys, c);
+  CAF_REQUIRE(!e2);
+  CAF_CHECK_NOT_EQUAL(e2.error().detail.find("all three"), std::string::npos);
 }
 
 CAF_TEST(a cancel of a ticket claimed from another node is decided there) {

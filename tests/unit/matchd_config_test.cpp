@@ -225,6 +225,48 @@ TEST_F(matchd_config_test, unknown_keys_and_types_are_refused) {
 
 namespace {
 
+/// A cluster port needs mutual TLS (all three files) or an explicit
+/// --cluster-insecure on a loopback bind.
+TEST_F(matchd_config_test, a_cluster_port_needs_tls_or_insecure_on_loopback) {
+  auto parse = [](std::initializer_list<std::string> extra) {
+    args a{"--secret", "0123456789abcdef", "--redis", "127.0.0.1:6379",
+           "--postgres", "dbname=x", "--cluster-port", "9091"};
+    for (auto& x : extra) {
+      a.items.push_back(x);
+    }
+    a.argv.clear();
+    for (auto& x : a.items)
+      a.argv.push_back(x.data());
+    matchd_config cfg;
+    auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+    return std::make_pair(res, cfg);
+  };
+  auto [none, c0] = parse({});
+  EXPECT_TRUE(none.exit_now);
+  EXPECT_NE(none.output.find("--cluster-port"), std::string::npos);
+  EXPECT_NE(none.output.find("--cluster-insecure"), std::string::npos);
+  auto [part, c1] = parse({"--cluster-cert", "n.crt", "--cluster-ca", "ca.crt"});
+  EXPECT_TRUE(part.exit_now);
+  EXPECT_NE(part.output.find("bad value for --cluster-key"), std::string::npos)
+    << part.output;
+  auto [all, c2] = parse({"--cluster-cert", "n.crt", "--cluster-key", "n.key",
+                          "--cluster-ca", "ca.crt"});
+  EXPECT_FALSE(all.exit_now) << all.output;
+  EXPECT_EQ(c2.cluster_bind, "127.0.0.1"); // the default
+  auto [both, c3] = parse({"--cluster-cert", "n.crt", "--cluster-key", "n.key",
+                           "--cluster-ca", "ca.crt", "--cluster-insecure",
+                           "true"});
+  EXPECT_TRUE(both.exit_now);
+  auto [insecure, c4] = parse({"--cluster-insecure", "true"});
+  EXPECT_FALSE(insecure.exit_now) << insecure.output;
+  auto [open, c5] = parse({"--cluster-insecure", "true", "--cluster-bind",
+                           "0.0.0.0"});
+  EXPECT_TRUE(open.exit_now);
+  EXPECT_NE(open.output.find("bad value for --cluster-insecure"),
+            std::string::npos)
+    << open.output;
+}
+
 /// The example configs in deploy/ must stay valid.
 TEST_F(matchd_config_test, the_deploy_examples_are_valid) {
   ::setenv("MATCHD_SECRET", "0123456789abcdef-example", 1);

@@ -1,0 +1,30 @@
+#pragma once
+
+// Match events as the database has them: the `match.created` event of a
+// session (the gateway's replay), and what an event a peer node delivers
+// may be (docs/cluster.md, "Security"). No CAF here.
+
+#include <optional>
+#include <string>
+
+#include "messages/engine_types.hpp"
+#include "persistence/matchdb/match_types.hpp"
+
+namespace mm {
+
+/// The `match.created` event of the session `m`, as the relay delivers it
+/// (same event id and payload as the outbox row's).
+match_event event_of(const match_record& m);
+
+/// The event a peer's `deliver_atom, user, ev` may hand to `user`, given the
+/// session `rec` the database has under `ev.session_id`: empty unless
+/// `user` is one of its members and `ev.event_id` is the session's id of
+/// `ev.type`. A `match.created` is rebuilt from `rec` (payload included);
+/// a `session.ended` needs `rec` closed, and keeps the peer's payload (who
+/// ended it and why are not in `rec`) with the users, tickets and queue of
+/// `rec`.
+std::optional<match_event> as_recorded(const std::string& user,
+                                       const match_event& ev,
+                                       const match_record& rec);
+
+} // namespace mm
