@@ -43,6 +43,14 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
       return bad;
   }
   cfg.session.node = cfg.node;
+  cfg.session.rules = cfg.rules;
+  if (cfg.rules && !cfg.broker.queues.empty())
+    for (auto& [queue, rs] : *cfg.rules)
+      if (std::find(cfg.broker.queues.begin(), cfg.broker.queues.end(), queue)
+          == cfg.broker.queues.end())
+        return failure{errc::invalid_rules,
+                       "rules for queue '" + queue
+                         + "', which this node does not serve"};
   if (!cfg.metrics)
     cfg.metrics = std::make_shared<engine_metrics>();
   cfg.broker.metrics = cfg.metrics;

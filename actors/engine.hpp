@@ -40,6 +40,11 @@ struct engine_config {
   broker_config broker;
   finalizer_config finalizer;
   session_config session; ///< `node` is overwritten with `node` above
+  /// Match rules by queue (docs/rules.md; core/rules.hpp parse_rule_book
+  /// makes them from JSON). Null or no entry: the queue is plain FIFO.
+  /// Overwrites `session.rules`. With `broker.queues` set, every queue
+  /// with rules must be one of them.
+  std::shared_ptr<const rule_book> rules;
   /// Events kept for users without a session here: how long, how many.
   directory_config directory;
   relay_config relay;

@@ -206,7 +206,10 @@ std::optional<failure> admit(broker_ptr self, const std::string& q,
 void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
            uint32_t stale, sink<claim_result> out) {
   auto& cfg = self->state.cfg;
-  auto call = codec::claim_call(spec, cfg.scan, cfg.hold_ms, rescan);
+  // A queue with rules looks at more candidates per call: its index already
+  // leaves out every incompatible cell (docs/rules.md).
+  auto scan = spec.rules.empty() ? cfg.scan : std::max(cfg.scan, cfg.rule_scan);
+  auto call = codec::claim_call(spec, scan, cfg.hold_ms, rescan);
   if (!call) {
     out(call.error());
     return;

@@ -15,6 +15,9 @@ class queue_store_factory;
 /// Settings of the queue broker.
 struct broker_config {
   uint32_t scan = 10;           ///< candidates per claim script call
+  /// Candidates per claim call on a queue with rules (the index cells'
+  /// heads, merged oldest first; docs/rules.md).
+  uint32_t rule_scan = 32;
   uint32_t hold_ms = 10000;     ///< bound on a claimed pair's finalization
   uint32_t max_rescans = 8;     ///< extra claim calls after stale-only windows
   uint32_t workers = 4;         ///< store connections (blocking stores only)

@@ -30,6 +30,50 @@ session_actor::behavior_type done_b(ses_ptr self);
 void start_claim(ses_ptr self, bool rescan);
 void on_claimed(ses_ptr self, uint64_t gen, claim_result& r);
 
+ticket_spec spec_of(const session_data& d) {
+  ticket_spec s{d.st.queue, d.st.user, d.store_ticket, d.cfg.node, d.attrs,
+                d.cfg.ttl_ms};
+  if (d.rules != nullptr) {
+    s.rules = d.rules->spec;
+    s.rk = d.rk;
+    auto n = std::min<size_t>(d.rules->avoid_last(), d.recent.size());
+    std::vector<std::string> last(d.recent.end() - n, d.recent.end());
+    s.avoid = avoid_arg(last);
+  }
+  return s;
+}
+
+/// When a waiting ticket looks again: every heartbeat, and on a queue with
+/// rules also at the moment its windows widen (docs/rules.md), so that
+/// widening pairs users without a new arrival.
+std::chrono::milliseconds next_look(const session_data& d) {
+  auto ms = static_cast<int64_t>(d.cfg.heartbeat_ms);
+  if (d.next_change_ms > 0)
+    ms = std::min(ms, d.next_change_ms);
+  return std::chrono::milliseconds(ms);
+}
+
+/// Keeps what a claim or re-scan answered about our windows.
+void note_windows(session_data& d, const claim_result& r) {
+  if (d.rules == nullptr)
+    return;
+  d.next_change_ms = r.outcome == claim_outcome::queued ? r.next_change_ms : -1;
+  d.st.windows = r.outcome == claim_outcome::queued && !r.windows.empty()
+                   ? windows_json(*d.rules, r.windows)
+                   : std::string{};
+}
+
+/// A partner of ours: the avoid rule keeps the newest ones.
+void note_partner(session_data& d, const std::string& partner) {
+  if (partner.empty() || partner == d.st.user)
+    return;
+  d.recent.erase(std::remove(d.recent.begin(), d.recent.end(), partner),
+                 d.recent.end());
+  d.recent.push_back(partner);
+  while (d.recent.size() > 32)
+    d.recent.pop_front();
+}
+
 bool terminal(session_phase p) {
   return p == session_phase::matched || p == session_phase::cancelled
          || p == session_phase::failed || p == session_phase::timed_out;
@@ -95,8 +139,7 @@ void enter(ses_ptr self, session_phase phase) {
       break;
     case session_phase::queued:
       self->become(queued_b(self));
-      self->delayed_send(self, std::chrono::milliseconds(d.cfg.heartbeat_ms),
-                         tick_atom_v, d.gen);
+      self->delayed_send(self, next_look(d), tick_atom_v, d.gen);
       break;
     case session_phase::finalizing:
       self->become(finalizing_b(self));
@@ -261,6 +304,8 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
       }
       auto mine = (ev.user_a == d.st.user && d.tickets.count(ev.ticket_a))
                   || (ev.user_b == d.st.user && d.tickets.count(ev.ticket_b));
+      if (mine)
+        note_partner(d, ev.user_a == d.st.user ? ev.user_b : ev.user_a);
       if (!mine || terminal(d.st.phase))
         return;
       if (d.st.phase == session_phase::queued && !d.st.token.empty()
@@ -344,13 +389,32 @@ void begin_join(ses_ptr self, join_request& r, state_promise rp) {
       "ticket must be 1..128 bytes of [A-Za-z0-9._:@-]"));
     return;
   }
+  // A queue with rules: the attributes must fit its declarations (checked
+  // before anything changes).
+  const rule_set* rules = nullptr;
+  checked_attrs checked{r.attrs, {}};
+  if (d.cfg.rules) {
+    if (auto it = d.cfg.rules->find(r.queue); it != d.cfg.rules->end()) {
+      auto c = check_attributes(it->second, r.attrs);
+      if (!c) {
+        rp.deliver(caf::make_error(c.error().code, c.error().detail));
+        return;
+      }
+      rules = &it->second;
+      checked = std::move(*c);
+    }
+  }
   d.st.queue = r.queue;
   d.st.ticket = r.ticket;
   d.st.token.clear();
   d.st.session_id.clear();
   d.st.detail.clear();
   d.base_ticket = r.ticket;
-  d.attrs = r.attrs;
+  d.attrs = std::move(checked.json);
+  d.rules = rules;
+  d.rk = std::move(checked.rk);
+  d.next_change_ms = -1;
+  d.st.windows.clear();
   d.heals = 0;
   d.cancel_rounds = 0;
   d.nonce = make_nonce();
@@ -461,19 +525,23 @@ session_actor::behavior_type queued_b(ses_ptr self) {
         return;
       auto again = [self, gen] {
         auto& d = self->state;
-        self->delayed_send(self, std::chrono::milliseconds(d.cfg.heartbeat_ms),
-                           tick_atom_v, gen);
+        self->delayed_send(self, next_look(d), tick_atom_v, gen);
       };
       d.claim_sent = self->clock().now(); // a re-scan may claim
       self
         ->request(d.links.broker, store_timeout(d), rescan_atom_v,
-                  ticket_spec{d.st.queue, d.st.user, d.store_ticket,
-                              d.cfg.node, d.attrs, d.cfg.ttl_ms})
+                  spec_of(d))
         .then(
           [self, gen, again](claim_result& r) {
             auto& d = self->state;
             if (gen != d.gen)
               return;
+            if (r.outcome == claim_outcome::queued) {
+              auto before = d.st.windows;
+              note_windows(d, r);
+              if (d.st.windows != before)
+                publish(self); // the ticket's state shows its windows
+            }
             if (!r.partner.node.empty()
                 && r.outcome == claim_outcome::claimed_by_other)
               d.owner_node = r.partner.node; // our claimer's node
@@ -530,6 +598,11 @@ void on_finalized(ses_ptr self, uint64_t gen, finalize_result& r) {
     return;
   switch (r.outcome) {
     case finalize_outcome::committed:
+      // Counted once per pair: by its claimer, the only side here.
+      if (d.rules != nullptr && d.cfg.metrics)
+        for (auto& [attr, dist] :
+             pair_distances(*d.rules, d.attrs, d.partner_attrs))
+          d.cfg.metrics->observe_pair_distance(d.st.queue, attr, dist);
       finish(self, session_phase::matched, r.session_id, {});
       break;
     case finalize_outcome::cancelled:
@@ -577,6 +650,7 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
   }
   if (!r.token.empty()) // a re-scan whose record is gone names no token:
     d.st.token = r.token; // ours is still the one of that store ticket
+  note_windows(d, r);
   if (r.outcome == claim_outcome::matched)
     d.owner_node = d.cfg.node; // we claimed: our finalizer owns the pair
   else if (r.outcome == claim_outcome::claimed_by_other)
@@ -590,6 +664,7 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
       break;
     case claim_outcome::matched: {
       enter(self, session_phase::finalizing);
+      d.partner_attrs = r.partner.attrs;
       auto g = d.gen;
       claim_pair pair{d.st.queue, d.st.user, d.store_ticket, d.attrs,
                       r.partner};
@@ -614,8 +689,7 @@ void start_claim(ses_ptr self, bool rescan) {
   d.owner_node.clear();
   enter(self, session_phase::claiming);
   auto gen = d.gen;
-  ticket_spec spec{d.st.queue, d.st.user, d.store_ticket, d.cfg.node, d.attrs,
-                   d.cfg.ttl_ms};
+  auto spec = spec_of(d);
   // A claim sent again after a store timeout keeps the time of the first:
   // that one may have run, and its claim hold started then.
   if (d.store_backoff_ms == 0)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/metrics.hpp"
+#include "core/rules.hpp"
 #include "messages/type_ids.hpp"
 
 namespace mm {
@@ -51,6 +52,11 @@ struct session_config {
   /// refusals, retries and self-heals are not new joins) and `cancels` (a
   /// join that ended `cancelled`).
   std::shared_ptr<engine_metrics> metrics;
+  /// Rule sets by queue (docs/rules.md); null or no entry: plain FIFO. A
+  /// join of a queue with rules is checked against its declarations
+  /// (`invalid_attribute`), carries its rule values, and re-scans at the
+  /// moments its windows widen (not only every `heartbeat_ms`).
+  std::shared_ptr<const rule_book> rules;
 };
 
 /// The engine actors a session talks to.

@@ -31,6 +31,14 @@ struct session_data {
   session_state st;
   std::string base_user;
   std::string attrs;
+  // A queue with rules (docs/rules.md): the rule set, our rule values, when
+  // our windows change next (ms, -1: never) and our recent partners, newest
+  // last (at most 32; the avoid rule takes the last N).
+  const rule_set* rules = nullptr;
+  std::string rk;
+  int64_t next_change_ms = -1;
+  std::deque<std::string> recent;
+  std::string partner_attrs; // of the pair we claimed (pair distance metric)
   std::string base_ticket;          // the client's ticket (idempotency key)
   // What the queue, the finalizer and the database know the join by: made
   // from the user, the client's ticket, a nonce per join and the self-heal
@@ -82,6 +90,9 @@ struct session_data {
 };
 
 using ses_ptr = session_actor::stateful_pointer<session_data>;
+
+/// The store's view of our join (the claim and re-scan argument).
+ticket_spec spec_of(const session_data& d);
 
 /// True for the phases a join ends in.
 bool terminal(session_phase p);

@@ -158,6 +158,11 @@ std::string to_json(const ticket_view& t) {
     j["session_id"] = t.session_id;
   if (!t.detail.empty())
     j["detail"] = t.detail;
+  if (!t.windows.empty()) {
+    auto w = json::parse(t.windows, nullptr, false);
+    if (!w.is_discarded())
+      j["windows"] = std::move(w);
+  }
   return text(j);
 }
 
@@ -176,6 +181,7 @@ api_reply api_router::error(unsigned status, const std::string& name,
 unsigned api_router::status_of(errc code) noexcept {
   switch (code) {
     case errc::invalid_argument:
+    case errc::invalid_attribute:
       return 400;
     case errc::not_found:
     case errc::unknown_queue:
@@ -413,9 +419,16 @@ void api_router::serve(const std::string& method, const std::string& target,
       return;
     }
     std::string queue, ticket, attrs;
+    if (auto a = j.find("attrs"); a != j.end() && a->is_object()) {
+      // Typed attributes of a queue with rules (docs/rules.md); the engine
+      // checks them against the queue's declarations.
+      attrs = a->dump(-1, ' ', false, json::error_handler_t::replace);
+    } else if (!string_field(j, "attrs", false, attrs, err)) {
+      reply(err);
+      return;
+    }
     if (!string_field(j, "queue", true, queue, err)
-        || !string_field(j, "ticket", true, ticket, err)
-        || !string_field(j, "attrs", false, attrs, err)) {
+        || !string_field(j, "ticket", true, ticket, err)) {
       reply(err);
       return;
     }

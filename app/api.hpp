@@ -23,6 +23,7 @@ struct ticket_view {
   std::string state; ///< claiming, queued, finalizing, matched, cancelled, failed
   std::string session_id;
   std::string detail;
+  std::string windows; ///< queues with rules: JSON object (docs/rules.md)
 };
 
 struct swipe_view {

@@ -31,7 +31,7 @@ failure to_failure(const caf::error& err) {
 
 ticket_view to_view(const session_state& st) {
   return ticket_view{st.user,       st.queue,  st.ticket, to_string(st.phase),
-                     st.session_id, st.detail};
+                     st.session_id, st.detail,    st.windows};
 }
 
 /// The client links by user, shared with the links' exit hooks (a link

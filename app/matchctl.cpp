@@ -47,6 +47,7 @@
 #include <boost/beast/http/verb.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/explain.hpp"
 #include "app/http_client.hpp"
 #include "app/load.hpp"
 #include "app/token.hpp"
@@ -287,6 +288,24 @@ int main(int argc, char** argv) {
     ->required()
     ->check(CLI::IsMember({"LIKE", "DISLIKE"}));
 
+  // explain: a dry run of a queue's rules (app/explain.hpp)
+  mm::explain_options ex;
+  auto* explain_cmd = app.add_subcommand(
+    "explain", "why two tickets would (not) be paired (a dry run of the rules)");
+  explain_cmd->add_option("--rules", ex.rules_file, "the node's rules file")
+    ->required();
+  explain_cmd->add_option("--queue", ex.queue)->required();
+  explain_cmd->add_option("--a", ex.a.attrs, "attributes of ticket a (JSON)")
+    ->required();
+  explain_cmd->add_option("--b", ex.b.attrs, "attributes of ticket b (JSON)")
+    ->required();
+  explain_cmd->add_option("--a-waited", ex.a.waited_s, "seconds a has waited");
+  explain_cmd->add_option("--b-waited", ex.b.waited_s, "seconds b has waited");
+  explain_cmd->add_option("--a-user", ex.a.user);
+  explain_cmd->add_option("--b-user", ex.b.user);
+  explain_cmd->add_option("--a-avoid", ex.a.avoid, "a's recent partners");
+  explain_cmd->add_option("--b-avoid", ex.b.avoid, "b's recent partners");
+
   // watch
   auto* watch_cmd
     = app.add_subcommand("watch", "print a user's events as JSON lines");
@@ -379,8 +398,14 @@ int main(int argc, char** argv) {
   }
   if (join_cmd->parsed()) {
     json body{{"queue", queue}, {"ticket", ticket}};
-    if (attrs_opt->count() > 0)
-      body["attrs"] = attrs;
+    if (attrs_opt->count() > 0) {
+      // A JSON object is sent as typed attributes (queues with rules).
+      auto obj = json::parse(attrs, nullptr, false);
+      if (!obj.is_discarded() && obj.is_object())
+        body["attrs"] = obj;
+      else
+        body["attrs"] = attrs;
+    }
     return one_request(c, verb::post, user, tickets_path(user),
                        compact(body));
   }
@@ -408,6 +433,8 @@ int main(int argc, char** argv) {
   }
   if (watch_cmd->parsed())
     return watch(c, user, watch_count, watch_timeout_ms);
+  if (explain_cmd->parsed())
+    return mm::run_explain(ex, std::cout);
   if (load_cmd->parsed()) {
     lo.urls = c.parsed;
     lo.secret = c.secret;

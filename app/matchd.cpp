@@ -311,6 +311,7 @@ int run(const matchd_config& mc) {
   if (!mc.open_queues)
     ec.broker.queues = mc.queues;
   ec.broker.max_queues = mc.max_queues;
+  ec.rules = mc.rules;
   ec.broker.queue_idle_ms = mc.queue_idle_ms;
   ec.relay.stream_maxlen = mc.stream_maxlen;
   ec.broker.workers = mc.redis_workers;

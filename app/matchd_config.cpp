@@ -73,6 +73,9 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "queue 'default'). '*': any well-formed name, up to "
                  "--max-queues at once (development and tests)")
     ->delimiter(',');
+  app.add_option("--rules", cfg.rules_file,
+                 "A JSON file of match rules by queue (docs/rules.md); "
+                 "checked at start, every queue it names must be served");
   app.add_option("--max-queues", cfg.max_queues,
                  "With --queues '*': distinct queues this node serves at "
                  "once; a join of one more is refused too_many_queues")
@@ -348,6 +351,24 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
         complain("queues", "'" + q + "' is named twice");
       else
         seen.push_back(q);
+    }
+  }
+  if (!cfg.rules_file.empty()) {
+    std::ifstream in(cfg.rules_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in)
+      complain("rules", "cannot read '" + cfg.rules_file + "'");
+    else if (auto book = parse_rule_book(text.str()); !book)
+      complain("rules", std::string{"invalid_rules: "} + book.error().detail);
+    else {
+      for (auto& [q, rs] : *book)
+        if (!cfg.open_queues
+            && std::find(cfg.queues.begin(), cfg.queues.end(), q)
+                 == cfg.queues.end())
+          complain("rules", "invalid_rules: rules for queue '" + q
+                              + "', which --queues does not serve");
+      cfg.rules = std::make_shared<const rule_book>(std::move(*book));
     }
   }
   if (cfg.max_queues < 1 || cfg.max_queues > 1000000)

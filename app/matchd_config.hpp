@@ -5,8 +5,11 @@
 // whole (one message per bad value).
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/rules.hpp"
 
 namespace mm {
 
@@ -23,6 +26,9 @@ struct matchd_config {
   /// any well-formed name, bounded by `max_queues` and `queue_idle_ms`.
   std::vector<std::string> queues;
   uint32_t max_queues = 1000;      ///< open mode: distinct queues at once
+  /// A JSON file of match rules by queue (docs/rules.md); empty: every
+  /// queue is plain FIFO. Read and checked at start.
+  std::string rules_file;
   uint32_t queue_idle_ms = 60000;  ///< an empty queue is forgotten after
   uint64_t stream_maxlen = 100000; ///< MAXLEN ~ of the event stream; 0: off
   uint32_t threads = 2;    ///< CAF scheduler threads
@@ -60,6 +66,7 @@ struct matchd_config {
 
   // Derived by validation.
   bool open_queues = false; ///< `--queues '*'`: any well-formed name
+  std::shared_ptr<const rule_book> rules; ///< from `rules_file`, or null
   std::string listen_host;
   uint16_t listen_port = 0;
   std::string redis_host;

@@ -122,6 +122,29 @@ public:
     hm.histogram.sample_sum = static_cast<double>(h.sum_us()) / 1e6;
     hist.metric.push_back(std::move(hm));
     out.push_back(std::move(hist));
+    MetricFamily dist;
+    dist.name = "mm_pair_distance";
+    dist.help = "Distance of committed pairs on a distance rule's attribute "
+                "(docs/rules.md)";
+    dist.type = MetricType::Histogram;
+    for (auto& [key, dh] : m_->pair_distances()) {
+      ClientMetric cm;
+      cm.label.push_back({"queue", key.first});
+      cm.label.push_back({"attribute", key.second});
+      uint64_t total = 0;
+      for (size_t i = 0; i < distance_histogram::bounds.size(); ++i) {
+        total += dh.buckets[i];
+        cm.histogram.bucket.push_back({total, distance_histogram::bounds[i]});
+      }
+      total += dh.buckets.back();
+      cm.histogram.bucket.push_back(
+        {total, std::numeric_limits<double>::infinity()});
+      cm.histogram.sample_count = total;
+      cm.histogram.sample_sum = dh.sum;
+      dist.metric.push_back(std::move(cm));
+    }
+    if (!dist.metric.empty())
+      out.push_back(std::move(dist));
     {
       // The heap as malloc sees it: RSS that grows while `in use` stays
       // flat is free memory the allocator keeps, not something held.

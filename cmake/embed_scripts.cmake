@@ -1,9 +1,11 @@
 # Generates mm_scripts.hpp/.cpp from lua/*.lua: every script is compiled into
-# the binary with lua/lib/common.lua prepended. Run with
+# the binary with lua/lib/common.lua and lua/lib/rules.lua prepended. Run with
 #   cmake -DLUA_DIR=... -DOUT_DIR=... -P embed_scripts.cmake
 file(GLOB scripts RELATIVE "${LUA_DIR}" "${LUA_DIR}/*.lua")
 list(SORT scripts)
 file(READ "${LUA_DIR}/lib/common.lua" common)
+file(READ "${LUA_DIR}/lib/rules.lua" rules)
+string(APPEND common "\n${rules}")
 set(enum_items "")
 set(sources "")
 foreach(s IN LISTS scripts)
@@ -29,7 +31,7 @@ constexpr size_t script_count = ${count};
 
 struct script_source {
   const char* name;
-  const char* text; ///< lua/lib/common.lua followed by the script
+  const char* text; ///< lua/lib/common.lua and rules.lua, then the script
 };
 
 /// Indexed by `static_cast<size_t>(script_id)`.

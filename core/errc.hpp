@@ -27,6 +27,9 @@ enum class errc : uint8_t {
   timed_out,         ///< a waiting ticket gave up
   unknown_queue,     ///< the queue is not on the node's allow-list
   too_many_queues,   ///< the node already knows its maximum of queues
+  invalid_attribute, ///< a join's attributes break its queue's declarations
+                     ///< (docs/rules.md); nothing was changed
+  invalid_rules,     ///< a rule configuration cannot be used (at start)
 };
 
 /// Returns the stable name of `x`, e.g. "duplicate_ticket".

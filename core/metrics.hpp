@@ -42,6 +42,23 @@ private:
   std::atomic<uint64_t> sum_us_{0};
 };
 
+/// The distances of committed pairs on one attribute of a queue's distance
+/// rule (docs/rules.md): a plain snapshot, fixed buckets.
+struct distance_histogram {
+  static constexpr std::array<double, 8> bounds = {10,  25,  50,  100,
+                                                   200, 400, 800, 1600};
+  std::array<uint64_t, bounds.size() + 1> buckets{}; ///< the last is +Inf
+  double sum = 0;
+
+  void observe(double d) noexcept {
+    size_t i = 0;
+    while (i < bounds.size() && d > bounds[i])
+      ++i;
+    ++buckets[i];
+    sum += d;
+  }
+};
+
 /// What the engine counts. Every field only grows, except the gauges
 /// (`outbox_lag_ms`, `queues_known`, `sessions_live`, `directory_users`,
 /// `parked_events`, `client_links`, queue depths).
@@ -89,6 +106,21 @@ struct engine_metrics {
     depths_.erase(queue);
   }
 
+  /// Records the distance of a committed pair on `attribute` of `queue`'s
+  /// rules. Keys are bounded by the declared rules. Thread-safe.
+  void observe_pair_distance(const std::string& queue,
+                             const std::string& attribute, double d) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    distances_[{queue, attribute}].observe(d);
+  }
+
+  /// A copy of every pair-distance histogram. Thread-safe.
+  std::map<std::pair<std::string, std::string>, distance_histogram>
+  pair_distances() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return distances_;
+  }
+
   /// A copy of the depth of every queue the broker knows. Thread-safe.
   std::map<std::string, uint64_t> queue_depths() const {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -98,6 +130,8 @@ struct engine_metrics {
 private:
   mutable std::mutex mtx_;
   std::map<std::string, uint64_t> depths_;
+  std::map<std::pair<std::string, std::string>, distance_histogram>
+    distances_;
 };
 
 } // namespace mm

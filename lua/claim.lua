@@ -20,6 +20,13 @@
 --       the caller (by_* empty when the ticket is already gone)
 --   {'duplicate', other_ticket}
 --   {'invalid', what}
+-- Queues with rules (docs/rules.md) add, with KEYS[6] the queue's index:
+-- ARGV[9]  rules       (the queue's rule set, lib/rules.lua; '' = FIFO)
+-- ARGV[10] rule values (the caller's, positional, '|'-separated)
+-- ARGV[11] avoid       (the caller's recent partners, ','-separated)
+-- and the 'queued' reply gains: windows, ms until they change next (-1:
+-- never). The scan then walks only the index cells where a compatible
+-- waiter can be, oldest first across them, `scan` candidates at most.
 local args, refused = ticket_args()
 if not args then return refused end
 local user, ticket, node, attrs, ttl =
@@ -29,6 +36,13 @@ if not scan then return invalid('scan') end
 local hold = int_arg(ARGV[7], 1, MAX_HOLD)
 if not hold then return invalid('hold') end
 local rescan = ARGV[8] == '1'
+local rs, rk, avoid = ARGV[9] or '', ARGV[10] or '', ARGV[11] or ''
+if #rs > 1024 or #rk > 2048 or #avoid > 4096 then return invalid('rules') end
+if rs ~= '' and (not K_IDX or not string.find(rk, '^[%w%._@%-|,+]*$')) then
+  return invalid('rules')
+end
+local rules = nil
+if rs ~= '' then rules = parse_rules(rs) end
 
 local now = now_ms()
 local own = nil
@@ -53,6 +67,7 @@ if current then
               rec.p_node, rec.p_attrs, rec.p_score, rec.p_token, '0'}
     end
     redis.call('ZREM', K_WAITING, ticket) -- re-scan: take our own ticket down
+    index_remove(rec)
     own = rec
   elseif rec.state == 'waiting' and rec.deadline < now then
     remove_ticket(rec)
@@ -69,18 +84,77 @@ if not own then
   end
 end
 
-local stale, partner = 0, nil
-local window = redis.call('ZRANGE', K_WAITING, 0, scan - 1)
-for _, id in ipairs(window) do
-  local cand = load_ticket(id)
-  if not cand then
-    redis.call('ZREM', K_WAITING, id)
-  elseif cand.deadline < now then
-    remove_ticket(cand) -- problem 2 / I6: never claimed, cleaned up
-    stale = stale + 1
-  elseif cand.user ~= user and redis.call('ZREM', K_WAITING, id) == 1 then
-    partner = cand
-    break
+local own_wait = 0
+if own then own_wait = now - own.since end
+
+local stale, partner, looked = 0, nil, 0
+if not rules then
+  local window = redis.call('ZRANGE', K_WAITING, 0, scan - 1)
+  looked = #window
+  for _, id in ipairs(window) do
+    local cand = load_ticket(id)
+    if not cand then
+      redis.call('ZREM', K_WAITING, id)
+    elseif cand.deadline < now then
+      remove_ticket(cand) -- problem 2 / I6: never claimed, cleaned up
+      stale = stale + 1
+    elseif cand.user ~= user and redis.call('ZREM', K_WAITING, id) == 1 then
+      partner = cand
+      break
+    end
+  end
+else
+  -- Oldest first across the cells a compatible waiter can be in (problem
+  -- 11, I7): a merge of their heads, each read lazily in pages.
+  local me = {user = user, vals = split(rk, '|'), wait = own_wait,
+              avoid = split(avoid, ',')}
+  local PAGE = 8
+  local cursors = {}
+  for _, c in ipairs(search_cells(rules, me.vals, own_wait)) do
+    local page = redis.call('ZRANGEBYLEX', K_IDX, '[' .. c .. ':',
+                            '(' .. c .. ';', 'LIMIT', 0, PAGE)
+    if #page > 0 then
+      cursors[#cursors + 1] = {cell = c, page = page, pos = 1}
+    end
+  end
+  local seen = {}
+  while looked < scan and #cursors > 0 do
+    local best, best_key = nil, nil
+    for k, cur in ipairs(cursors) do
+      local key = string.sub(cur.page[cur.pos], #cur.cell + 2)
+      if not best_key or key < best_key then best, best_key = k, key end
+    end
+    local cur = cursors[best]
+    local member = cur.page[cur.pos]
+    cur.pos = cur.pos + 1
+    if cur.pos > #cur.page then
+      cur.page = redis.call('ZRANGEBYLEX', K_IDX, '(' .. member,
+                            '(' .. cur.cell .. ';', 'LIMIT', 0, PAGE)
+      cur.pos = 1
+      if #cur.page == 0 then table.remove(cursors, best) end
+    end
+    local id = string.sub(best_key, 18)
+    if not seen[id] then
+      seen[id] = true
+      local cand = load_ticket(id)
+      if not cand or cand.state ~= 'waiting' then
+        redis.call('ZREM', K_IDX, member) -- an entry that outlived its ticket
+      elseif cand.deadline < now then
+        remove_ticket(cand)
+        stale = stale + 1
+        looked = looked + 1
+      elseif cand.user ~= user then
+        looked = looked + 1
+        local them = {user = cand.user, vals = split(cand.rk, '|'),
+                      wait = now - cand.since, avoid = split(cand.avoid, ',')}
+        if compatible(rules, me, them)
+            and redis.call('ZREM', K_WAITING, id) == 1 then
+          index_remove(cand)
+          partner = cand
+          break
+        end
+      end
+    end
   end
 end
 
@@ -89,9 +163,10 @@ if own then
 else
   local seq = redis.call('INCR', K_SEQ)
   own = {user = user, ticket = ticket, node = node, attrs = attrs,
-         score = seq, token = num(seq)}
+         score = seq, token = num(seq), since = now}
 end
 own.deadline = now + ttl
+own.rs, own.rk, own.avoid = rs, rk, avoid
 
 if partner then
   partner.state, partner.hold = 'claimed', now + hold
@@ -113,6 +188,14 @@ end
 
 make_waiting(own)
 local more = '0'
-if #window >= scan then more = '1' end
+if not rules and looked >= scan then more = '1' end
+-- With rules only a window of nothing but stale tickets asks for another
+-- look: incompatible ones would be the same again.
+if rules and stale >= scan then more = '1' end
+if rules then
+  return {'queued', ticket, own.token, num(own.score), num(own.deadline),
+          num(stale), more, describe_windows(rules, own_wait),
+          num(next_change(rules, own_wait))}
+end
 return {'queued', ticket, own.token, num(own.score), num(own.deadline),
         num(stale), more}

@@ -6,6 +6,8 @@
 -- ARGV[3] node id      (node of the user's session, 1..64 bytes)
 -- ARGV[4] attributes   (opaque, 0..4096 bytes)
 -- ARGV[5] ttl ms       (presence window, 1..3600000; refreshed by heartbeat)
+-- ARGV[6..8]  rules, rule values, avoid (queues with rules, as for claim;
+--              KEYS[6] is then the queue's index)
 -- Replies:
 --   {'created', ticket, token, score, deadline}
 --   {'exists',  ticket, token, score, deadline, state}  same ticket again: no-op
@@ -36,8 +38,15 @@ if redis.call('HEXISTS', K_TICKETS, ticket) == 1 then
   return invalid('ticket id in use')
 end
 
+local rs, rk, avoid = ARGV[6] or '', ARGV[7] or '', ARGV[8] or ''
+if #rs > 1024 or #rk > 2048 or #avoid > 4096 then return invalid('rules') end
+if rs ~= '' and (not K_IDX or not string.find(rk, '^[%w%._@%-|,+]*$')) then
+  return invalid('rules')
+end
+
 local seq = redis.call('INCR', K_SEQ)
 local rec = {user = user, ticket = ticket, node = node, attrs = attrs,
-             score = seq, token = num(seq), deadline = now + ttl}
+             score = seq, token = num(seq), deadline = now + ttl, since = now,
+             rs = rs, rk = rk, avoid = avoid}
 make_waiting(rec)
 return {'created', ticket, rec.token, num(rec.score), num(rec.deadline)}

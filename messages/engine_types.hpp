@@ -50,12 +50,15 @@ struct session_state {
   std::string token;
   std::string session_id; ///< matched: the committed match session
   std::string detail;
+  /// queued on a queue with rules: the ticket's current windows as a JSON
+  /// object (docs/rules.md), e.g. {"skill":150.0,"region":"any"}.
+  std::string windows;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_state& x) {
   return f(caf::meta::type_name("session_state"), x.user, x.phase, x.queue,
-           x.ticket, x.token, x.session_id, x.detail);
+           x.ticket, x.token, x.session_id, x.detail, x.windows);
 }
 
 /// The `type` of the event that tells both members their session ended

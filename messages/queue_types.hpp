@@ -18,12 +18,18 @@ struct ticket_spec {
   std::string node;   ///< node of the user's session
   std::string attrs;  ///< opaque, at most 4096 bytes
   uint32_t ttl_ms = 30000; ///< presence window, refreshed by heartbeats
+  /// Queues with rules (docs/rules.md): the queue's rule set, the user's
+  /// rule values and recent partners, as core/rules.hpp makes them. All
+  /// empty for a plain FIFO queue.
+  std::string rules;
+  std::string rk;
+  std::string avoid;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ticket_spec& x) {
   return f(caf::meta::type_name("ticket_spec"), x.queue, x.user, x.ticket,
-           x.node, x.attrs, x.ttl_ms);
+           x.node, x.attrs, x.ttl_ms, x.rules, x.rk, x.avoid);
 }
 
 /// Names the current ticket of a user by the token the store issued.
@@ -89,12 +95,18 @@ struct claim_result {
   uint32_t stale_removed = 0; ///< stale tickets removed on the way
   bool more = false;      ///< queued: the last window held only stale tickets
   uint32_t scans = 1;     ///< script calls the broker needed (rescans + 1)
+  /// queued on a queue with rules: the windows now ("1=150;2=*", rule
+  /// positions; core/rules.hpp renders them) and the ms until they change
+  /// next (-1: never).
+  std::string windows;
+  int64_t next_change_ms = -1;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, claim_result& x) {
   return f(caf::meta::type_name("claim_result"), x.outcome, x.ticket, x.token,
-           x.score, x.deadline, x.partner, x.stale_removed, x.more, x.scans);
+           x.score, x.deadline, x.partner, x.stale_removed, x.more, x.scans,
+           x.windows, x.next_change_ms);
 }
 
 enum class cancel_outcome : uint8_t {

@@ -9,10 +9,17 @@
 --   KEYS[4] mm:{q}:users      hash  user id -> its current ticket id
 --   KEYS[5] mm:{q}:deadlines  zset  ticket id -> ms (presence deadline while
 --                                   waiting, claim hold while claimed)
+--   KEYS[6] mm:{q}:index      zset  queues with rules only: every waiting
+--                                   ticket under each of its cells, all at
+--                                   score 0, read by lex range (rules.lua)
 -- Every reply is an array of strings whose first element names the outcome.
 
-local K_WAITING, K_SEQ, K_TICKETS, K_USERS, K_DEADLINES =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_WAITING, K_SEQ, K_TICKETS, K_USERS, K_DEADLINES, K_IDX =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+
+-- Defined by lib/rules.lua (prepended after this file); no-ops for tickets
+-- of queues without rules.
+local index_add, index_remove
 
 -- The server's clock, never a node's (problem 7 of docs/design.md).
 local function now_ms()
@@ -27,8 +34,12 @@ end
 
 local FIELDS = {'user', 'ticket', 'node', 'attrs', 'score', 'token', 'state',
                 'deadline', 'hold', 'p_user', 'p_ticket', 'p_node',
-                'p_attrs', 'p_score', 'p_token'}
-local NUMERIC = {score = true, deadline = true, hold = true}
+                'p_attrs', 'p_score', 'p_token', 'since', 'rs', 'rk', 'avoid',
+                'cells'}
+-- since: store time of the join (rules widen with it); rs, rk, avoid: the
+-- queue's rules, the ticket's rule values and recent partners (rules.lua);
+-- cells: the index cells the ticket is filed under while waiting.
+local NUMERIC = {score = true, deadline = true, hold = true, since = true}
 
 -- Length-prefixed fields: attributes may hold any byte.
 local function encode(rec)
@@ -46,11 +57,14 @@ local function decode(s)
   local rec, pos = {}, 1
   for _, f in ipairs(FIELDS) do
     local colon = string.find(s, ':', pos, true)
-    local n = tonumber(string.sub(s, pos, colon - 1))
-    local v = string.sub(s, colon + 1, colon + n)
+    local v = ''
+    if colon then -- a record of an older layout lacks the newer fields
+      local n = tonumber(string.sub(s, pos, colon - 1))
+      v = string.sub(s, colon + 1, colon + n)
+      pos = colon + n + 1
+    end
     if NUMERIC[f] then v = tonumber(v) or 0 end
     rec[f] = v
-    pos = colon + n + 1
   end
   return rec
 end
@@ -65,6 +79,7 @@ end
 
 -- Removes every trace of a ticket; the user's pointer only if it is still ours.
 local function remove_ticket(rec)
+  index_remove(rec)
   redis.call('ZREM', K_WAITING, rec.ticket)
   redis.call('ZREM', K_DEADLINES, rec.ticket)
   redis.call('HDEL', K_TICKETS, rec.ticket)
@@ -78,6 +93,8 @@ local function make_waiting(rec)
   rec.state = 'waiting'
   rec.hold, rec.p_user, rec.p_ticket, rec.p_node = 0, '', '', ''
   rec.p_attrs, rec.p_score, rec.p_token = '', '', ''
+  index_remove(rec)
+  index_add(rec, now_ms())
   store_ticket(rec)
   redis.call('HSET', K_USERS, rec.user, rec.ticket)
   redis.call('ZADD', K_WAITING, rec.score, rec.ticket)

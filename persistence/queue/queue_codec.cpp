@@ -124,21 +124,28 @@ std::string check_spec(const ticket_spec& spec) {
     return err;
   if (spec.attrs.size() > max_attrs)
     return "attrs is longer than " + std::to_string(max_attrs) + " bytes";
+  if (spec.rules.size() > 1024 || spec.rk.size() > 2048
+      || spec.avoid.size() > 4096)
+    return "rules, rule values or avoid list too long";
   return {};
 }
 
 std::vector<std::string> queue_keys(const std::string& queue) {
   auto prefix = "mm:{" + queue + "}:";
   return {prefix + "waiting", prefix + "seq", prefix + "tickets",
-          prefix + "users", prefix + "deadlines"};
+          prefix + "users", prefix + "deadlines", prefix + "index"};
 }
 
 outcome<script_call> enqueue_call(const ticket_spec& spec) {
   if (auto err = check_spec(spec); !err.empty())
     return invalid(std::move(err));
+  if (spec.rules.empty())
+    return make(script_id::enqueue, spec.queue,
+                {spec.user, spec.ticket, spec.node, spec.attrs,
+                 std::to_string(spec.ttl_ms)});
   return make(script_id::enqueue, spec.queue,
               {spec.user, spec.ticket, spec.node, spec.attrs,
-               std::to_string(spec.ttl_ms)});
+               std::to_string(spec.ttl_ms), spec.rules, spec.rk, spec.avoid});
 }
 
 outcome<script_call> claim_call(const ticket_spec& spec, uint32_t scan,
@@ -148,10 +155,16 @@ outcome<script_call> claim_call(const ticket_spec& spec, uint32_t scan,
       || !(err = check_range("scan", scan, 1, max_scan)).empty()
       || !(err = check_range("hold_ms", hold_ms, 1, max_hold_ms)).empty())
     return invalid(std::move(err));
+  if (spec.rules.empty())
+    return make(script_id::claim, spec.queue,
+                {spec.user, spec.ticket, spec.node, spec.attrs,
+                 std::to_string(spec.ttl_ms), std::to_string(scan),
+                 std::to_string(hold_ms), rescan ? "1" : "0"});
   return make(script_id::claim, spec.queue,
               {spec.user, spec.ticket, spec.node, spec.attrs,
                std::to_string(spec.ttl_ms), std::to_string(scan),
-               std::to_string(hold_ms), rescan ? "1" : "0"});
+               std::to_string(hold_ms), rescan ? "1" : "0", spec.rules,
+               spec.rk, spec.avoid});
 }
 
 namespace {
@@ -256,6 +269,10 @@ outcome<claim_result> parse_claim(const store_reply& reply) {
     r.deadline = to_int(x[4]);
     r.stale_removed = static_cast<uint32_t>(to_int(x[5]));
     r.more = x[6] == "1";
+    if (has(x, 9)) { // a queue with rules
+      r.windows = x[7];
+      r.next_change_ms = to_int(x[8]);
+    }
     return r;
   }
   if (x[0] == "claimed") {
@@ -337,6 +354,35 @@ outcome<sweep_result> parse_sweep(const store_reply& reply) {
     return sweep_result{static_cast<uint32_t>(to_int(x[1])), x[2] == "1",
                         static_cast<uint64_t>(to_int(x[3])),
                         static_cast<uint64_t>(to_int(x[4]))};
+  return refusal(x);
+}
+
+outcome<script_call> explain_call(const std::string& rules,
+                                  const explain_side& a,
+                                  const explain_side& b) {
+  if (rules.empty() || rules.size() > 1024)
+    return invalid("rules: 1..1024 bytes");
+  for (auto* x : {&a, &b})
+    if (x->rk.size() > 2048 || x->avoid.size() > 4096 || x->waited_ms < 0
+        || x->user.size() > max_id)
+      return invalid("explain: a side is malformed");
+  return script_call{script_id::explain,
+                     {},
+                     {rules, a.rk, std::to_string(a.waited_ms), a.user,
+                      a.avoid, b.rk, std::to_string(b.waited_ms), b.user,
+                      b.avoid}};
+}
+
+outcome<explain_result> parse_explain(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "compatible" && has(x, 3))
+    return explain_result{true, 0, {}, x[1], x[2]};
+  if (x[0] == "incompatible" && has(x, 5))
+    return explain_result{false, static_cast<uint32_t>(to_int(x[1])), x[2],
+                          x[3], x[4]};
   return refusal(x);
 }
 

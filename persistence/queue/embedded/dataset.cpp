@@ -31,6 +31,7 @@ dataset::commands() {
     {"zcard", {2, &dataset::cmd_zcard}},
     {"zrange", {-4, &dataset::cmd_zrange}},
     {"zrangebyscore", {-4, &dataset::cmd_zrangebyscore}},
+    {"zrangebylex", {-4, &dataset::cmd_zrangebylex}},
     {"xadd", {-5, &dataset::cmd_xadd}},
     {"xlen", {2, &dataset::cmd_xlen}},
     {"xrange", {-4, &dataset::cmd_xrange}},

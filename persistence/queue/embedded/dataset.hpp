@@ -131,6 +131,8 @@ private:
   void cmd_zscore(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_zcard(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_zrange(const std::string* argv, size_t argc, reply_sink& out);
+  void cmd_zrangebylex(const std::string* argv, size_t argc,
+                       reply_sink& out);
   void cmd_zrangebyscore(const std::string* argv, size_t argc,
                          reply_sink& out);
   // Streams (t_stream.cpp).

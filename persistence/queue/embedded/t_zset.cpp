@@ -1,5 +1,5 @@
 // Sorted-set commands of the embedded data set: ZADD ZREM ZSCORE ZCARD
-// ZRANGE ZRANGEBYSCORE.
+// ZRANGE ZRANGEBYSCORE ZRANGEBYLEX.
 
 #include "persistence/queue/embedded/dataset.hpp"
 
@@ -271,6 +271,85 @@ void dataset::cmd_zrangebyscore(const std::string* argv, size_t argc,
       if (limit > 0)
         --limit;
     }
+  }
+  out.end_array();
+}
+
+// ZRANGEBYLEX key min max [LIMIT offset count] — members by byte order;
+// like Redis, meaningful only when all members share one score. Bounds are
+// '[' inclusive or '(' exclusive followed by the member, or '-' / '+'.
+void dataset::cmd_zrangebylex(const std::string* argv, size_t argc,
+                              reply_sink& out) {
+  int64_t offset = 0, limit = -1;
+  for (size_t i = 4; i < argc; ++i) {
+    if (equals_nocase(argv[i], "limit") && i + 2 < argc) {
+      if (!parse_ll(argv[i + 1], offset) || !parse_ll(argv[i + 2], limit)) {
+        out.error(not_integer_error);
+        return;
+      }
+      i += 2;
+    } else {
+      out.error(syntax_error);
+      return;
+    }
+  }
+  struct bound {
+    enum { neg_inf, pos_inf, value } kind = value;
+    bool exclusive = false;
+    std::string text;
+  };
+  auto parse = [](const std::string& s, bound& b) {
+    if (s == "-") {
+      b.kind = bound::neg_inf;
+      return true;
+    }
+    if (s == "+") {
+      b.kind = bound::pos_inf;
+      return true;
+    }
+    if (s.empty() || (s[0] != '[' && s[0] != '('))
+      return false;
+    b.exclusive = s[0] == '(';
+    b.text = s.substr(1);
+    return true;
+  };
+  bound lo, hi;
+  if (!parse(argv[2], lo) || !parse(argv[3], hi)) {
+    out.error("ERR min or max not valid string range item");
+    return;
+  }
+  zset_type* z = nullptr;
+  if (!find_as(argv[1], z, out))
+    return;
+  out.begin_array(0);
+  if (z == nullptr || z->ordered.empty() || offset < 0 || limit == 0
+      || lo.kind == bound::pos_inf || hi.kind == bound::neg_inf) {
+    out.end_array();
+    return;
+  }
+  // Members sharing the first member's score, in byte order.
+  double score = z->ordered.begin()->first;
+  auto it = z->ordered.begin();
+  if (lo.kind == bound::value) {
+    it = z->ordered.lower_bound(std::make_pair(score, lo.text));
+    if (lo.exclusive && it != z->ordered.end() && it->first == score
+        && it->second == lo.text)
+      ++it;
+  }
+  auto past_hi = [&](const std::string& m) {
+    if (hi.kind == bound::pos_inf)
+      return false;
+    return hi.exclusive ? m >= hi.text : m > hi.text;
+  };
+  for (; it != z->ordered.end() && offset > 0; ++it, --offset)
+    if (it->first != score || past_hi(it->second))
+      break;
+  for (; it != z->ordered.end() && limit != 0; ++it) {
+    if (it->first != score || past_hi(it->second))
+      break;
+    out.bulk(it->second);
+    if (limit > 0)
+      --limit;
   }
   out.end_array();
 }

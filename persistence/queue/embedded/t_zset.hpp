@@ -1,7 +1,7 @@
 #pragma once
 
 // The sorted-set value type of the embedded data set; its commands (ZADD ZREM
-// ZSCORE ZCARD ZRANGE ZRANGEBYSCORE) are in t_zset.cpp.
+// ZSCORE ZCARD ZRANGE ZRANGEBYSCORE ZRANGEBYLEX) are in t_zset.cpp.
 
 #include <set>
 #include <string>
