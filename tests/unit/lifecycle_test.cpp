@@ -37,7 +37,7 @@ struct fixture : sim::engine_fixture<> {
   /// Sends `xs` to `dst` and runs everything it causes; the answer.
   /// The asker outlives this call when no answer came (its 10 s timeout
   /// fires later, at the latest in ~engine_fixture): it writes to a shared
-  /// slot, never to this frame (ASan: stack-use-after-return). Its init
+  /// slot, never to this frame (else a stack-use-after-return). Its init
   /// runs inside sched.run(), so `dst` and `xs` by reference are fine.
   template <class T, class Handle, class... Ts>
   caf::expected<T> ask(const Handle& dst, Ts&&... xs) {
