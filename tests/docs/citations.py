@@ -28,7 +28,12 @@ def anchors(design):
 def files(root, patterns):
     for pat in patterns:
         for f in root.rglob(pat):
-            if not SKIP_DIRS.intersection(f.relative_to(root).parts):
+            parts = f.relative_to(root).parts
+            # Top-level build*/ are build trees (.gitignore), e.g. the
+            # sanitizer build of `bench/run sanitize` in build-sanitize/.
+            if parts[0].startswith("build"):
+                continue
+            if not SKIP_DIRS.intersection(parts):
                 yield f
 
 

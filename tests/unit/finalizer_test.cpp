@@ -84,6 +84,10 @@ struct fixture : test_coordinator_fixture<mm_config> {
   }
 
   ~fixture() {
+    // The hook of a test captures that test's locals by reference, and the
+    // finalizer may reach a checkpoint while it stops (here, or in the base
+    // fixture's run() after this object's members are gone): disarm it.
+    hook = nullptr;
     for (auto h : {caf::actor_cast<caf::actor>(broker),
                    caf::actor_cast<caf::actor>(fin),
                    caf::actor_cast<caf::actor>(dir),

@@ -39,16 +39,18 @@ struct fixture : sim::engine_fixture<> {
 
   /// Sends `xs` to `dst` and runs every message it causes (no timer: the
   /// clock stands still); the answer.
+  /// The asker may outlive this call (no answer yet: its timeout fires
+  /// later): it writes to a shared slot, never to this frame.
   template <class T, class Handle, class... Ts>
   caf::expected<T> ask(const Handle& dst, Ts&&... xs) {
-    caf::expected<T> out{caf::sec::request_timeout};
-    sys.spawn([&](caf::event_based_actor* self) {
+    auto out = std::make_shared<caf::expected<T>>(caf::sec::request_timeout);
+    sys.spawn([&, out](caf::event_based_actor* self) {
       self->request(dst, std::chrono::seconds(10), std::forward<Ts>(xs)...)
-        .then([&](T& x) { out = std::move(x); },
-              [&](caf::error& err) { out = std::move(err); });
+        .then([out](T& x) { *out = std::move(x); },
+              [out](caf::error& err) { *out = std::move(err); });
     });
     sched.run();
-    return out;
+    return *out;
   }
 
   session_state state_of(const std::string& user) {
@@ -161,19 +163,21 @@ CAF_TEST(a holder of a released session gets a fresh one) {
 
 CAF_TEST(a swipe to a user who never connected creates nothing for it) {
   auto swipe = [&](std::string from, std::string to) {
-    caf::expected<swipe_result> r{caf::sec::request_timeout};
-    sys.spawn([&](caf::event_based_actor* self) {
+    // A shared slot: the asker may outlive this call (see ask()).
+    auto r = std::make_shared<caf::expected<swipe_result>>(
+      caf::sec::request_timeout);
+    sys.spawn([&, r](caf::event_based_actor* self) {
       self
         ->request(eng->swipes(), std::chrono::seconds(10), swipe_atom_v,
                   swipe_request{from, to, true})
-        .then([&](swipe_result& x) { r = x; },
-              [&](caf::error& err) { r = err; });
+        .then([r](swipe_result& x) { *r = x; },
+              [r](caf::error& err) { *r = err; });
     });
     advance(100); // the finalizer's group commit
-    if (!r)
+    if (!*r)
       CAF_FAIL("swipe " << from << " -> " << to << ": "
-                        << sys.render(r.error()));
-    return *r;
+                        << sys.render(r->error()));
+    return **r;
   };
   CAF_CHECK(!swipe("amy", "zed").mutual);
   CAF_CHECK_EQUAL(eng->session_count(), 0u);

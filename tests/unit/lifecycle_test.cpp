@@ -35,17 +35,21 @@ struct fixture : sim::engine_fixture<> {
   }
 
   /// Sends `xs` to `dst` and runs everything it causes; the answer.
+  /// The asker outlives this call when no answer came (its 10 s timeout
+  /// fires later, at the latest in ~engine_fixture): it writes to a shared
+  /// slot, never to this frame (else a stack-use-after-return). Its init
+  /// runs inside sched.run(), so `dst` and `xs` by reference are fine.
   template <class T, class Handle, class... Ts>
   caf::expected<T> ask(const Handle& dst, Ts&&... xs) {
-    caf::expected<T> out{caf::sec::request_timeout};
-    auto asker = sys.spawn([&](caf::event_based_actor* self) {
+    auto out = std::make_shared<caf::expected<T>>(caf::sec::request_timeout);
+    sys.spawn([&, out](caf::event_based_actor* self) {
       self->request(dst, std::chrono::seconds(10), std::forward<Ts>(xs)...)
-        .then([&](T& x) { out = std::move(x); },
-              [&](caf::error& err) { out = std::move(err); });
+        .then([out](T& x) { *out = std::move(x); },
+              [out](caf::error& err) { *out = std::move(err); });
     });
     sched.run();
     advance(100); // timers: group commit, relay polling
-    return out;
+    return *out;
   }
 
   session_state join(const std::string& user, const std::string& queue,
