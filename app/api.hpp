@@ -77,6 +77,12 @@ public:
 
 /// A reply to a request: status and JSON body.
 struct api_reply {
+  api_reply(unsigned s = 200, std::string b = {},
+            std::string type = "application/json")
+    : status(s), body(std::move(b)), content_type(std::move(type)) {
+    // nop
+  }
+
   unsigned status = 200;
   std::string body;
   std::string content_type = "application/json";

@@ -88,6 +88,27 @@ pids+=("$load_pid")
 node "$here/console_browser.mjs" "$url" "$console_token" "$client_dir" "$shot_dir" \
   || fail "the browser checks failed"
 kill -TERM "$load_pid" 2>/dev/null || true
+# What the stats counted: the demo queue saw exactly the curl user's join
+# (cancelled) and the two pages' joins, one match of two users, ended; the
+# load's queue counts each matched user's wait once.
+expect 200 "" "$url/v1/console/stats" -H "Authorization: Bearer $console_token"
+python3 - "$work/body" <<'PY' || fail "the stats do not add up"
+import json, sys
+s = json.load(open(sys.argv[1]))
+q = {x["name"]: x for x in s["queues"]}
+d, l = q["demo"], q["default"]
+print("demo:", {k: d[k] for k in ("joins", "matched_users", "ended_users", "sessions_active")},
+      "ttm count", d["time_to_match"]["count"])
+print("default:", {k: l[k] for k in ("joins", "matched_users", "sessions_active")},
+      "ttm", {k: l["time_to_match"][k] for k in ("count", "p50_s", "p99_s")})
+assert (d["joins"], d["matched_users"], d["ended_users"], d["sessions_active"]) == (3, 2, 2, 0), d
+assert d["time_to_match"]["count"] == 2 and sum(d["time_to_match"]["buckets"]) == 2, d
+assert l["matched_users"] > 0 and l["joins"] >= l["matched_users"], l
+# Every matched user of the load joined through this node: one wait each
+# (give or take the few matched between the reads of the two counters).
+assert abs(l["time_to_match"]["count"] - l["matched_users"]) <= 2 + l["matched_users"] // 100, l
+assert 0 < l["time_to_match"]["p50_s"] <= l["time_to_match"]["p99_s"], l
+PY
 if [ "${MM_UPDATE_SCREENSHOTS:-0}" = 1 ]; then
   src=$(cd "$here/../.." && pwd)
   mkdir -p "$src/docs/images"
