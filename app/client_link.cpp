@@ -121,7 +121,7 @@ void console_join_answered(link_data& d, const std::string& ticket,
 
 /// A match event reached the user (at least once: duplicates are skipped).
 void console_event(link_data& d, const match_event& ev) {
-  if (!d.cfg.stats)
+  if (!d.cfg.stats || ev.queue.empty())
     return;
   if (ev.type == session_ended_event) {
     if (ev.session_id == d.last_ended)
