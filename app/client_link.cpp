@@ -299,14 +299,17 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
       console_join_sent(d, req.ticket, req.queue);
       auto rp = self->make_response_promise<session_state>();
       ++d.joins_pending;
+      // A copy made before the call: `req` is moved into its arguments,
+      // in an order the language leaves open.
+      auto t = req.ticket;
       ask_session<session_state>(
         self,
-        [self, rp, t = req.ticket](session_state& st) mutable {
+        [self, rp, t](session_state& st) mutable {
           --self->state.joins_pending;
           console_join_answered(self->state, t, &st);
           rp.deliver(as_client(self, std::move(st)));
         },
-        [self, rp, t = req.ticket](caf::error& err) mutable {
+        [self, rp, t](caf::error& err) mutable {
           --self->state.joins_pending;
           console_join_answered(self->state, t, nullptr);
           rp.deliver(std::move(err));
