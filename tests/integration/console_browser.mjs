@@ -89,7 +89,7 @@ try {
   await a.click('#join');
   await a.waitForFunction(() => document.body.dataset.state === 'queued');
   await b.click('#join');
-  for (const p of [a, b]) await p.waitForFunction(() => document.body.dataset.state === 'matched', null, { timeout: 10000 });
+  for (const p of [a, b]) await p.waitForFunction(() => document.body.dataset.state === 'matched', null, { timeout: 20000 });
   const sessions = await Promise.all([a, b].map((p) => p.textContent('#session')));
   assert.match(sessions[0], /\S{8,}/);
   assert.equal(sessions[0], sessions[1], 'both pages show the same session id');
