@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/console.hpp"
 #include "app/hub.hpp"
 #include "app/token.hpp"
 #include "core/log_limit.hpp"
@@ -265,6 +266,11 @@ void api_router::serve(const std::string& method, const std::string& target,
                        const std::string& authorization,
                        const std::string& body, const reply_fn& reply) const {
   auto path = target.substr(0, target.find('?'));
+  // -- the web console: its own token (docs/console.md) ---------------------
+  if (ctx_->console && console_routes::owns(path)) {
+    ctx_->console->serve(method, path, authorization, reply);
+    return;
+  }
   // -- operations: no token -------------------------------------------------
   if (path == "/healthz" || path == "/readyz" || path == "/metrics") {
     if (method != "GET") {

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "core/outcome.hpp"
 
@@ -76,9 +78,17 @@ public:
 
 /// A reply to a request: status and JSON body.
 struct api_reply {
+  api_reply(unsigned s = 200, std::string b = {},
+            std::string type = "application/json")
+    : status(s), body(std::move(b)), content_type(std::move(type)) {
+    // nop
+  }
+
   unsigned status = 200;
   std::string body;
   std::string content_type = "application/json";
+  /// More response headers (the console's security and cache headers).
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 using reply_fn = std::function<void(api_reply)>;
@@ -96,6 +106,9 @@ struct api_context {
   std::unordered_set<std::string> queues;
   /// Counts each answered request by status (for /metrics); may be empty.
   std::function<void(unsigned)> count_status;
+  /// The web console's routes (/console/..., /v1/console/...); null: none
+  /// (they answer 404 unknown_route like any other unknown path).
+  std::shared_ptr<class console_routes> console;
 };
 
 /// A WebSocket upgrade that passed authentication.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/engine.hpp"
+#include "app/console_stats.hpp"
 #include "app/hub.hpp"
 
 namespace mm {
@@ -33,6 +34,17 @@ struct link_data {
   size_t asking = 0;        ///< requests to the session not answered yet
   bool ticking = false;
   bool keeping = false;     ///< the keep-alive timer is armed
+  // Time to match for the console: from the request of a join to its
+  // match.created event, as the user lives it.
+  bool timing = false;       ///< a join of `timing_ticket` awaits its match
+  bool counted = false;      ///< that join was counted in `joins`
+  std::string timing_ticket;
+  std::chrono::steady_clock::time_point joined_at;
+  std::string timing_queue;
+  std::shared_ptr<queue_console_stats> q; ///< counters of `q_name`
+  std::string q_name;
+  std::string last_matched; ///< session of the last match.created (dedupe)
+  std::string last_ended;   ///< session of the last session.ended (dedupe)
   static inline const char* name = "client_link";
 };
 
@@ -56,6 +68,81 @@ bool owns(const link_data& d, const std::string& ticket) {
 
 caf::error unknown_ticket() {
   return caf::make_error(errc::not_found, "no such ticket of this user");
+}
+
+/// The console's counters of `queue` (cached: one lookup per queue change).
+queue_console_stats* console_queue(link_data& d, const std::string& queue) {
+  if (!d.cfg.stats)
+    return nullptr;
+  if (!d.q || d.q_name != queue) {
+    d.q = d.cfg.stats->queue(queue);
+    d.q_name = queue;
+  }
+  return d.q.get();
+}
+
+/// A join of `ticket` to `queue` was requested: its wait starts now,
+/// unless the same join is already waiting (a retry).
+void console_join_sent(link_data& d, const std::string& ticket,
+                       const std::string& queue) {
+  if (!d.cfg.stats || (d.timing && d.timing_ticket == ticket))
+    return;
+  d.timing = true;
+  d.counted = false;
+  d.timing_ticket = ticket;
+  d.timing_queue = queue;
+  d.joined_at = std::chrono::steady_clock::now();
+}
+
+/// The session answered that join: it counts once it is accepted; a join
+/// that ended without a match, or a retry of one matched already, stops.
+void console_join_answered(link_data& d, const std::string& ticket,
+                           const session_state* st) {
+  if (!d.timing || d.timing_ticket != ticket)
+    return;
+  bool accepted = st != nullptr
+                  && (live(st->phase) || st->phase == session_phase::matched);
+  if (accepted && st->phase == session_phase::matched
+      && st->session_id == d.last_matched) {
+    d.timing = false; // a retry of a join whose match was seen
+    return;
+  }
+  if (!accepted) {
+    if (!d.counted)
+      d.timing = false;
+    return;
+  }
+  if (!d.counted) {
+    d.counted = true;
+    if (auto* q = console_queue(d, d.timing_queue))
+      q->joins.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+/// A match event reached the user (at least once: duplicates are skipped).
+void console_event(link_data& d, const match_event& ev) {
+  if (!d.cfg.stats || ev.queue.empty())
+    return;
+  if (ev.type == session_ended_event) {
+    if (ev.session_id == d.last_ended)
+      return;
+    d.last_ended = ev.session_id;
+    if (auto* q = console_queue(d, ev.queue))
+      q->ended.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (ev.session_id == d.last_matched)
+    return;
+  d.last_matched = ev.session_id;
+  auto* q = console_queue(d, ev.queue);
+  if (q == nullptr)
+    return;
+  q->matched.fetch_add(1, std::memory_order_relaxed);
+  const auto& mine = ev.user_a == d.user ? ev.ticket_a : ev.ticket_b;
+  if (d.timing && d.timing_ticket == mine) {
+    d.timing = false;
+    q->time_to_match.observe(std::chrono::steady_clock::now() - d.joined_at);
+  }
 }
 
 void arm_presence(link_ptr self) {
@@ -188,6 +275,7 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
       if (st.phase == session_phase::cancelled
           || st.phase == session_phase::failed
           || st.phase == session_phase::timed_out) {
+        d.timing = false; // this join will not be matched
         json j{{"type", "state"},
                {"ticket", d.ticket},
                {"state", to_string(st.phase)}};
@@ -198,6 +286,7 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
       }
     },
     [self](match_event& ev) {
+      console_event(self->state, ev);
       self->state.events->publish(self->state.user, event_json(ev));
     },
     [self](join_atom, join_request& req) -> caf::result<session_state> {
@@ -207,16 +296,22 @@ client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
           d.reason.clear();
         d.ticket = req.ticket;
       }
+      console_join_sent(d, req.ticket, req.queue);
       auto rp = self->make_response_promise<session_state>();
       ++d.joins_pending;
+      // A copy made before the call: `req` is moved into its arguments,
+      // in an order the language leaves open.
+      auto t = req.ticket;
       ask_session<session_state>(
         self,
-        [self, rp](session_state& st) mutable {
+        [self, rp, t](session_state& st) mutable {
           --self->state.joins_pending;
+          console_join_answered(self->state, t, &st);
           rp.deliver(as_client(self, std::move(st)));
         },
-        [self, rp](caf::error& err) mutable {
+        [self, rp, t](caf::error& err) mutable {
           --self->state.joins_pending;
+          console_join_answered(self->state, t, nullptr);
           rp.deliver(std::move(err));
         },
         join_atom_v, std::move(req));

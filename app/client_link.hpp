@@ -14,6 +14,7 @@
 
 namespace mm {
 
+class console_stats;
 class engine;
 class hub;
 
@@ -21,6 +22,9 @@ struct client_link_config {
   /// A waiting user without an open WebSocket and without a request for
   /// this long is cancelled ("client_gone"). 0 turns the check off.
   uint32_t client_ttl_ms = 30000;
+  /// Where the link counts its user's joins, matches and time to match
+  /// for the web console (docs/console.md); may be null.
+  std::shared_ptr<console_stats> stats;
 };
 
 /// Spawns the link of `user` and its session (engine::session). While a

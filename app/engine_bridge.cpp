@@ -128,7 +128,7 @@ public:
       cfg_(cfg),
       links_(std::make_shared<link_table>(
         sys, eng_, std::move(events),
-        client_link_config{cfg.client_ttl_ms})) {
+        client_link_config{cfg.client_ttl_ms, cfg.stats})) {
     // nop
   }
 

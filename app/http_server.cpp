@@ -221,6 +221,8 @@ void http_session::respond(api_reply r, bool keep_alive) {
     static_cast<http::status>(r.status), 11);
   res->set(http::field::server, "matchd");
   res->set(http::field::content_type, r.content_type);
+  for (auto& [name, value] : r.headers)
+    res->set(name, value);
   res->keep_alive(keep_alive);
   res->body() = std::move(r.body);
   res->prepare_payload();

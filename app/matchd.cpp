@@ -27,6 +27,8 @@
 #include "actors/cluster_tls.hpp"
 
 #include "actors/engine.hpp"
+#include "app/console.hpp"
+#include "app/console_stats.hpp"
 #include "app/engine_bridge.hpp"
 #include "app/http_server.hpp"
 #include "app/hub.hpp"
@@ -381,8 +383,14 @@ int run(const matchd_config& mc) {
   }
 
   auto events = std::make_shared<hub>();
-  auto bridge = engine_bridge::make(sys, eng, events,
-                                    bridge_config{mc.client_ttl_ms, 30000});
+  bool console_on = !mc.console_token.empty() || !mc.demo_queue.empty();
+  // The console's counters cost a few atomics per join and match; a node
+  // without the console keeps none.
+  auto console_counts = console_on ? std::make_shared<console_stats>(
+                                       std::max<size_t>(mc.max_queues, 1))
+                                   : nullptr;
+  auto bridge = engine_bridge::make(
+    sys, eng, events, bridge_config{mc.client_ttl_ms, 30000, console_counts});
   // A WebSocket that opens gets its user a link (and session) here: events
   // for the user come to this node from then on.
   events->on_attach([weak = std::weak_ptr<engine_bridge>{bridge}](
@@ -421,6 +429,27 @@ int run(const matchd_config& mc) {
   ctx->count_status = [exporter](unsigned status) {
     exporter->count_status(status);
   };
+  // Set below, once the server runs: the console shows its connections.
+  auto server_view = std::make_shared<std::atomic<const http_server*>>(nullptr);
+  if (console_on) {
+    console_settings cs;
+    cs.token = mc.console_token;
+    cs.demo_queue = mc.demo_queue;
+    cs.demo_ttl_s = mc.demo_ttl_s;
+    cs.secret = mc.secret;
+    cs.node = mc.node;
+    if (!mc.open_queues)
+      cs.queues = mc.queues;
+    ctx->console = std::make_shared<console_routes>(
+      cs, console_counts, metrics, [server_view] {
+        console_node_view v;
+        if (auto* srv = server_view->load()) {
+          v.connections = srv->stats().open_connections.load();
+          v.websockets = srv->stats().open_websockets.load();
+        }
+        return v;
+      });
+  }
   auto router = std::make_shared<api_router>(ctx, bridge);
   server_limits limits;
   limits.max_body = mc.max_body;
@@ -439,6 +468,7 @@ int run(const matchd_config& mc) {
   }
   auto& srv = *server;
   exporter->attach(srv.get());
+  server_view->store(srv.get());
   std::string served = "any name, at most " + std::to_string(mc.max_queues)
                        + " at once";
   if (!mc.open_queues) {
@@ -450,6 +480,14 @@ int run(const matchd_config& mc) {
            "database: {})",
            mc.node, mc.listen_host, srv->port(), served,
            eng->queue_store()->describe(), eng->match_store()->describe());
+  if (!mc.console_token.empty())
+    lg->info("web console on http://{}:{}/console/ (operator token: "
+             "--console-token)",
+             mc.listen_host, srv->port());
+  if (!mc.demo_queue.empty())
+    lg->info("demo on http://{}:{}/console/demo.html: visitors join queue {} "
+             "as demo users",
+             mc.listen_host, srv->port(), mc.demo_queue);
   if (mc.cluster_port != 0)
     lg->info("node {} in a cluster: gateway on {}:{} (bound to {}, {}), {} "
              "static peer(s), membership in Redis {}",

@@ -184,6 +184,15 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   app.add_option("--member-ttl", cfg.member_ttl_ms,
                  "ms after its last heartbeat before a node counts as gone")
     ->capture_default_str();
+  app.add_option("--console-token", cfg.console_token,
+                 "Operator token of the web console at /console/ (at least "
+                 "16 bytes; default: none, the console is off)");
+  app.add_option("--demo-queue", cfg.demo_queue,
+                 "Serve the console's \"try it\" page: visitors join this "
+                 "served queue as demo users (default: none, off)");
+  app.add_option("--demo-ttl", cfg.demo_ttl_s,
+                 "Seconds a demo user's token lasts")
+    ->capture_default_str();
   try {
     app.parse(argc, argv);
     // Below the command line: the environment, then the config file.
@@ -371,6 +380,20 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
       cfg.rules = std::make_shared<const rule_book>(std::move(*book));
     }
   }
+  if (!cfg.console_token.empty() && cfg.console_token.size() < 16)
+    complain("console-token", "at least 16 bytes (or none: the console is "
+                              "off)");
+  if (!cfg.demo_queue.empty()) {
+    if (auto why = codec::check_queue(cfg.demo_queue); !why.empty())
+      complain("demo-queue", "'" + cfg.demo_queue + "': " + why);
+    else if (!cfg.open_queues
+             && std::find(cfg.queues.begin(), cfg.queues.end(), cfg.demo_queue)
+                  == cfg.queues.end())
+      complain("demo-queue", "'" + cfg.demo_queue
+                               + "' is not one of the served --queues");
+  }
+  if (cfg.demo_ttl_s < 60 || cfg.demo_ttl_s > 86400)
+    complain("demo-ttl", "must be 60-86400 seconds");
   if (cfg.max_queues < 1 || cfg.max_queues > 1000000)
     complain("max-queues", "must be 1-1000000");
   if (cfg.queue_idle_ms != 0 && cfg.queue_idle_ms < 1000)

@@ -63,6 +63,10 @@ struct matchd_config {
   std::vector<std::string> peers;         ///< static "id=host:port"
   bool membership = true;                 ///< Redis membership records
   uint32_t member_ttl_ms = 5000;
+  // The web console (docs/console.md).
+  std::string console_token; ///< operator token; empty: the console is off
+  std::string demo_queue;    ///< the "try it" page's queue; empty: off
+  uint32_t demo_ttl_s = 600; ///< lifetime of a demo user's token
 
   // Derived by validation.
   bool open_queues = false; ///< `--queues '*'`: any well-formed name

@@ -10,6 +10,7 @@ packages=(
   libssl-dev prometheus-cpp-dev libgtest-dev
   redis-server redis-tools postgresql postgresql-contrib faketime python3 curl
   openssl iproute2 procps
+  chromium
 )
 
 missing=()
@@ -32,4 +33,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
   $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+# Node 20 and npm (preinstalled on the CI machines; Debian 12 ships Node 18)
+# run the JavaScript client's and the console's tests; their npm packages
+# come from clients/js/package-lock.json (npm ci, tests/support/npm_ci.sh).
+command -v node >/dev/null && command -v npm >/dev/null \
+  || echo "setup: warning: node/npm (Node 20) not found: the JavaScript tests will fail"
 echo "setup: all packages present"
