@@ -10,7 +10,9 @@
 #include <memory>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
+#include "app/token.hpp"
 #include "core/outcome.hpp"
 
 namespace mm {
@@ -84,7 +86,7 @@ using reply_fn = std::function<void(api_reply)>;
 
 /// The non-engine parts the router needs.
 struct api_context {
-  std::string secret;
+  token_policy tokens; ///< what bearer tokens are accepted
   std::shared_ptr<class hub> events; ///< signs of life are recorded here
   std::function<std::string()> metrics_text;  ///< Prometheus exposition
   std::function<bool(std::string&)> ready;    ///< false + why when not ready
@@ -96,6 +98,22 @@ struct api_context {
   /// Counts each answered request by status (for /metrics); may be empty.
   std::function<void(unsigned)> count_status;
 };
+
+/// One route of the router's table. docs/openapi.yaml describes each one
+/// (openapi_test holds the two to each other).
+struct api_route {
+  const char* method; ///< "GET", "POST", "DELETE"
+  const char* path;   ///< an OpenAPI path template: "/v1/users/{user}/swipes"
+  bool websocket;     ///< answered only as a WebSocket upgrade
+  bool token;         ///< needs a bearer token
+};
+
+/// Every route the router answers, in the order it matches them.
+const std::vector<api_route>& api_routes();
+
+/// The OpenAPI 3 description of the API (docs/openapi.yaml as JSON,
+/// compiled in at build time; served at /openapi.json).
+const std::string& openapi_json();
 
 /// A WebSocket upgrade that passed authentication.
 struct ws_admission {
