@@ -179,11 +179,22 @@ const route_entry route_table[] = {
   {route_id::events, {"GET", "/v1/users/{user}/events", true, true}},
 };
 
-/// True when `parts` (a split path) fits `pattern`; a `{name}` segment
-/// takes any one segment, which goes to `params` in order.
-bool path_fits(const char* pattern, const std::vector<std::string>& parts,
+/// The segments of each table entry's path, split once.
+const std::vector<std::vector<std::string>>& table_segments() {
+  static const auto segs = [] {
+    std::vector<std::vector<std::string>> out;
+    for (auto& r : route_table)
+      out.push_back(split_path(r.spec.path));
+    return out;
+  }();
+  return segs;
+}
+
+/// True when `parts` (a split path) fits `segs` (a split template); a
+/// `{name}` segment takes any one segment, which goes to `params` in order.
+bool path_fits(const std::vector<std::string>& segs,
+               const std::vector<std::string>& parts,
                std::vector<std::string>& params) {
-  auto segs = split_path(pattern);
   if (segs.size() != parts.size())
     return false;
   std::vector<std::string> out;
@@ -211,8 +222,10 @@ route_match find_route(const std::string& method, const std::string& path,
   route_match m;
   auto parts = split_path(path);
   std::vector<std::string> params;
-  for (auto& r : route_table) {
-    if (!path_fits(r.spec.path, parts, params))
+  auto& segs = table_segments();
+  for (size_t i = 0; i < std::size(route_table); ++i) {
+    auto& r = route_table[i];
+    if (!path_fits(segs[i], parts, params))
       continue;
     m.path_known = true;
     m.path_is_websocket |= r.spec.websocket;

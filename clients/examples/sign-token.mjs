@@ -32,7 +32,8 @@ export function signToken(secret, user, { ttlS = 600, audience, issuer, now } = 
   return `${input}.${b64url(signature)}`;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+// Run as a program (not imported).
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: {

@@ -43,12 +43,22 @@ def hand_signed(header, claims, secret=S1, digest=hashlib.sha256):
     return head + "." + b64(hmac.new(secret.encode(), head.encode(), digest).digest())
 
 
-def example(user, *args, secret=S1):
+def example_cli(user, *args, secret=S1):
     """A token from the Python example, run as a host backend would."""
     run = subprocess.run([sys.executable, py_example, user, *args], capture_output=True,
                          text=True, env=dict(os.environ, MATCHD_SECRET=secret), timeout=20)
     assert run.returncode == 0, run.stderr
     return run.stdout.strip()
+
+
+# The example as a module too: the same code without a process per token.
+_spec = importlib.util.spec_from_file_location("sign_token_example", py_example)
+example_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(example_mod)
+
+
+def example(user, aud=None, iss=None, ttl=600, secret=S1):
+    return example_mod.sign_token(secret, user, ttl, aud, iss)
 
 
 def node_example_token(user, *args, secret=S1):
@@ -133,7 +143,7 @@ a = node("--secret", S1, "--secret-next", S2, "--token-audience", AUD,
          "--token-issuer", ISS, "--token-leeway", "5")
 try:
     # -- accepted -------------------------------------------------------------
-    tok = example("alice", "--aud", AUD, "--iss", ISS)
+    tok = example_cli("alice", "--aud", AUD, "--iss", ISS)
     st, j = a.call("POST", "/v1/users/alice/tickets", tok, {"queue": "default", "ticket": "t-1"})
     expect(st == 200 and j.get("user") == "alice" and j.get("state") == "queued",
            f"a join with the Python example's JWT: {st} {j}")
@@ -148,9 +158,7 @@ try:
     nt = node_example_token("carol", "--aud", AUD, "--iss", ISS)
     expect(a.probe("carol", nt) == (404, "not_found"), "the Node example's token is accepted")
     # Both examples sign the same bytes for the same inputs.
-    spec = importlib.util.spec_from_file_location("sign_token_example", py_example)
-    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-    same_py = mod.sign_token(S1, "dave", 120, AUD, ISS, now=1800000000)
+    same_py = example_mod.sign_token(S1, "dave", 120, AUD, ISS, now=1800000000)
     same_node = subprocess.run(
         ["node", "--input-type=module", "-e",
          f"import {{ signToken }} from {json.dumps(node_example)};"
@@ -163,11 +171,11 @@ try:
            "a v1 token is accepted")
 
     # -- key rollover: the next secret too, a retired one not ------------------
-    expect(a.probe("alice", example("alice", "--aud", AUD, "--iss", ISS, secret=S2))
+    expect(a.probe("alice", example("alice", AUD, ISS, secret=S2))
            == (404, "not_found"), "a JWT signed with --secret-next is accepted")
     expect(a.probe("erin", v1_token("erin", int(time.time()) + 60, S2)) == (404, "not_found"),
            "a v1 token signed with --secret-next is accepted")
-    refused(a, "alice", example("alice", "--aud", AUD, "--iss", ISS, secret=S3),
+    refused(a, "alice", example("alice", AUD, ISS, secret=S3),
             "bad_signature", "a retired secret")
 
     # -- refused ----------------------------------------------------------------
@@ -178,14 +186,14 @@ try:
             "alice's JWT with its sub changed to bob")
     flipped = sig[:10] + ("A" if sig[10] != "A" else "B") + sig[11:]
     refused(a, "alice", f"{head}.{payload}.{flipped}", "bad_signature", "a flipped signature")
-    refused(a, "alice", example("alice", "--aud", AUD, "--iss", ISS, "--ttl=-60"),
+    refused(a, "alice", example_cli("alice", "--aud", AUD, "--iss", ISS, "--ttl=-60"),
             "expired_token", "expired a minute ago (leeway 5 s)")
-    refused(a, "alice", example("alice", "--aud", "chat", "--iss", ISS), "wrong_audience",
+    refused(a, "alice", example("alice", "chat", ISS), "wrong_audience",
             "another audience")
-    refused(a, "alice", example("alice", "--iss", ISS), "wrong_audience", "no audience")
-    refused(a, "alice", example("alice", "--aud", AUD, "--iss", "https://evil.example"),
+    refused(a, "alice", example("alice", iss=ISS), "wrong_audience", "no audience")
+    refused(a, "alice", example("alice", AUD, "https://evil.example"),
             "wrong_issuer", "another issuer")
-    refused(a, "alice", example("alice", "--aud", AUD), "wrong_issuer", "no issuer")
+    refused(a, "alice", example("alice", AUD), "wrong_issuer", "no issuer")
     now = int(time.time())
     good = {"sub": "alice", "exp": now + 60, "aud": AUD, "iss": ISS}
     unsigned = b64(b'{"alg":"none","typ":"JWT"}') + "." + b64(json.dumps(good).encode()) + "."
@@ -226,7 +234,7 @@ b = node("--secret", S1, "--token-formats", "jwt")
 try:
     expect(b.probe("alice", example("alice")) == (404, "not_found"),
            "no audience configured: a JWT without aud is accepted")
-    refused(b, "alice", example("alice", "--aud", AUD), "wrong_audience",
+    refused(b, "alice", example("alice", AUD), "wrong_audience",
             "no audience configured: a JWT meant for one")
     refused(b, "erin", v1_token("erin", int(time.time()) + 60), "disabled_token_format",
             "--token-formats jwt: a v1 token")
