@@ -140,10 +140,119 @@ api_reply bad_id(const char* what) {
                              + ": must be 1-128 bytes of [A-Za-z0-9_.:@-]");
 }
 
+// -- the route table ----------------------------------------------------------
+
+enum class route_id {
+  healthz,
+  readyz,
+  metrics,
+  openapi,
+  join,
+  ticket_get,
+  ticket_cancel,
+  heartbeat,
+  swipe,
+  end,
+  events,
+};
+
+struct route_entry {
+  route_id id;
+  api_route spec;
+};
+
+// Every route the router answers: dispatch below, api_routes() and the
+// OpenAPI coverage test read this one table. A new route goes here, in
+// docs/openapi.yaml and in docs/api.md.
+const route_entry route_table[] = {
+  {route_id::healthz, {"GET", "/healthz", false, false}},
+  {route_id::readyz, {"GET", "/readyz", false, false}},
+  {route_id::metrics, {"GET", "/metrics", false, false}},
+  {route_id::openapi, {"GET", "/openapi.json", false, false}},
+  {route_id::join, {"POST", "/v1/users/{user}/tickets", false, true}},
+  {route_id::ticket_get, {"GET", "/v1/users/{user}/tickets/{ticket}", false, true}},
+  {route_id::ticket_cancel,
+   {"DELETE", "/v1/users/{user}/tickets/{ticket}", false, true}},
+  {route_id::heartbeat,
+   {"POST", "/v1/users/{user}/tickets/{ticket}/heartbeat", false, true}},
+  {route_id::swipe, {"POST", "/v1/users/{user}/swipes", false, true}},
+  {route_id::end, {"POST", "/v1/users/{user}/sessions/{session}/end", false, true}},
+  {route_id::events, {"GET", "/v1/users/{user}/events", true, true}},
+};
+
+/// The segments of each table entry's path, split once.
+const std::vector<std::vector<std::string>>& table_segments() {
+  static const auto segs = [] {
+    std::vector<std::vector<std::string>> out;
+    for (auto& r : route_table)
+      out.push_back(split_path(r.spec.path));
+    return out;
+  }();
+  return segs;
+}
+
+/// True when `parts` (a split path) fits `segs` (a split template); a
+/// `{name}` segment takes any one segment, which goes to `params` in order.
+bool path_fits(const std::vector<std::string>& segs,
+               const std::vector<std::string>& parts,
+               std::vector<std::string>& params) {
+  if (segs.size() != parts.size())
+    return false;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (!segs[i].empty() && segs[i].front() == '{')
+      out.push_back(parts[i]);
+    else if (segs[i] != parts[i])
+      return false;
+  }
+  params = std::move(out);
+  return true;
+}
+
+struct route_match {
+  const route_entry* route = nullptr; ///< null: no route for the method
+  bool path_known = false;            ///< some route has this path
+  bool path_is_websocket = false;     ///< ... and it is a WebSocket route
+  std::vector<std::string> params;
+};
+
+/// The route for `method` and `path`, as an upgrade (`websocket`) or as a
+/// plain request.
+route_match find_route(const std::string& method, const std::string& path,
+                       bool websocket) {
+  route_match m;
+  auto parts = split_path(path);
+  std::vector<std::string> params;
+  auto& segs = table_segments();
+  for (size_t i = 0; i < std::size(route_table); ++i) {
+    auto& r = route_table[i];
+    if (!path_fits(segs[i], parts, params))
+      continue;
+    m.path_known = true;
+    m.path_is_websocket |= r.spec.websocket;
+    if (r.spec.websocket == websocket && method == r.spec.method) {
+      m.route = &r;
+      m.params = std::move(params);
+      return m;
+    }
+  }
+  return m;
+}
+
 } // namespace
 
 engine_port::~engine_port() {
   // nop
+}
+
+const std::vector<api_route>& api_routes() {
+  static const std::vector<api_route> routes = [] {
+    std::vector<api_route> out;
+    for (auto& r : route_table)
+      out.push_back(r.spec);
+    return out;
+  }();
+  return routes;
 }
 
 bool valid_api_id(const std::string& id) noexcept {
@@ -212,9 +321,8 @@ ws_admission api_router::admit_ws(const std::string& target,
   auto path = target.substr(0, qpos);
   auto query = qpos == std::string::npos ? std::string{}
                                          : target.substr(qpos + 1);
-  auto parts = split_path(path);
-  if (parts.size() != 4 || parts[0] != "v1" || parts[1] != "users"
-      || parts[3] != "events") {
+  auto m = find_route("GET", path, true);
+  if (m.route == nullptr) {
     res.refusal = error(404, "unknown_route", "no WebSocket route " + path);
     return res;
   }
@@ -225,12 +333,12 @@ ws_admission api_router::admit_ws(const std::string& target,
   auto tok = bearer(authorization);
   if (tok.empty())
     tok = query_param(query, "access_token");
-  auto check = verify_token(ctx_->secret, tok, unix_now());
+  auto check = verify_bearer(ctx_->tokens, tok, unix_now());
   if (check.error != token_error::none) {
-    res.refusal = error(401, to_string(check.error), "the bearer token was refused");
+    res.refusal = error(401, to_string(check.error), check.detail);
     return res;
   }
-  if (check.user != parts[2]) {
+  if (check.user != m.params[0]) {
     res.refusal = error(403, "forbidden", "a token acts only as its own user");
     return res;
   }
@@ -271,15 +379,23 @@ void api_router::serve(const std::string& method, const std::string& target,
     ctx_->console->serve(method, path, authorization, reply);
     return;
   }
+  auto m = find_route(method, path, false);
+  if (m.route == nullptr) {
+    if (!m.path_known)
+      reply(error(404, "unknown_route", "no route " + method + " " + path));
+    else
+      reply(error(405, "method_not_allowed",
+                  m.path_is_websocket ? "the events route is a WebSocket"
+                                      : method + " " + path));
+    return;
+  }
+  auto route = m.route->id;
   // -- operations: no token -------------------------------------------------
-  if (path == "/healthz" || path == "/readyz" || path == "/metrics") {
-    if (method != "GET") {
-      reply(error(405, "method_not_allowed", method + " " + path));
-      return;
-    }
-    if (path == "/healthz") {
+  switch (route) {
+    case route_id::healthz:
       reply(ok(json{{"status", "ok"}}));
-    } else if (path == "/readyz") {
+      return;
+    case route_id::readyz: {
       std::string why;
       if (ctx_->draining.load())
         reply(api_reply{503, text(json{{"status", "not_ready"},
@@ -291,67 +407,25 @@ void api_router::serve(const std::string& method, const std::string& target,
                                   {"detail", why}})});
       else
         reply(ok(json{{"status", "ready"}}));
-    } else {
+      return;
+    }
+    case route_id::metrics:
       reply(api_reply{200, ctx_->metrics_text ? ctx_->metrics_text() : "",
                       "text/plain; version=0.0.4"});
-    }
-    return;
+      return;
+    case route_id::openapi:
+      reply(api_reply{200, openapi_json()});
+      return;
+    default:
+      break;
   }
-  // -- /v1/users/{user}/... ---------------------------------------------------
-  auto parts = split_path(path);
-  enum {
-    r_none,
-    r_join,
-    r_ticket,
-    r_heartbeat,
-    r_swipe,
-    r_events,
-    r_end
-  } route = r_none;
-  if (parts.size() >= 3 && parts[0] == "v1" && parts[1] == "users") {
-    if (parts.size() == 4 && parts[3] == "tickets")
-      route = r_join;
-    else if (parts.size() == 5 && parts[3] == "tickets")
-      route = r_ticket;
-    else if (parts.size() == 6 && parts[3] == "tickets"
-             && parts[5] == "heartbeat")
-      route = r_heartbeat;
-    else if (parts.size() == 4 && parts[3] == "swipes")
-      route = r_swipe;
-    else if (parts.size() == 4 && parts[3] == "events")
-      route = r_events;
-    else if (parts.size() == 6 && parts[3] == "sessions" && parts[5] == "end")
-      route = r_end;
-  }
-  if (route == r_none) {
-    reply(error(404, "unknown_route", "no route " + method + " " + path));
-    return;
-  }
-  auto allowed = [&] {
-    switch (route) {
-      case r_join:
-      case r_heartbeat:
-      case r_swipe:
-      case r_end:
-        return method == "POST";
-      case r_ticket:
-        return method == "GET" || method == "DELETE";
-      default:
-        return false; // events: only as a WebSocket upgrade
-    }
-  }();
-  if (!allowed) {
-    reply(error(405, "method_not_allowed",
-                route == r_events ? "the events route is a WebSocket"
-                                  : method + " " + path));
-    return;
-  }
-  auto check = verify_token(ctx_->secret, bearer(authorization), unix_now());
+  // -- /v1/users/{user}/...: a token that acts as the user --------------------
+  auto check = verify_bearer(ctx_->tokens, bearer(authorization), unix_now());
   if (check.error != token_error::none) {
-    reply(error(401, to_string(check.error), "the bearer token was refused"));
+    reply(error(401, to_string(check.error), check.detail));
     return;
   }
-  const auto& user = parts[2];
+  const auto& user = m.params[0];
   if (check.user != user) {
     reply(error(403, "forbidden", "a token acts only as its own user"));
     return;
@@ -369,13 +443,14 @@ void api_router::serve(const std::string& method, const std::string& target,
       else
         reply(refusal(res.error()));
     });
-  if (route == r_ticket || route == r_heartbeat) {
-    const auto& ticket = parts[4];
+  if (route == route_id::ticket_get || route == route_id::ticket_cancel
+      || route == route_id::heartbeat) {
+    const auto& ticket = m.params[1];
     if (!valid_api_id(ticket)) {
       reply(bad_id("ticket"));
       return;
     }
-    if (method == "DELETE")
+    if (route == route_id::ticket_cancel)
       port_->cancel(user, ticket, on_ticket);
     else
       port_->state(user, ticket, on_ticket);
@@ -388,8 +463,8 @@ void api_router::serve(const std::string& method, const std::string& target,
     return;
   }
   api_reply err;
-  if (route == r_end) {
-    const auto& session = parts[4];
+  if (route == route_id::end) {
+    const auto& session = m.params[1];
     std::string reason = "ended";
     if (!string_field(j, "reason", false, reason, err)) {
       reply(err);
@@ -419,7 +494,7 @@ void api_router::serve(const std::string& method, const std::string& target,
     }));
     return;
   }
-  if (route == r_join) {
+  if (route == route_id::join) {
     if (ctx_->draining.load()) {
       reply(error(503, "shutting_down", "the node is draining"));
       return;

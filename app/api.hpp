@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/token.hpp"
 #include "core/outcome.hpp"
 
 namespace mm {
@@ -95,7 +96,7 @@ using reply_fn = std::function<void(api_reply)>;
 
 /// The non-engine parts the router needs.
 struct api_context {
-  std::string secret;
+  token_policy tokens; ///< what bearer tokens are accepted
   std::shared_ptr<class hub> events; ///< signs of life are recorded here
   std::function<std::string()> metrics_text;  ///< Prometheus exposition
   std::function<bool(std::string&)> ready;    ///< false + why when not ready
@@ -110,6 +111,22 @@ struct api_context {
   /// (they answer 404 unknown_route like any other unknown path).
   std::shared_ptr<class console_routes> console;
 };
+
+/// One route of the router's table. docs/openapi.yaml describes each one
+/// (openapi_test holds the two to each other).
+struct api_route {
+  const char* method; ///< "GET", "POST", "DELETE"
+  const char* path;   ///< an OpenAPI path template: "/v1/users/{user}/swipes"
+  bool websocket;     ///< answered only as a WebSocket upgrade
+  bool token;         ///< needs a bearer token
+};
+
+/// Every route the router answers, in the order it matches them.
+const std::vector<api_route>& api_routes();
+
+/// The OpenAPI 3 description of the API (docs/openapi.yaml as JSON,
+/// compiled in at build time; served at /openapi.json).
+const std::string& openapi_json();
 
 /// A WebSocket upgrade that passed authentication.
 struct ws_admission {

@@ -2,7 +2,7 @@
 // HTTP/WebSocket API (docs/api.md).
 //
 //   matchctl [--url URL]... [--secret S] [--token-ttl S] SUBCOMMAND ...
-//     token USER
+//     token USER [--jwt [--aud A] [--iss I]]
 //     join --user U --queue Q --ticket T [--attrs A]
 //     cancel|state|heartbeat --user U --ticket T
 //     end --user U --session S [--reason R]
@@ -258,6 +258,14 @@ int main(int argc, char** argv) {
   auto* token_cmd = app.add_subcommand("token", "print a bearer token");
   std::string token_user;
   token_cmd->add_option("USER", token_user, "user id")->required();
+  bool token_jwt = false;
+  std::string token_aud, token_iss;
+  token_cmd->add_flag("--jwt", token_jwt,
+                      "an HS256 JWT (sub, iat, exp) instead of a v1 token");
+  token_cmd->add_option("--aud", token_aud, "the JWT's aud")
+    ->needs(token_cmd->get_option("--jwt"));
+  token_cmd->add_option("--iss", token_iss, "the JWT's iss")
+    ->needs(token_cmd->get_option("--jwt"));
 
   // join / cancel / state / heartbeat / swipe
   std::string user, queue, ticket, attrs, to, action;
@@ -391,9 +399,21 @@ int main(int argc, char** argv) {
     return 1;
 
   if (token_cmd->parsed()) {
-    std::cout << mm::sign_token(c.secret, token_user,
-                                unix_now() + c.token_ttl_s)
-              << "\n";
+    auto now = unix_now();
+    if (token_jwt) {
+      json claims{{"sub", token_user}, {"iat", now},
+                  {"exp", now + c.token_ttl_s}};
+      if (!token_aud.empty())
+        claims["aud"] = token_aud;
+      if (!token_iss.empty())
+        claims["iss"] = token_iss;
+      std::cout << mm::sign_jwt(c.secret, R"({"alg":"HS256","typ":"JWT"})",
+                                compact(claims))
+                << "\n";
+    } else {
+      std::cout << mm::sign_token(c.secret, token_user, now + c.token_ttl_s)
+                << "\n";
+    }
     return 0;
   }
   if (join_cmd->parsed()) {

@@ -414,7 +414,14 @@ int run(const matchd_config& mc) {
     probe_queue, eng->match_store(), events,
     std::chrono::milliseconds(mc.trim_ms));
   auto ctx = std::make_shared<api_context>();
-  ctx->secret = mc.secret;
+  ctx->tokens.secrets = {mc.secret};
+  if (!mc.secret_next.empty())
+    ctx->tokens.secrets.push_back(mc.secret_next);
+  ctx->tokens.audience = mc.token_audience;
+  ctx->tokens.issuer = mc.token_issuer;
+  ctx->tokens.leeway_s = mc.token_leeway_s;
+  ctx->tokens.accept_v1 = mc.accept_v1_tokens;
+  ctx->tokens.accept_jwt = mc.accept_jwt_tokens;
   ctx->events = events;
   ctx->metrics_text = [exporter] { return exporter->render(); };
   ctx->ready = [probe, eng](std::string& why) {
@@ -488,6 +495,18 @@ int run(const matchd_config& mc) {
     lg->info("demo on http://{}:{}/console/demo.html: visitors join queue {} "
              "as demo users",
              mc.listen_host, srv->port(), mc.demo_queue);
+  // Which keys and claims are in force: what an operator checks during a
+  // key rollover (docs/api.md, "Key rollover"). Never the secrets.
+  lg->info("tokens: {}{}; {} secret(s){}; audience {}, issuer {}, leeway {} s",
+           mc.accept_v1_tokens ? "v1" : "",
+           mc.accept_jwt_tokens ? (mc.accept_v1_tokens ? " and JWT HS256"
+                                                       : "JWT HS256")
+                                : "",
+           ctx->tokens.secrets.size(),
+           mc.secret_next.empty() ? "" : " (rollover: --secret-next accepted)",
+           mc.token_audience.empty() ? "none" : "'" + mc.token_audience + "'",
+           mc.token_issuer.empty() ? "unchecked" : "'" + mc.token_issuer + "'",
+           mc.token_leeway_s);
   if (mc.cluster_port != 0)
     lg->info("node {} in a cluster: gateway on {}:{} (bound to {}, {}), {} "
              "static peer(s), membership in Redis {}",

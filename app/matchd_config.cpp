@@ -59,6 +59,21 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     ->capture_default_str();
   app.add_option("--secret", cfg.secret,
                  "Shared secret of the bearer tokens (at least 16 bytes)");
+  app.add_option("--secret-next", cfg.secret_next,
+                 "A second accepted secret, for a key rollover: tokens "
+                 "signed with either are accepted (docs/api.md)");
+  app.add_option("--token-audience", cfg.token_audience,
+                 "A JWT's aud must name this (empty: a JWT naming any "
+                 "audience is refused)");
+  app.add_option("--token-issuer", cfg.token_issuer,
+                 "A JWT's iss must equal this (empty: iss not checked)");
+  app.add_option("--token-leeway", cfg.token_leeway_s,
+                 "Seconds of clock skew allowed on a JWT's exp, nbf and iat")
+    ->capture_default_str();
+  app.add_option("--token-formats", cfg.token_formats,
+                 "Accepted token formats, comma separated: v1, jwt "
+                 "(default: both)")
+    ->delimiter(',');
   app.add_option("--redis", cfg.redis,
                  "Redis host:port (default: the embedded queue store)");
   app.add_option("--postgres", cfg.postgres,
@@ -245,6 +260,29 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   if (cfg.secret.size() < 16)
     complain("secret", "required, at least 16 bytes (the host application "
                        "signs tokens with it)");
+  if (!cfg.secret_next.empty()) {
+    if (cfg.secret_next.size() < 16)
+      complain("secret-next", "at least 16 bytes");
+    else if (cfg.secret_next == cfg.secret)
+      complain("secret-next", "is the same as --secret");
+  }
+  if (cfg.token_leeway_s > 300)
+    complain("token-leeway", "must be 0-300 seconds");
+  if (cfg.token_audience.size() > 256)
+    complain("token-audience", "at most 256 bytes");
+  if (cfg.token_issuer.size() > 256)
+    complain("token-issuer", "at most 256 bytes");
+  if (!cfg.token_formats.empty()) {
+    cfg.accept_v1_tokens = cfg.accept_jwt_tokens = false;
+    for (auto& f : cfg.token_formats) {
+      if (f == "v1")
+        cfg.accept_v1_tokens = true;
+      else if (f == "jwt")
+        cfg.accept_jwt_tokens = true;
+      else
+        complain("token-formats", "'" + f + "' is not v1 or jwt");
+    }
+  }
   if (!cfg.redis.empty()) {
     auto r = cfg.redis;
     if (r.compare(0, 8, "redis://") == 0)

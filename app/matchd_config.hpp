@@ -16,7 +16,13 @@ namespace mm {
 struct matchd_config {
   std::string config_file;
   std::string listen = "127.0.0.1:8080";
-  std::string secret;
+  std::string secret;      ///< signs and verifies tokens
+  std::string secret_next; ///< also verifies them (key rollover)
+  std::string token_audience; ///< a JWT's aud must name it
+  std::string token_issuer;   ///< a JWT's iss must equal it
+  uint32_t token_leeway_s = 30; ///< clock skew on a JWT's exp, nbf, iat
+  /// Accepted token formats, "v1" and/or "jwt"; empty: both.
+  std::vector<std::string> token_formats;
   std::string redis;    ///< host:port; empty: the embedded queue store
   std::string postgres; ///< libpq conninfo; empty: in-memory persistence
   std::string node = "node-1";
@@ -69,6 +75,8 @@ struct matchd_config {
   uint32_t demo_ttl_s = 600; ///< lifetime of a demo user's token
 
   // Derived by validation.
+  bool accept_v1_tokens = true;
+  bool accept_jwt_tokens = true;
   bool open_queues = false; ///< `--queues '*'`: any well-formed name
   std::shared_ptr<const rule_book> rules; ///< from `rules_file`, or null
   std::string listen_host;

@@ -1,38 +1,87 @@
 #pragma once
 
-// Bearer tokens: the host application signs "v1.<user b64url>.<expiry>" with
-// HMAC-SHA256 and the secret it shares with matchd (docs/api.md).
+// Bearer tokens (docs/api.md, "Authentication"). Two formats, both
+// HMAC-SHA256 with a secret the host application shares with matchd:
+// - "v1.<user b64url>.<expiry>.<signature>", matchd's own;
+// - JWTs (RFC 7519) with alg HS256, so host backends sign with stock
+//   libraries: `sub` is the user, `exp` is required, `nbf`, `iat`, `aud`
+//   and `iss` are checked when present (or required by the policy).
+// Verification takes a list of secrets: during a key rollover both the
+// current and the next secret are accepted.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mm {
 
 /// Why a token was refused; `to_string` gives the API's error name.
 enum class token_error : uint8_t {
   none,
-  missing,   ///< no token at all
-  malformed, ///< not "v1.user.expiry.signature"
-  expired,   ///< the expiry has passed
-  forged,    ///< the signature does not match
+  missing,         ///< no token at all
+  malformed,       ///< neither format, or a JWT without a valid sub/exp
+  expired,         ///< the expiry has passed
+  forged,          ///< the signature matches none of the secrets
+  oversized,       ///< longer than `max_token_bytes`
+  bad_algorithm,   ///< a JWT whose alg is not HS256 (alg none included)
+  not_yet_valid,   ///< a JWT whose nbf or iat is in the future
+  wrong_audience,  ///< a JWT whose aud does not name this service
+  wrong_issuer,    ///< a JWT whose iss is not the configured issuer
+  format_disabled, ///< a format the node was told not to accept
 };
 
-/// "missing_token", "malformed_token", "expired_token", "bad_signature".
+/// "missing_token", "malformed_token", "expired_token", "bad_signature",
+/// "oversized_token", "unsupported_algorithm", "token_not_yet_valid",
+/// "wrong_audience", "wrong_issuer", "disabled_token_format".
 const char* to_string(token_error x) noexcept;
 
-/// Signs a token for `user` that expires at `expiry_unix_s`.
+/// The longest token looked at (either format); longer is `oversized`.
+inline constexpr std::size_t max_token_bytes = 4096;
+
+/// Signs a v1 token for `user` that expires at `expiry_unix_s`.
 std::string sign_token(const std::string& secret, const std::string& user,
                        int64_t expiry_unix_s);
 
+/// Signs a JWT: base64url(header).base64url(payload).HMAC-SHA256 signature.
+/// The JSON texts are taken as they are (tests make hostile ones with it).
+std::string sign_jwt(const std::string& secret, const std::string& header_json,
+                     const std::string& payload_json);
+
 struct token_check {
   token_error error = token_error::none;
-  std::string user; ///< set when `error == none`
+  std::string user;   ///< set when `error == none`
+  std::string detail; ///< why, for the error body; never a secret
 };
 
-/// Verifies `token` against `secret` at `now_unix_s` (constant-time
-/// signature comparison).
+/// Verifies a v1 `token` against `secret` at `now_unix_s` (constant-time
+/// signature comparison, checked before the expiry).
 token_check verify_token(const std::string& secret, const std::string& token,
                          int64_t now_unix_s);
+
+/// What a node accepts (matchd's --secret, --secret-next, --token-*).
+struct token_policy {
+  /// Accepted secrets, the signing one first; a second one during a key
+  /// rollover. A token signed with any of them is accepted.
+  std::vector<std::string> secrets;
+  /// JWTs: `aud` (a string or an array of strings) must name it. Empty: a
+  /// JWT that names any audience is refused (RFC 7519 4.1.3).
+  std::string audience;
+  /// JWTs: `iss` must equal it. Empty: `iss` is not checked.
+  std::string issuer;
+  /// JWTs: seconds of clock skew allowed on exp, nbf and iat.
+  int64_t leeway_s = 30;
+  bool accept_v1 = true;
+  bool accept_jwt = true;
+};
+
+/// Verifies a bearer token of either format at `now_unix_s`. The signature
+/// is checked (in constant time, against every secret) before any claim,
+/// so a forger learns nothing about them; a JWT's payload is parsed only
+/// once its signature matched. A JWT's user (`sub`) must be a valid API id
+/// (1-128 bytes of [A-Za-z0-9_.:@-]).
+token_check verify_bearer(const token_policy& policy, const std::string& token,
+                          int64_t now_unix_s);
 
 /// base64url without padding.
 std::string base64url_encode(const std::string& in);

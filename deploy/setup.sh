@@ -10,7 +10,7 @@ packages=(
   libssl-dev prometheus-cpp-dev libgtest-dev
   redis-server redis-tools postgresql postgresql-contrib faketime python3 curl
   openssl iproute2 procps
-  chromium
+  chromium python3-yaml python3-jwt
 )
 
 missing=()

@@ -40,7 +40,9 @@ class matchd_config_test : public ::testing::Test {
 protected:
   void TearDown() override {
     for (auto name : {"MATCHD_RATE", "MATCHD_NODE", "MATCHD_SECRET",
-                      "MATCHD_LISTEN", "MATCHD_LOG_LEVEL", "MATCHD_QUEUES"})
+                      "MATCHD_LISTEN", "MATCHD_LOG_LEVEL", "MATCHD_QUEUES",
+                      "MATCHD_SECRET_NEXT", "MATCHD_TOKEN_FORMATS",
+                      "MATCHD_TOKEN_AUDIENCE"})
       ::unsetenv(name);
   }
 };
@@ -92,6 +94,57 @@ TEST_F(matchd_config_test, every_bad_value_is_named_once) {
       << res.output;
   auto lines = std::count(res.output.begin(), res.output.end(), '\n');
   EXPECT_EQ(lines, 6) << res.output;
+}
+
+TEST_F(matchd_config_test, token_options) {
+  args d{"--secret", "0123456789abcdef"};
+  matchd_config def;
+  ASSERT_FALSE(parse_matchd_config(d.argc(), d.argv.data(), def).exit_now);
+  EXPECT_TRUE(def.secret_next.empty());
+  EXPECT_TRUE(def.token_audience.empty());
+  EXPECT_TRUE(def.token_issuer.empty());
+  EXPECT_EQ(def.token_leeway_s, 30u);
+  EXPECT_TRUE(def.accept_v1_tokens);
+  EXPECT_TRUE(def.accept_jwt_tokens);
+  // The rollover's second secret and the JWT checks, also from the
+  // environment (where secrets belong).
+  ::setenv("MATCHD_SECRET_NEXT", "fedcba9876543210", 1);
+  ::setenv("MATCHD_TOKEN_FORMATS", "jwt", 1);
+  ::setenv("MATCHD_TOKEN_AUDIENCE", "matchmaker", 1);
+  args ok{"--secret", "0123456789abcdef", "--token-issuer",
+          "https://game.example", "--token-leeway", "0"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(ok.argc(), ok.argv.data(), cfg);
+  ASSERT_FALSE(res.exit_now) << res.output;
+  EXPECT_EQ(cfg.secret_next, "fedcba9876543210");
+  EXPECT_EQ(cfg.token_audience, "matchmaker");
+  EXPECT_EQ(cfg.token_issuer, "https://game.example");
+  EXPECT_EQ(cfg.token_leeway_s, 0u);
+  EXPECT_FALSE(cfg.accept_v1_tokens);
+  EXPECT_TRUE(cfg.accept_jwt_tokens);
+  ::unsetenv("MATCHD_SECRET_NEXT");
+  ::unsetenv("MATCHD_TOKEN_FORMATS");
+  ::unsetenv("MATCHD_TOKEN_AUDIENCE");
+  // Each bad one named.
+  args bad{"--secret", "0123456789abcdef", "--secret-next", "short",
+           "--token-leeway", "301", "--token-formats", "v1,jws"};
+  matchd_config cfg2;
+  auto res2 = parse_matchd_config(bad.argc(), bad.argv.data(), cfg2);
+  ASSERT_TRUE(res2.exit_now);
+  EXPECT_EQ(res2.exit_code, 2);
+  for (auto opt : {"--secret-next", "--token-leeway", "--token-formats"})
+    EXPECT_NE(res2.output.find(std::string{"bad value for "} + opt),
+              std::string::npos)
+      << opt << " in:\n"
+      << res2.output;
+  EXPECT_NE(res2.output.find("'jws'"), std::string::npos) << res2.output;
+  // The next secret must differ from the current one.
+  args same{"--secret", "0123456789abcdef", "--secret-next",
+            "0123456789abcdef"};
+  matchd_config cfg3;
+  auto res3 = parse_matchd_config(same.argc(), same.argv.data(), cfg3);
+  ASSERT_TRUE(res3.exit_now);
+  EXPECT_NE(res3.output.find("--secret-next"), std::string::npos);
 }
 
 TEST_F(matchd_config_test, queue_and_stream_bounds) {
