@@ -154,6 +154,10 @@ enum class route_id {
   swipe,
   end,
   events,
+  console_page,   // answered by console_routes (docs/console.md) ...
+  console_asset,
+  console_stats,
+  console_demo,   // ... when the console or the demo is on
 };
 
 struct route_entry {
@@ -178,6 +182,12 @@ const route_entry route_table[] = {
   {route_id::swipe, {"POST", "/v1/users/{user}/swipes", false, true}},
   {route_id::end, {"POST", "/v1/users/{user}/sessions/{session}/end", false, true}},
   {route_id::events, {"GET", "/v1/users/{user}/events", true, true}},
+  // The web console: console_routes answers them (its own operator token
+  // for the stats) when it is on; off, they are unknown routes.
+  {route_id::console_page, {"GET", "/console", false, false}},
+  {route_id::console_asset, {"GET", "/console/{asset}", false, false}},
+  {route_id::console_stats, {"GET", "/v1/console/stats", false, true}},
+  {route_id::console_demo, {"POST", "/v1/console/demo", false, false}},
 };
 
 /// The segments of each table entry's path, split once.
@@ -390,6 +400,13 @@ void api_router::serve(const std::string& method, const std::string& target,
     return;
   }
   auto route = m.route->id;
+  if (route == route_id::console_page || route == route_id::console_asset
+      || route == route_id::console_stats || route == route_id::console_demo) {
+    reply(error(404, "unknown_route",
+                "the console is off on this node (--console-token, "
+                "--demo-queue)"));
+    return;
+  }
   // -- operations: no token -------------------------------------------------
   switch (route) {
     case route_id::healthz:

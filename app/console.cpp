@@ -157,8 +157,8 @@ void console_routes::serve_asset(const std::string& method,
   for (const auto& a : console_assets)
     if (name == a.name)
       found = &a;
-  if (found == nullptr) {
-    not_here();
+  if (found == nullptr) { // the route is there, the file is not
+    reply(api_router::error(404, "not_found", "no console file " + name));
     return;
   }
   if (method != "GET" && method != "HEAD") {
