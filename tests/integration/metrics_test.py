@@ -357,7 +357,9 @@ class Node:
 
 
 def value(fams, name, **labels):
-    for sample, l, v in fams.get(name, {}).get("samples", []):
+    """The value of the first series `name` with `labels` (None: none)."""
+    samples = [x for f in fams.values() for x in f["samples"]]
+    for sample, l, v in samples:
         if sample == name and all(l.get(k) == x for k, x in labels.items()):
             return v
     return None
@@ -382,8 +384,12 @@ def run_format(matchd, doc, promtool):
                 break
             time.sleep(0.05)
         node.request("GET", "/no-such-route")  # a 404 for mm_http_requests_total
-        time.sleep(1.6)  # a sweep and a lease round: the queue's depth
-        text = node.metrics()
+        # A sweep (every 1 s) and a lease round (every 1 s): the depth.
+        for _ in range(50):
+            text = node.metrics()
+            if 'mm_queue_depth{queue="default"' in text:
+                break
+            time.sleep(0.1)
     finally:
         node.stop()
         check(node.proc.returncode == 0, f"matchd exited {node.proc.returncode}", failures)
