@@ -273,8 +273,13 @@ void settle_known(broker_ptr self, const std::string& queue,
       && idle_for >= std::chrono::milliseconds(st.cfg.queue_idle_ms)) {
     st.queues.erase(i);
     st.warned_full = false;
-    if (m)
+    if (m) {
       m->drop_queue_depth(queue);
+      // Open mode: a forgotten name must not keep a histogram (declared
+      // queues are a fixed list and keep theirs).
+      if (st.cfg.queues.empty())
+        m->drop_time_to_match(queue);
+    }
     publish_known(self);
     return;
   }

@@ -162,8 +162,17 @@ void enter(ses_ptr self, session_phase phase) {
 
 void finish(ses_ptr self, session_phase phase, std::string session_id,
             std::string detail) {
-  if (phase == session_phase::matched)
-    self->state.free_known = false;
+  auto& d = self->state;
+  if (phase == session_phase::matched) {
+    d.free_known = false;
+    if (d.cfg.metrics && d.join_started != caf::actor_clock::time_point{}) {
+      auto waited = std::chrono::duration_cast<std::chrono::microseconds>(
+        self->clock().now() - d.join_started);
+      d.cfg.metrics->observe_time_to_match(
+        d.st.queue, static_cast<uint64_t>(std::max<int64_t>(0, waited.count())));
+    }
+  }
+  d.join_started = {};
   if (phase == session_phase::cancelled && self->state.giving_up) {
     // The cancel was ours: the ticket waited give_up_after_s in vain.
     phase = session_phase::timed_out;
@@ -422,6 +431,7 @@ void begin_join(ses_ptr self, join_request& r, state_promise rp) {
   d.tickets = {d.store_ticket};
   d.cancel_requested = false;
   d.join_counted = false;
+  d.join_started = self->clock().now();
   d.giving_up = false;
   d.give_up_after_s = r.give_up_after_s;
   ++d.join_no;

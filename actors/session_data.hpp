@@ -56,6 +56,9 @@ struct session_data {
   uint32_t store_backoff_ms = 0;
   bool claim_rescan = false;
   bool join_counted = false;        // this join is in metrics->joins
+  // When this join reached us, for the time-to-match histogram; reset
+  // once observed, so a join is observed once (epoch: not observed).
+  caf::actor_clock::time_point join_started;
   std::string owner_node;           // whose finalizer owns our claimed pair
   // A cancel whose owner node could not be asked (session_cancel.cpp):
   // decided from the queue and the database, never from a timeout alone.

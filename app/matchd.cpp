@@ -29,11 +29,13 @@
 #include "actors/engine.hpp"
 #include "app/console.hpp"
 #include "app/console_stats.hpp"
+#include "app/depth_lease.hpp"
 #include "app/engine_bridge.hpp"
 #include "app/http_server.hpp"
 #include "app/hub.hpp"
 #include "app/matchd_config.hpp"
 #include "app/metrics_text.hpp"
+#include "app/notify.hpp"
 #include "core/logger.hpp"
 
 using namespace mm;
@@ -45,15 +47,18 @@ namespace {
 /// not come back within `stall` counts as a failure while it hangs: a
 /// stalled store (SIGSTOP, a black-holed network) makes the node not ready
 /// within `stall` + `every`, whatever the connections' own timeouts. The
-/// reason given to callers names no address; the log line does.
+/// reason given to callers names no address; the log line does. Every
+/// second probe also hands its queue store connection to `on_queue` (the
+/// depth leases, app/depth_lease.hpp) when the store answered.
 class readiness_probe {
 public:
   using clock = std::chrono::steady_clock;
+  using queue_hook = std::function<void(queue_store&)>;
 
   readiness_probe(std::shared_ptr<queue_store_factory> qs,
                   std::shared_ptr<match_store_factory> ms,
                   std::shared_ptr<hub> events,
-                  std::chrono::milliseconds trim_every,
+                  std::chrono::milliseconds trim_every, queue_hook on_queue,
                   std::chrono::milliseconds every
                   = std::chrono::milliseconds(500),
                   std::chrono::milliseconds stall
@@ -61,6 +66,7 @@ public:
     : qs_(std::move(qs)),
       ms_(std::move(ms)),
       events_(std::move(events)),
+      on_queue_(std::move(on_queue)),
       trim_every_(trim_every),
       every_(every),
       stall_(stall) {
@@ -141,6 +147,8 @@ private:
         queue_conn_.reset(); // a fresh connection next time
       }
     }
+    if (why.empty() && on_queue_ && (odd_ = !odd_))
+      on_queue_(*queue_conn_);
     if (why.empty()) {
       asking("database");
       if (!match_conn_)
@@ -170,6 +178,8 @@ private:
   std::shared_ptr<queue_store_factory> qs_;
   std::shared_ptr<match_store_factory> ms_;
   std::shared_ptr<hub> events_;
+  queue_hook on_queue_;
+  bool odd_ = false; // on_queue_ runs every second probe
   std::chrono::milliseconds trim_every_;
   clock::time_point next_trim_ = clock::now() + trim_every_;
   std::chrono::milliseconds every_;
@@ -410,9 +420,17 @@ int run(const matchd_config& mc) {
     o.retry_delay_ms = 0;
     probe_queue = make_redis_store(o);
   }
+  // One node per queue exports its depth (docs/matchd.md, "Metrics").
+  auto lease = std::make_shared<depth_lease>(mc.node);
   auto probe = std::make_shared<readiness_probe>(
     probe_queue, eng->match_store(), events,
-    std::chrono::milliseconds(mc.trim_ms));
+    std::chrono::milliseconds(mc.trim_ms),
+    [lease, metrics](queue_store& store) {
+      std::vector<std::string> known;
+      for (auto& kv : metrics->queue_depths())
+        known.push_back(kv.first);
+      lease->renew(store, known);
+    });
   auto ctx = std::make_shared<api_context>();
   ctx->tokens.secrets = {mc.secret};
   if (!mc.secret_next.empty())
@@ -431,6 +449,18 @@ int run(const matchd_config& mc) {
     }
     return probe->ready(why);
   };
+  // What /readyz answers 200 to (the route adds the drain).
+  auto ready_now = [ctx](std::string& why) {
+    if (ctx->draining.load()) {
+      why = "draining";
+      return false;
+    }
+    return ctx->ready(why);
+  };
+  exporter->attach(lease, [ready_now] {
+    std::string why;
+    return ready_now(why);
+  });
   if (!mc.open_queues) // refused at the door: no session, no link, no store
     ctx->queues.insert(mc.queues.begin(), mc.queues.end());
   ctx->count_status = [exporter](unsigned status) {
@@ -514,6 +544,32 @@ int run(const matchd_config& mc) {
              cluster.tls() ? "mutual TLS" : "INSECURE: plaintext, loopback",
              mc.peers.size(), mc.membership ? "on" : "off");
 
+  // systemd (Type=notify): READY=1 once ready, WATCHDOG=1 while a pulse
+  // actor shows that the scheduler runs actors and timers. Nothing without
+  // NOTIFY_SOCKET.
+  service_notifier notifier;
+  caf::actor pulse;
+  if (std::getenv("NOTIFY_SOCKET") != nullptr) {
+    using steady = std::chrono::steady_clock;
+    auto beat = std::make_shared<std::atomic<int64_t>>(
+      steady::now().time_since_epoch().count());
+    pulse = sys.spawn([beat](caf::event_based_actor* self) -> caf::behavior {
+      self->send(self, int32_t{0});
+      return {
+        [self, beat](int32_t) {
+          beat->store(steady::now().time_since_epoch().count());
+          self->delayed_send(self, std::chrono::milliseconds(250), int32_t{0});
+        },
+      };
+    });
+    notifier.start(ready_now, [beat] {
+      auto last = steady::time_point(steady::duration(beat->load()));
+      return steady::now() - last < std::chrono::seconds(3);
+    });
+    lg->info("systemd notification socket: READY=1 once ready{}",
+             notifier.enabled() ? "" : " (not enabled)");
+  }
+
   int sig = 0;
   sigwait(&sigs, &sig);
   auto t0 = std::chrono::steady_clock::now();
@@ -521,6 +577,7 @@ int run(const matchd_config& mc) {
   lg->info("{}: draining (bound {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
            mc.drain_timeout_ms);
   ctx->draining = true;
+  notifier.stopping();
   srv->stop_accepting();
   auto joins_done = bridge->drain(deadline);
   auto flushed = bridge->flush_events(deadline);
@@ -532,6 +589,8 @@ int run(const matchd_config& mc) {
   srv->stop();
   bridge->stop();
   eng->stop();
+  if (pulse)
+    caf::anon_send_exit(pulse, caf::exit_reason::user_shutdown);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
               std::chrono::steady_clock::now() - t0)
               .count();

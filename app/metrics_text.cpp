@@ -10,6 +10,10 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "app/depth_lease.hpp"
+#include "app/process_metrics.hpp"
+#include "mm_build_info.hpp" // generated: MM_BUILD_VERSION, MM_BUILD_COMMIT
+
 namespace mm {
 
 namespace {
@@ -33,6 +37,51 @@ MetricFamily scalar(std::string name, std::string help, MetricType type,
   return f;
 }
 
+/// One histogram sample: per-bucket counts (not cumulative, the last one
+/// +Inf) turned into Prometheus' cumulative buckets.
+template <size_t N>
+ClientMetric histogram_metric(const std::array<double, N>& bounds_s,
+                              const uint64_t* per_bucket, double sum_s) {
+  ClientMetric hm;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < N; ++i) {
+    cumulative += per_bucket[i];
+    hm.histogram.bucket.push_back({cumulative, bounds_s[i]});
+  }
+  cumulative += per_bucket[N];
+  hm.histogram.bucket.push_back(
+    {cumulative, std::numeric_limits<double>::infinity()});
+  hm.histogram.sample_count = cumulative;
+  hm.histogram.sample_sum = sum_s;
+  return hm;
+}
+
+/// The process's figures under the names of the Prometheus client
+/// libraries (process_*).
+void process_families(std::vector<MetricFamily>& out) {
+  auto p = sample_process();
+  if (p.ok) {
+    out.push_back(scalar("process_cpu_seconds_total",
+                         "Total user and system CPU time spent in seconds",
+                         MetricType::Counter, p.cpu_seconds));
+    out.push_back(scalar("process_resident_memory_bytes",
+                         "Resident memory size in bytes", MetricType::Gauge,
+                         p.resident_bytes));
+    out.push_back(scalar("process_virtual_memory_bytes",
+                         "Virtual memory size in bytes", MetricType::Gauge,
+                         p.virtual_bytes));
+    out.push_back(scalar("process_start_time_seconds",
+                         "Start time of the process since the Unix epoch in "
+                         "seconds",
+                         MetricType::Gauge, p.start_time_seconds));
+  }
+  out.push_back(scalar("process_open_fds", "Number of open file descriptors",
+                       MetricType::Gauge, p.open_fds));
+  out.push_back(scalar("process_max_fds",
+                       "Maximum number of open file descriptors (soft limit)",
+                       MetricType::Gauge, p.max_fds));
+}
+
 /// Reads the engine's and the transport's atomics at scrape time.
 class engine_collector : public prometheus::Collectable {
 public:
@@ -42,6 +91,13 @@ public:
 
   void attach(const http_server* srv) {
     srv_.store(srv);
+  }
+
+  void attach(std::shared_ptr<const depth_lease> lease,
+              std::function<bool()> ready) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    lease_ = std::move(lease);
+    ready_ = std::move(ready);
   }
 
   std::vector<MetricFamily> Collect() const override {
@@ -84,19 +140,30 @@ public:
       m_->directory_users);
     g("mm_parked_events", "Events kept for users without a session here",
       m_->parked_events);
-    out.push_back(scalar("mm_outbox_lag_ms",
-                         "Age of the oldest event of the last delivered batch",
+    out.push_back(scalar("mm_outbox_lag_seconds",
+                         "Age of the oldest event of the last delivered "
+                         "batch, in seconds",
                          MetricType::Gauge,
-                         static_cast<double>(m_->outbox_lag_ms.load())));
+                         static_cast<double>(m_->outbox_lag_ms.load()) / 1e3));
     out.push_back(scalar("mm_queues_known",
                          "Queues the broker sweeps and reports a depth for",
                          MetricType::Gauge,
                          static_cast<double>(m_->queues_known.load())));
+    std::shared_ptr<const depth_lease> lease;
+    std::function<bool()> ready;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      lease = lease_;
+      ready = ready_;
+    }
     MetricFamily depth;
     depth.name = "mm_queue_depth";
-    depth.help = "Tickets in the queue at the last sweep";
+    depth.help = "Tickets waiting in the queue at the last sweep (exported "
+                 "by the one node holding the queue's depth lease)";
     depth.type = MetricType::Gauge;
     for (auto& [queue, n] : m_->queue_depths()) {
+      if (lease && !lease->holds(queue))
+        continue; // another node reports it: sum() stays right
       ClientMetric cm;
       cm.label.push_back({"queue", queue});
       cm.gauge.value = static_cast<double>(n);
@@ -105,22 +172,20 @@ public:
     out.push_back(std::move(depth));
     MetricFamily hist;
     hist.name = "mm_finalize_latency_seconds";
-    hist.help = "Claimed pair in to the finalizer's answer";
+    hist.help = "Claimed pair in to the finalizer's answer, in seconds";
     hist.type = MetricType::Histogram;
-    ClientMetric hm;
-    uint64_t cumulative = 0;
-    auto& h = m_->finalize_latency;
-    for (size_t i = 0; i < latency_histogram::bounds_ms.size(); ++i) {
-      cumulative += h.bucket(i);
-      hm.histogram.bucket.push_back(
-        {cumulative, latency_histogram::bounds_ms[i] / 1000.0});
+    {
+      auto& h = m_->finalize_latency;
+      constexpr auto n = latency_histogram::bounds_ms.size();
+      std::array<double, n> bounds_s{};
+      std::array<uint64_t, n + 1> counts{};
+      for (size_t i = 0; i < n; ++i)
+        bounds_s[i] = latency_histogram::bounds_ms[i] / 1000.0;
+      for (size_t i = 0; i <= n; ++i)
+        counts[i] = h.bucket(i);
+      hist.metric.push_back(histogram_metric(
+        bounds_s, counts.data(), static_cast<double>(h.sum_us()) / 1e6));
     }
-    cumulative += h.bucket(latency_histogram::bounds_ms.size());
-    hm.histogram.bucket.push_back(
-      {cumulative, std::numeric_limits<double>::infinity()});
-    hm.histogram.sample_count = cumulative;
-    hm.histogram.sample_sum = static_cast<double>(h.sum_us()) / 1e6;
-    hist.metric.push_back(std::move(hm));
     out.push_back(std::move(hist));
     MetricFamily dist;
     dist.name = "mm_pair_distance";
@@ -143,8 +208,37 @@ public:
       cm.histogram.sample_sum = dh.sum;
       dist.metric.push_back(std::move(cm));
     }
-    if (!dist.metric.empty())
-      out.push_back(std::move(dist));
+    out.push_back(std::move(dist)); // no series without rules
+    MetricFamily ttm;
+    ttm.name = "mm_time_to_match_seconds";
+    ttm.help = "Wait of each matched join, from its arrival at its session "
+               "to its match, in seconds";
+    ttm.type = MetricType::Histogram;
+    for (auto& [queue, w] : m_->time_to_match()) {
+      auto hm = histogram_metric(wait_histogram::bounds_s, w.buckets.data(),
+                                 static_cast<double>(w.sum_us) / 1e6);
+      hm.label.push_back({"queue", queue});
+      ttm.metric.push_back(std::move(hm));
+    }
+    out.push_back(std::move(ttm));
+    {
+      MetricFamily info;
+      info.name = "mm_build_info";
+      info.help = "Always 1; the labels say which build runs";
+      info.type = MetricType::Gauge;
+      ClientMetric cm;
+      cm.label.push_back({"version", MM_BUILD_VERSION});
+      cm.label.push_back({"commit", MM_BUILD_COMMIT});
+      cm.gauge.value = 1;
+      info.metric.push_back(std::move(cm));
+      out.push_back(std::move(info));
+    }
+    if (ready)
+      out.push_back(scalar("mm_ready",
+                           "1 while /readyz answers 200 (the stores answer, "
+                           "no drain, no core actor down), else 0",
+                           MetricType::Gauge, ready() ? 1 : 0));
+    process_families(out);
     {
       // The heap as malloc sees it: RSS that grows while `in use` stays
       // flat is free memory the allocator keeps, not something held.
@@ -207,6 +301,9 @@ public:
 private:
   std::shared_ptr<engine_metrics> m_;
   std::atomic<const http_server*> srv_{nullptr};
+  mutable std::mutex mtx_; // guards lease_ and ready_
+  std::shared_ptr<const depth_lease> lease_;
+  std::function<bool()> ready_;
 };
 
 } // namespace
@@ -227,7 +324,7 @@ metrics_exporter::metrics_exporter(std::shared_ptr<engine_metrics> engine,
   impl_->node = std::move(node);
   impl_->requests = &prometheus::BuildCounter()
                        .Name("mm_http_requests_total")
-                       .Help("Answered requests by status")
+                       .Help("Answered HTTP requests by status code")
                        .Register(*impl_->registry);
 }
 
@@ -237,6 +334,11 @@ metrics_exporter::~metrics_exporter() {
 
 void metrics_exporter::attach(const http_server* server) {
   impl_->engine->attach(server);
+}
+
+void metrics_exporter::attach(std::shared_ptr<const depth_lease> lease,
+                              std::function<bool()> ready) {
+  impl_->engine->attach(std::move(lease), std::move(ready));
 }
 
 void metrics_exporter::count_status(unsigned status) {

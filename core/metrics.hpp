@@ -59,6 +59,29 @@ struct distance_histogram {
   }
 };
 
+/// How long joins waited for their match, per queue: buckets in seconds
+/// from 10 ms to 10 minutes (a voice chat matches in well under a second, a
+/// ranked game's widening skill window may take minutes). Guarded by the
+/// owner's mutex (engine_metrics), so plain integers.
+struct wait_histogram {
+  /// Upper bounds of the buckets in seconds (the last bucket is +Inf).
+  static constexpr std::array<double, 15> bounds_s
+    = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+
+  /// Per bucket, not cumulative; `buckets[bounds_s.size()]` is +Inf.
+  std::array<uint64_t, bounds_s.size() + 1> buckets{};
+  uint64_t sum_us = 0;
+
+  /// Records one wait. Not idempotent.
+  void observe_us(uint64_t us) noexcept {
+    size_t i = 0;
+    while (i < bounds_s.size() && static_cast<double>(us) > bounds_s[i] * 1e6)
+      ++i;
+    ++buckets[i];
+    sum_us += us;
+  }
+};
+
 /// What the engine counts. Every field only grows, except the gauges
 /// (`outbox_lag_ms`, `queues_known`, `sessions_live`, `directory_users`,
 /// `parked_events`, `client_links`, queue depths).
@@ -81,7 +104,8 @@ struct engine_metrics {
   /// by `broker_config::max_queues` or its allow-list.
   std::atomic<uint64_t> queues_known{0};
   std::atomic<uint64_t> sessions_released{0}; ///< idle session actors stopped
-  /// Age of the oldest event in the relay's last delivered batch.
+  /// Age of the oldest event in the relay's last delivered batch (ms;
+  /// /metrics exports it in seconds, mm_outbox_lag_seconds).
   std::atomic<int64_t> outbox_lag_ms{0};
   // What the node holds per user right now (I9 of docs/design.md: each goes
   // back to zero when the users are idle, docs/engine.md "Idle users cost
@@ -121,6 +145,27 @@ struct engine_metrics {
     return distances_;
   }
 
+  /// Records that a join of `queue` waited `us` microseconds from its
+  /// arrival at its session to its match (each matched user once, on the
+  /// node of its session). Thread-safe; not idempotent.
+  void observe_time_to_match(const std::string& queue, uint64_t us) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    waits_[queue].observe_us(us);
+  }
+
+  /// Forgets the time-to-match histogram of `queue` (open mode: the broker
+  /// forgot the queue, and names must not pile up). Thread-safe; idempotent.
+  void drop_time_to_match(const std::string& queue) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    waits_.erase(queue);
+  }
+
+  /// A copy of every queue's time-to-match histogram. Thread-safe.
+  std::map<std::string, wait_histogram> time_to_match() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return waits_;
+  }
+
   /// A copy of the depth of every queue the broker knows. Thread-safe.
   std::map<std::string, uint64_t> queue_depths() const {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -132,6 +177,7 @@ private:
   std::map<std::string, uint64_t> depths_;
   std::map<std::pair<std::string, std::string>, distance_histogram>
     distances_;
+  std::map<std::string, wait_histogram> waits_;
 };
 
 } // namespace mm

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package the build, the tests and the benchmarks need.
+# (libsystemd-dev: sd_notify; systemd: systemd-analyze for the unit tests;
+# prometheus: promtool, for the metrics and alert rule tests. Its service
+# is not started: see policy-rc.d below.)
 # Idempotent: a second run changes nothing. Run as root (or with sudo).
 set -euo pipefail
 
@@ -10,7 +13,7 @@ packages=(
   libssl-dev prometheus-cpp-dev libgtest-dev
   redis-server redis-tools postgresql postgresql-contrib faketime python3 curl
   openssl iproute2 procps
-  chromium python3-yaml python3-jwt
+  chromium python3-yaml python3-jwt libsystemd-dev systemd prometheus
 )
 
 missing=()

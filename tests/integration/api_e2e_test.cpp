@@ -514,7 +514,7 @@ TEST_P(api_e2e, operations_endpoints_answer) {
   for (auto name : {"mm_joins_total", "mm_claims_total", "mm_matches_total",
                     "mm_cancels_total", "mm_requeues_total",
                     "mm_conflicts_total", "mm_stale_removed_total",
-                    "mm_relay_retries_total", "mm_outbox_lag_ms",
+                    "mm_relay_retries_total", "mm_outbox_lag_seconds",
                     "mm_finalize_latency_seconds_bucket",
                     "mm_http_requests_total"})
     EXPECT_NE(text.find(name), std::string::npos) << name;
