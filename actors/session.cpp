@@ -30,50 +30,6 @@ session_actor::behavior_type done_b(ses_ptr self);
 void start_claim(ses_ptr self, bool rescan);
 void on_claimed(ses_ptr self, uint64_t gen, claim_result& r);
 
-ticket_spec spec_of(const session_data& d) {
-  ticket_spec s{d.st.queue, d.st.user, d.store_ticket, d.cfg.node, d.attrs,
-                d.cfg.ttl_ms};
-  if (d.rules != nullptr) {
-    s.rules = d.rules->spec;
-    s.rk = d.rk;
-    auto n = std::min<size_t>(d.rules->avoid_last(), d.recent.size());
-    std::vector<std::string> last(d.recent.end() - n, d.recent.end());
-    s.avoid = avoid_arg(last);
-  }
-  return s;
-}
-
-/// When a waiting ticket looks again: every heartbeat, and on a queue with
-/// rules also at the moment its windows widen (docs/rules.md), so that
-/// widening pairs users without a new arrival.
-std::chrono::milliseconds next_look(const session_data& d) {
-  auto ms = static_cast<int64_t>(d.cfg.heartbeat_ms);
-  if (d.next_change_ms > 0)
-    ms = std::min(ms, d.next_change_ms);
-  return std::chrono::milliseconds(ms);
-}
-
-/// Keeps what a claim or re-scan answered about our windows.
-void note_windows(session_data& d, const claim_result& r) {
-  if (d.rules == nullptr)
-    return;
-  d.next_change_ms = r.outcome == claim_outcome::queued ? r.next_change_ms : -1;
-  d.st.windows = r.outcome == claim_outcome::queued && !r.windows.empty()
-                   ? windows_json(*d.rules, r.windows)
-                   : std::string{};
-}
-
-/// A partner of ours: the avoid rule keeps the newest ones.
-void note_partner(session_data& d, const std::string& partner) {
-  if (partner.empty() || partner == d.st.user)
-    return;
-  d.recent.erase(std::remove(d.recent.begin(), d.recent.end(), partner),
-                 d.recent.end());
-  d.recent.push_back(partner);
-  while (d.recent.size() > 32)
-    d.recent.pop_front();
-}
-
 bool terminal(session_phase p) {
   return p == session_phase::matched || p == session_phase::cancelled
          || p == session_phase::failed || p == session_phase::timed_out;
@@ -398,8 +354,7 @@ void begin_join(ses_ptr self, join_request& r, state_promise rp) {
       "ticket must be 1..128 bytes of [A-Za-z0-9._:@-]"));
     return;
   }
-  // A queue with rules: the attributes must fit its declarations (checked
-  // before anything changes).
+  // Rules: the attributes must fit the queue's declarations, checked first.
   const rule_set* rules = nullptr;
   checked_attrs checked{r.attrs, {}};
   if (d.cfg.rules) {
@@ -546,11 +501,10 @@ session_actor::behavior_type queued_b(ses_ptr self) {
             auto& d = self->state;
             if (gen != d.gen)
               return;
-            if (r.outcome == claim_outcome::queued) {
-              auto before = d.st.windows;
-              note_windows(d, r);
+            if (auto before = d.st.windows; r.outcome == claim_outcome::queued) {
+              note_windows(d, r); // the ticket's state shows its windows
               if (d.st.windows != before)
-                publish(self); // the ticket's state shows its windows
+                publish(self);
             }
             if (!r.partner.node.empty()
                 && r.outcome == claim_outcome::claimed_by_other)

@@ -4,6 +4,7 @@
 // holds the behaviours and the join/claim path, actors/session_cancel.cpp
 // the cancel and give-up path). Internal: include only from those two.
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <set>
@@ -96,6 +97,16 @@ using ses_ptr = session_actor::stateful_pointer<session_data>;
 
 /// The store's view of our join (the claim and re-scan argument).
 ticket_spec spec_of(const session_data& d);
+
+/// When a waiting ticket looks again: every heartbeat, and on a queue with
+/// rules also when its windows change (actors/session_rules.cpp).
+std::chrono::milliseconds next_look(const session_data& d);
+
+/// Keeps what a claim or re-scan answered about our windows.
+void note_windows(session_data& d, const claim_result& r);
+
+/// A partner of ours: the avoid rule keeps the newest ones.
+void note_partner(session_data& d, const std::string& partner);
 
 /// True for the phases a join ends in.
 bool terminal(session_phase p);
