@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "core/utf8.hpp"
+
 namespace mm {
 
 const char* to_string(claim_outcome x) noexcept {
@@ -124,6 +126,11 @@ std::string check_spec(const ticket_spec& spec) {
     return err;
   if (spec.attrs.size() > max_attrs)
     return "attrs is longer than " + std::to_string(max_attrs) + " bytes";
+  // What the match stores refuse when the ticket is matched: taken into the
+  // queue, such a ticket would spoil every pair it is claimed into (the
+  // commit refused, the ticket requeued at the head).
+  if (spec.attrs.find('\0') != std::string::npos || !valid_utf8(spec.attrs))
+    return "attrs must be UTF-8 without NUL";
   return {};
 }
 
