@@ -126,9 +126,10 @@ std::string check_spec(const ticket_spec& spec) {
     return err;
   if (spec.attrs.size() > max_attrs)
     return "attrs is longer than " + std::to_string(max_attrs) + " bytes";
-  // What the match stores refuse when the ticket is matched: taken into the
-  // queue, such a ticket would spoil every pair it is claimed into (the
-  // commit refused, the ticket requeued at the head).
+  // UTF-8 without NUL: what the match stores take. They refuse it only when
+  // the ticket is matched; taken into the queue, such a ticket would spoil
+  // every pair it is claimed into (the commit refused, the ticket requeued
+  // at the head).
   if (spec.attrs.find('\0') != std::string::npos || !valid_utf8(spec.attrs))
     return "attrs must be UTF-8 without NUL";
   return {};

@@ -27,8 +27,7 @@ constexpr uint32_t max_hold_ms = 600000;
 /// Returns an empty string when valid, else what is wrong.
 std::string check_queue(const std::string& queue);
 
-/// Checks every field of a spec (attrs: at most 4096 bytes of UTF-8
-/// without NUL, what the match stores take); empty when valid.
+/// Checks every field of a spec; empty when valid.
 std::string check_spec(const ticket_spec& spec);
 
 /// The five keys of a queue, all under the hash tag `{queue}`.
