@@ -13,7 +13,9 @@
 # FUZZ_MAX_LEN (libFuzzer -max_len, default 16384: matchd's --max-body),
 # FUZZ_ENGINE_LIB (a prebuilt libmm_engine.a, e.g. build/libmm_engine.a of
 # the g++ build: the actors are then linked uninstrumented, which halves the
-# build on a busy machine; default: built instrumented here).
+# build on a busy machine; default: built instrumented here),
+# FUZZ_MODEL_ENGINE=ON (http and body over a model of the engine without
+# CAF, tests/fuzz/engine_model.cpp: minutes instead of the actors' build).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,7 +31,8 @@ echo "# configuring $build (clang-14, ASan + UBSan + libFuzzer)" >&2
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-  -DMM_BUILD_BENCH=OFF -DMM_FUZZ=ON "-DMM_FUZZ_ENGINE_LIB=${FUZZ_ENGINE_LIB:-}" >/dev/null
+  -DMM_BUILD_BENCH=OFF -DMM_FUZZ=ON "-DMM_FUZZ_ENGINE_LIB=${FUZZ_ENGINE_LIB:-}" \
+  "-DMM_FUZZ_MODEL_ENGINE=${FUZZ_MODEL_ENGINE:-OFF}" >/dev/null
 bins=""
 for t in $targets; do bins="$bins fuzz_$t"; done
 # shellcheck disable=SC2086
@@ -39,7 +42,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 echo "# bench/run fuzz: $(date -u +%FT%TZ), commit $(git -C "$root" rev-parse --short HEAD),"\
 " $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), ${seconds}s per target,"\
-" $(clang++-14 --version | head -1), actors: ${FUZZ_ENGINE_LIB:-instrumented}"
+" $(clang++-14 --version | head -1), engine: $([ "${FUZZ_MODEL_ENGINE:-OFF}" = ON ] && echo model || echo "real, actors ${FUZZ_ENGINE_LIB:-instrumented}")"
 total=0
 for t in $targets; do
   work=$out/$t

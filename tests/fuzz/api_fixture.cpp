@@ -5,13 +5,8 @@
 #include <memory>
 #include <set>
 
-#include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/engine.hpp"
-#include "app/engine_bridge.hpp"
-#include "app/hub.hpp"
-#include "messages/type_ids.hpp"
 
 namespace mm::fuzz {
 
@@ -19,42 +14,9 @@ namespace {
 
 using json = nlohmann::json;
 
-struct node {
-  node() {
-    register_types(cfg);
-    cfg.set("scheduler.max-threads", size_t{2});
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    sys = std::make_unique<caf::actor_system>(cfg);
-    engine_config ec;
-    ec.broker.queues = {"default", "voice"};
-    // Sessions end by themselves soon, so the corpus's users can match again.
-    ec.lifecycle.max_session_s = 1;
-    auto started = engine::start(*sys, ec);
-    if (!started)
-      fail("engine::start: " + started.error().detail, "");
-    eng = *started;
-    events = std::make_shared<hub>();
-    bridge = engine_bridge::make(*sys, eng, events, bridge_config{});
-    auto ctx = std::make_shared<api_context>();
-    ctx->secret = secret;
-    ctx->events = events;
-    ctx->metrics_text = [] { return std::string{"# metrics\n"}; };
-    ctx->ready = [](std::string&) { return true; };
-    ctx->queues = {"default", "voice"};
-    r = std::make_unique<api_router>(ctx, bridge);
-  }
-
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::shared_ptr<engine> eng;
-  std::shared_ptr<hub> events;
-  std::shared_ptr<engine_bridge> bridge;
-  std::unique_ptr<api_router> r;
-};
-
 // Never destroyed: libFuzzer and the replay main leave with exit() while the
-// actor system's threads run; a reachable global is no leak to ASan.
-node* the_node = nullptr;
+// engine's threads run; a reachable global is no leak to ASan.
+api_router* the_router = nullptr;
 
 /// The error names of docs/api.md: the engine's (core/errc.hpp) and the
 /// front door's own.
@@ -70,9 +32,16 @@ bool named_error(const std::string& name) {
 } // namespace
 
 const api_router& router() {
-  if (the_node == nullptr)
-    the_node = new node;
-  return *the_node->r;
+  if (the_router == nullptr) {
+    auto ctx = std::make_shared<api_context>();
+    ctx->secret = secret;
+    ctx->metrics_text = [] { return std::string{"# metrics\n"}; };
+    ctx->ready = [](std::string&) { return true; };
+    ctx->queues = {"default", "voice"};
+    auto port = make_port(ctx);
+    the_router = new api_router(ctx, std::move(port));
+  }
+  return *the_router;
 }
 
 api_reply ask(const std::string& method, const std::string& target,

@@ -1,16 +1,23 @@
 #pragma once
 
-// What the front-door targets share: matchd's router over a real engine
-// (embedded queue store, in-memory match store: the node matchd runs without
-// --redis/--postgres), started once per process, and the checks every answer
-// must pass. No CAF here; api_fixture.cpp holds the actor system.
+// What the front-door targets share: matchd's router over an engine port,
+// made once per process, and the checks every answer must pass. The port is
+// the real engine (engine_real.cpp: embedded queue store, in-memory match
+// store, as matchd runs without --redis/--postgres) or, with
+// MM_FUZZ_MODEL_ENGINE, a model without CAF (engine_model.cpp) for a quick
+// build. No CAF here.
 
+#include <memory>
 #include <string>
 
 #include "app/api.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 namespace mm::fuzz {
+
+/// The engine behind the router (engine_real.cpp or engine_model.cpp);
+/// `ctx` is the router's, the port may set its hub.
+std::shared_ptr<engine_port> make_port(const std::shared_ptr<api_context>& ctx);
 
 /// The router of the process's one node (queues "default" and "voice"
 /// declared). Started on first use.
