@@ -28,7 +28,10 @@ def anchors(design):
 def files(root, patterns):
     for pat in patterns:
         for f in root.rglob(pat):
-            if not SKIP_DIRS.intersection(f.relative_to(root).parts):
+            parts = f.relative_to(root).parts
+            # Build trees: build/ and its siblings (build-fuzz/ of bench/run
+            # fuzz, ...), as in .gitignore.
+            if not SKIP_DIRS.intersection(parts) and not parts[0].startswith("build"):
                 yield f
 
 
