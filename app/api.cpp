@@ -352,6 +352,10 @@ ws_admission api_router::admit_ws(const std::string& target,
     res.refusal = error(403, "forbidden", "a token acts only as its own user");
     return res;
   }
+  if (!valid_api_id(check.user)) { // as for every other route
+    res.refusal = bad_id("user");
+    return res;
+  }
   res.ok = true;
   res.user = check.user;
   return res;
@@ -544,8 +548,11 @@ void api_router::serve(const std::string& method, const std::string& target,
       reply(bad_id("ticket"));
       return;
     }
-    if (attrs.size() > 4096) {
-      reply(error(400, "invalid_argument", "attrs: at most 4096 bytes"));
+    // JSON strings are UTF-8, but "\u0000" is a NUL, which the match store
+    // refuses when the ticket is matched (queue_codec.hpp).
+    if (attrs.size() > 4096 || attrs.find('\0') != std::string::npos) {
+      reply(error(400, "invalid_argument",
+                  "attrs: at most 4096 bytes, without NUL"));
       return;
     }
     uint32_t give_up_after_s = 0;

@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include "app/http_request.hpp"
 #include "app/server_core.hpp"
 #include "app/ws_session.hpp"
 #include "core/log_limit.hpp"
@@ -29,14 +30,6 @@ using tcp = asio::ip::tcp;
 auto http_log() {
   static auto lg = logger("http");
   return lg;
-}
-
-/// True for the parser's refusals of what was sent (not for timeouts,
-/// resets, or the stream ending between requests).
-bool malformed(const beast::error_code& ec) {
-  return ec.category() == http::make_error_code(http::error::bad_target).category()
-         && ec != http::error::end_of_stream && ec != http::error::partial_message
-         && ec != http::error::need_more && ec != http::error::need_buffer;
 }
 
 // -- HTTP: one per connection ----------------------------------------------------
@@ -90,8 +83,7 @@ bool http_session::take_token() {
 
 void http_session::do_read() {
   parser_.emplace();
-  parser_->header_limit(static_cast<uint32_t>(core_->limits.max_header));
-  parser_->body_limit(core_->limits.max_body);
+  front::bound(*parser_, core_->limits);
   handed_off_ = false;
   stream_.expires_after(std::chrono::milliseconds(core_->limits.idle_timeout_ms));
   http::async_read(stream_, buffer_, *parser_,
@@ -130,38 +122,19 @@ void http_session::serve(beast::error_code ec) {
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     return;
   }
-  if (ec == http::error::body_limit) {
-    respond(api_router::error(413, "body_too_large",
-                              "the body exceeds "
-                                + std::to_string(core_->limits.max_body)
-                                + " bytes"),
-            false);
-    return;
-  }
-  if (ec == http::error::header_limit) {
-    respond(api_router::error(431, "headers_too_large",
-                              "the request head exceeds "
-                                + std::to_string(core_->limits.max_header)
-                                + " bytes"),
-            false);
-    return;
-  }
-  if (ec && malformed(ec)) {
-    respond(api_router::error(400, "malformed_request",
-                              "not an HTTP/1.1 request: " + ec.message()),
-            false);
+  if (auto refusal = front::read_refusal(ec, core_->limits)) {
+    respond(std::move(*refusal), false);
     return;
   }
   if (ec)
     return; // timeout, reset, a half-sent request: drop the connection
   auto req = parser_->release();
-  auto auth = std::string{req[http::field::authorization]};
-  auto target = std::string{req.target()};
-  if (websocket::is_upgrade(req)) {
-    upgrade(std::move(req), target, auth);
+  auto in = front::to_routed(req);
+  if (in.upgrade) {
+    upgrade(std::move(req), in.target, in.authorization);
     return;
   }
-  auto keep_alive = req.keep_alive();
+  auto keep_alive = in.keep_alive;
   if (!take_token()) {
     ++core_->stats.rate_limited;
     respond(api_router::error(429, "rate_limited",
@@ -177,7 +150,7 @@ void http_session::serve(beast::error_code ec) {
   stream_.expires_never();
   handed_off_ = true;
   core_->router->handle(
-    std::string{req.method_string()}, target, auth, req.body(),
+    in.method, in.target, in.authorization, in.body,
     [self = shared_from_this(), keep_alive](api_reply r) {
       asio::post(self->stream_.get_executor(),
                  [self, keep_alive, r = std::move(r)]() mutable {

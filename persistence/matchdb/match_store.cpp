@@ -3,6 +3,8 @@
 
 #include "persistence/matchdb/match_store.hpp"
 
+#include "core/utf8.hpp"
+
 #include <cstdio>
 #include <exception>
 #include <random>
@@ -219,47 +221,6 @@ constexpr size_t max_queue_len = 64;
 constexpr size_t max_id_len = 128;
 constexpr size_t max_ticket_len = 300; // store tickets (core/ticket_id.hpp)
 constexpr size_t max_attrs_len = 4096;
-
-/// Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF): what
-/// PostgreSQL accepts in a UTF8 database, so both stores refuse the same.
-bool valid_utf8(const std::string& s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n)
-      return false;
-    for (size_t k = 1; k < len; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80)
-        return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800)
-        || (len == 4 && cp < 0x10000) || cp > 0x10FFFF
-        || (cp >= 0xD800 && cp <= 0xDFFF))
-      return false;
-    i += len;
-  }
-  return true;
-}
 
 bool has_control(const std::string& s) {
   for (auto ch : s) {

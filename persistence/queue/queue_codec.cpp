@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "core/utf8.hpp"
+
 namespace mm {
 
 const char* to_string(claim_outcome x) noexcept {
@@ -127,6 +129,12 @@ std::string check_spec(const ticket_spec& spec) {
   if (spec.rules.size() > 1024 || spec.rk.size() > 2048
       || spec.avoid.size() > 4096)
     return "rules, rule values or avoid list too long";
+  // UTF-8 without NUL: what the match stores take. They refuse it only when
+  // the ticket is matched; taken into the queue, such a ticket would spoil
+  // every pair it is claimed into (the commit refused, the ticket requeued
+  // at the head).
+  if (spec.attrs.find('\0') != std::string::npos || !valid_utf8(spec.attrs))
+    return "attrs must be UTF-8 without NUL";
   return {};
 }
 

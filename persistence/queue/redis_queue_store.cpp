@@ -7,6 +7,7 @@
 #include "core/log_limit.hpp"
 #include "core/logger.hpp"
 #include "persistence/queue/queue_store.hpp"
+#include "persistence/queue/redis_reply.hpp"
 
 #include <algorithm>
 #include <array>
@@ -155,6 +156,8 @@ bool convert(const redisReply& r, store_value& v) {
   }
 }
 
+} // namespace
+
 store_reply to_store_reply(const redisReply& r) {
   store_reply out;
   if (!convert(r, out.value)) {
@@ -165,6 +168,8 @@ store_reply to_store_reply(const redisReply& r) {
   }
   return out;
 }
+
+namespace {
 
 bool is_noscript(const redisReply& r) {
   return r.type == REDIS_REPLY_ERROR && r.len >= 8
