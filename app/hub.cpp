@@ -8,8 +8,11 @@ event_sink::~event_sink() {
   // nop
 }
 
-hub::hub(size_t backlog_limit, std::chrono::seconds backlog_ttl)
-  : backlog_limit_(backlog_limit), backlog_ttl_(backlog_ttl) {
+hub::hub(size_t backlog_limit, std::chrono::seconds backlog_ttl,
+         std::chrono::milliseconds presence_ttl)
+  : backlog_limit_(backlog_limit),
+    backlog_ttl_(backlog_ttl),
+    presence_ttl_(presence_ttl) {
   // nop
 }
 
@@ -98,9 +101,10 @@ void hub::prune() {
     auto& e = i->second;
     while (!e.backlog.empty() && now - e.backlog.front().first > backlog_ttl_)
       e.backlog.pop_front();
-    // Keep the last sign of life as long as a presence check may ask.
+    // Keep the last sign of life as long as a presence check may ask;
+    // longer would hold rate x TTL entries for users long gone.
     if (e.sinks.empty() && e.backlog.empty()
-        && now - e.last_seen > backlog_ttl_)
+        && now - e.last_seen > presence_ttl_)
       i = users_.erase(i);
     else
       ++i;
@@ -110,6 +114,11 @@ void hub::prune() {
 size_t hub::sinks() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return sink_count_;
+}
+
+size_t hub::users() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return users_.size();
 }
 
 } // namespace mm

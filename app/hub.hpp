@@ -31,8 +31,14 @@ class hub {
 public:
   using clock = std::chrono::steady_clock;
 
+  /// `presence_ttl`: how long an entry with no WebSocket and no backlog
+  /// keeps the user's last sign of life. The presence check (matchd's
+  /// `--client-ttl`) treats a user unseen for longer as gone, which is what
+  /// it answers for a user it has no entry for: pass at least that.
   explicit hub(size_t backlog_limit = 64,
-               std::chrono::seconds backlog_ttl = std::chrono::seconds{300});
+               std::chrono::seconds backlog_ttl = std::chrono::seconds{300},
+               std::chrono::milliseconds presence_ttl
+               = std::chrono::milliseconds{30000});
 
   /// Adds `sink` to `user`'s sinks and pushes the user's backlog to it
   /// (then clears it), then calls the attach hook (if any). Counts as a
@@ -63,12 +69,16 @@ public:
   /// for a user never seen).
   clock::duration idle(const std::string& user) const;
 
-  /// Drops backlogs older than the TTL and entries with nothing left.
-  /// Idempotent.
+  /// Drops backlogs older than the TTL, and entries with no WebSocket, no
+  /// backlog and no sign of life within `presence_ttl` (a user served costs
+  /// the hub nothing after that). Idempotent.
   void prune();
 
   /// Open WebSockets right now.
   size_t sinks() const;
+
+  /// Users the hub keeps an entry for right now.
+  size_t users() const;
 
 private:
   struct entry {
@@ -81,6 +91,7 @@ private:
   std::function<void(const std::string&)> on_attach_;
   size_t backlog_limit_;
   clock::duration backlog_ttl_;
+  clock::duration presence_ttl_;
   mutable std::mutex mtx_;
   std::unordered_map<std::string, entry> users_;
   size_t sink_count_ = 0;

@@ -15,7 +15,6 @@
 #include <mutex>
 #include <thread>
 
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -31,6 +30,7 @@
 #include "app/console_stats.hpp"
 #include "app/depth_lease.hpp"
 #include "app/engine_bridge.hpp"
+#include "app/heap.hpp"
 #include "app/http_server.hpp"
 #include "app/hub.hpp"
 #include "app/matchd_config.hpp"
@@ -39,6 +39,19 @@
 #include "core/logger.hpp"
 
 using namespace mm;
+
+#ifdef MM_JEMALLOC
+// jemalloc's options, read at its first allocation (MALLOC_CONF in the
+// environment is applied on top). A background thread hands pages freed
+// after a peak back to the system within about a second (dirty pages) and
+// at once after that (no muzzy stage: MADV_FREE'd pages would still count
+// in the RSS until the kernel is short of memory), so the node's RSS
+// follows what it holds now (docs/matchd.md, "Memory").
+extern "C" {
+const char* malloc_conf
+  = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+}
+#endif
 
 namespace {
 
@@ -115,7 +128,7 @@ private:
         // Users come and go by the million: the heap's free pages go back
         // to the system, so the node's RSS follows what it holds now, not
         // the most it ever held (docs/matchd.md, --trim-interval).
-        malloc_trim(0);
+        heap_release();
         next_trim_ = clock::now() + trim_every_;
       }
       guard.lock();
@@ -392,7 +405,10 @@ int run(const matchd_config& mc) {
     }}.detach();
   }
 
-  auto events = std::make_shared<hub>();
+  // The hub keeps a user's last sign of life only as long as the presence
+  // check (--client-ttl) reads it.
+  auto events = std::make_shared<hub>(
+    64, std::chrono::seconds{300}, std::chrono::milliseconds(mc.client_ttl_ms));
   bool console_on = !mc.console_token.empty() || !mc.demo_queue.empty();
   // The console's counters cost a few atomics per join and match; a node
   // without the console keeps none.

@@ -1,7 +1,8 @@
 #include "app/metrics_text.hpp"
 
+#include "app/heap.hpp"
+
 #include <limits>
-#include <malloc.h>
 #include <mutex>
 
 #include <prometheus/collectable.h>
@@ -242,15 +243,13 @@ public:
     {
       // The heap as malloc sees it: RSS that grows while `in use` stays
       // flat is free memory the allocator keeps, not something held.
-      auto mi = mallinfo2();
+      auto heap = heap_now();
       out.push_back(scalar("mm_heap_in_use_bytes",
-                           "Heap bytes allocated and not freed (mallinfo2)",
-                           MetricType::Gauge,
-                           static_cast<double>(mi.uordblks + mi.hblkhd)));
+                           "Heap bytes allocated and not freed",
+                           MetricType::Gauge, static_cast<double>(heap.in_use)));
       out.push_back(scalar("mm_heap_free_bytes",
-                           "Heap bytes free inside the allocator's arenas",
-                           MetricType::Gauge,
-                           static_cast<double>(mi.fordblks)));
+                           "Heap bytes the allocator keeps beyond those in use",
+                           MetricType::Gauge, static_cast<double>(heap.free)));
     }
     if (auto srv = srv_.load()) {
       auto& s = srv->stats();

@@ -28,6 +28,11 @@ soak_retention=${SOAK_RETENTION:-30}
 # matchctl stops starting users after this many seconds (0: no bound).
 soak_max_s=${SOAK_MAX_S:-3600}
 soak_secret="bench-soak-secret-0123456789"
+# matchctl's --settle-ms; it is also its stall bound (no cycle done for that
+# long with every slot taken ends the starting). On a machine shared by
+# many jobs the first wave of users, which all end their last cycle at about
+# the same time, can take longer than 10 s to leave: raise it there.
+soak_settle_ms=${SOAK_SETTLE_MS:-10000}
 # Top statements by PostgreSQL time to print after each part (0: none). The
 # private cluster then loads pg_stat_statements (with planning time), which
 # costs a little CPU itself: compare runs with the same setting.
@@ -142,7 +147,7 @@ soak_load() {
   exec "$build/app/matchctl" load --url "http://127.0.0.1:$soak_mport" \
     --secret "$soak_secret" --threads 2 --abrupt-close --connections 64 \
     --rate 0 --concurrency "$soak_concurrency" --queues "$soak_queues" \
-    --cancel-rate "$soak_cancel_rate" --settle-ms 10000 "$@"
+    --cancel-rate "$soak_cancel_rate" --settle-ms "$soak_settle_ms" "$@"
 }
 
 # field KEY LINE: the value of KEY=... in LINE.

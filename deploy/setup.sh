@@ -10,7 +10,7 @@ packages=(
   build-essential cmake pkg-config git
   libcaf-dev libcaf-openssl0.17 libhiredis-dev libpq-dev libspdlog-dev libfmt-dev
   liblua5.1-0-dev libboost-dev nlohmann-json3-dev libcli11-dev
-  libssl-dev prometheus-cpp-dev libgtest-dev
+  libssl-dev prometheus-cpp-dev libgtest-dev libjemalloc-dev
   redis-server redis-tools postgresql postgresql-contrib faketime python3 curl
   openssl iproute2 procps
   chromium python3-yaml python3-jwt libsystemd-dev systemd prometheus
