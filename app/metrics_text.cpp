@@ -194,19 +194,10 @@ public:
                 "(docs/rules.md)";
     dist.type = MetricType::Histogram;
     for (auto& [key, dh] : m_->pair_distances()) {
-      ClientMetric cm;
+      auto cm = histogram_metric(distance_histogram::bounds, dh.buckets.data(),
+                                 dh.sum);
       cm.label.push_back({"queue", key.first});
       cm.label.push_back({"attribute", key.second});
-      uint64_t total = 0;
-      for (size_t i = 0; i < distance_histogram::bounds.size(); ++i) {
-        total += dh.buckets[i];
-        cm.histogram.bucket.push_back({total, distance_histogram::bounds[i]});
-      }
-      total += dh.buckets.back();
-      cm.histogram.bucket.push_back(
-        {total, std::numeric_limits<double>::infinity()});
-      cm.histogram.sample_count = total;
-      cm.histogram.sample_sum = dh.sum;
       dist.metric.push_back(std::move(cm));
     }
     out.push_back(std::move(dist)); // no series without rules

@@ -110,7 +110,7 @@ else
               avoid = split(avoid, ',')}
   local PAGE = 8
   local cursors = {}
-  for _, c in ipairs(search_cells(rules, me.vals, own_wait)) do
+  for _, c in ipairs(cells_of(rules, me.vals, own_wait, true)) do
     local page = redis.call('ZRANGEBYLEX', K_IDX, '[' .. c .. ':',
                             '(' .. c .. ';', 'LIMIT', 0, PAGE)
     if #page > 0 then

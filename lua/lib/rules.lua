@@ -157,8 +157,12 @@ local function product(lists)
   return cells
 end
 
--- The cells a waiting ticket is indexed under (membership).
-local function member_cells(rules, vals, wait)
+-- The index cells of a ticket: as a waiter (`search` false: the cells it
+-- is filed under, one band) or as a claimer (`search` true: the cells it
+-- must look in, every band its window covers). Its equal values and list
+-- values, plus '*' where that rule has relaxed for it, are the same in
+-- both; so every compatible waiter is in a cell its claimer reads.
+local function cells_of(rules, vals, wait, search)
   local lists = {}
   for i, r in ipairs(rules) do
     if r.kind == 'e' or (r.kind == 'o' and r.index) then
@@ -166,22 +170,8 @@ local function member_cells(rules, vals, wait)
       if relaxed(r, wait) then comps[#comps + 1] = '*' end
       lists[#lists + 1] = comps
     elseif r.kind == 'd' and r.band > 0 then
-      lists[#lists + 1] = {'b' .. num(math.floor(tonumber(vals[i]) / r.band))}
-    end
-  end
-  return product(lists)
-end
-
--- The cells a claimer must look in: every compatible waiter is in one.
-local function search_cells(rules, vals, wait)
-  local lists = {}
-  for i, r in ipairs(rules) do
-    if r.kind == 'e' or (r.kind == 'o' and r.index) then
-      local comps = r.kind == 'e' and {vals[i]} or split(vals[i], ',')
-      if relaxed(r, wait) then comps[#comps + 1] = '*' end
-      lists[#lists + 1] = comps
-    elseif r.kind == 'd' and r.band > 0 then
-      local v, w = tonumber(vals[i]), window(r, wait)
+      local v = tonumber(vals[i])
+      local w = search and window(r, wait) or 0
       local comps = {}
       for b = math.floor((v - w) / r.band), math.floor((v + w) / r.band) do
         comps[#comps + 1] = 'b' .. num(b)
@@ -200,7 +190,7 @@ end
 index_add = function(rec, now)
   if not rec.rs or rec.rs == '' then return end
   local rules = parse_rules(rec.rs)
-  local cells = member_cells(rules, split(rec.rk, '|'), now - rec.since)
+  local cells = cells_of(rules, split(rec.rk, '|'), now - rec.since, false)
   for _, c in ipairs(cells) do
     redis.call('ZADD', K_IDX, 0, index_member(c, rec.score, rec.ticket))
   end
