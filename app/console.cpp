@@ -239,7 +239,7 @@ std::string console_routes::stats_json() const {
     json q{{"name", name}};
     auto d = depths.find(name);
     q["depth"] = d == depths.end() ? 0 : d->second;
-    std::array<uint64_t, wait_histogram::bounds_s.size() + 1> buckets{};
+    std::array<uint64_t, console_wait_histogram::bounds_s.size() + 1> buckets{};
     uint64_t joins = 0, matched = 0, ended = 0, sum_us = 0;
     if (auto c = counted.find(name); c != counted.end()) {
       auto& s = *c->second;
@@ -283,7 +283,7 @@ std::string console_routes::stats_json() const {
   }
   json out{{"node", std::move(node)},
            {"demo_queue", s_.demo_queue},
-           {"time_to_match_bounds_s", wait_histogram::bounds_s},
+           {"time_to_match_bounds_s", console_wait_histogram::bounds_s},
            {"queues", std::move(queues)}};
   return text(out);
 }

@@ -2,7 +2,7 @@
 
 namespace mm {
 
-void wait_histogram::observe(std::chrono::nanoseconds wait) noexcept {
+void console_wait_histogram::observe(std::chrono::nanoseconds wait) noexcept {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(wait).count();
   if (us < 0)
     us = 0;
@@ -31,7 +31,7 @@ std::map<std::string, std::shared_ptr<queue_console_stats>> console_stats::all()
   return queues_;
 }
 
-double quantile_s(const std::array<uint64_t, wait_histogram::bounds_s.size() + 1>& buckets,
+double quantile_s(const std::array<uint64_t, console_wait_histogram::bounds_s.size() + 1>& buckets,
                   double q) {
   uint64_t total = 0;
   for (auto n : buckets)
@@ -40,7 +40,7 @@ double quantile_s(const std::array<uint64_t, wait_histogram::bounds_s.size() + 1
     return 0;
   auto rank = q * static_cast<double>(total);
   uint64_t below = 0;
-  const auto& b = wait_histogram::bounds_s;
+  const auto& b = console_wait_histogram::bounds_s;
   for (size_t i = 0; i < buckets.size(); ++i) {
     if (buckets[i] == 0)
       continue;

@@ -18,7 +18,7 @@
 namespace mm {
 
 /// A fixed-bucket histogram of waits (time to match), thread-safe.
-class wait_histogram {
+class console_wait_histogram {
 public:
   /// Upper bounds of the buckets in seconds; the last bucket is +Inf.
   static constexpr std::array<double, 15> bounds_s
@@ -46,7 +46,7 @@ struct queue_console_stats {
   std::atomic<uint64_t> joins{0};       ///< joins this node's users made
   std::atomic<uint64_t> matched{0};     ///< this node's users matched
   std::atomic<uint64_t> ended{0};       ///< their sessions ended
-  wait_histogram time_to_match;         ///< join -> match.created
+  console_wait_histogram time_to_match;         ///< join -> match.created
 };
 
 class console_stats {
@@ -73,7 +73,7 @@ private:
 /// The `q` quantile (0..1) of the counts in `buckets` (one per bound plus
 /// +Inf), interpolated inside its bucket; 0 when there is nothing. A
 /// quantile in the +Inf bucket answers the last bound.
-double quantile_s(const std::array<uint64_t, wait_histogram::bounds_s.size() + 1>& buckets,
+double quantile_s(const std::array<uint64_t, console_wait_histogram::bounds_s.size() + 1>& buckets,
                   double q);
 
 } // namespace mm

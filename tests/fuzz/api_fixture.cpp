@@ -25,7 +25,10 @@ bool named_error(const std::string& name) {
     "missing_token",     "malformed_token",   "expired_token",
     "bad_signature",     "unknown_route",     "method_not_allowed",
     "malformed_json",    "body_too_large",    "headers_too_large",
-    "malformed_request", "rate_limited",      "too_many_websockets"};
+    "malformed_request", "rate_limited",      "too_many_websockets",
+    "oversized_token",   "unsupported_algorithm", "token_not_yet_valid",
+    "wrong_audience",    "wrong_issuer",      "disabled_token_format",
+    "bad_console_token", "demo_off"};
   return front.count(name) > 0 || errc_from_string(name) != errc::none;
 }
 
@@ -34,7 +37,7 @@ bool named_error(const std::string& name) {
 const api_router& router() {
   if (the_router == nullptr) {
     auto ctx = std::make_shared<api_context>();
-    ctx->secret = secret;
+    ctx->tokens.secrets = {secret};
     ctx->metrics_text = [] { return std::string{"# metrics\n"}; };
     ctx->ready = [](std::string&) { return true; };
     ctx->queues = {"default", "voice"};
