@@ -157,13 +157,7 @@ void console_routes::serve_asset(const std::string& method,
   for (const auto& a : console_assets)
     if (name == a.name)
       found = &a;
-  if (found == nullptr && name.find('/') == std::string::npos
-      && name.find("..") == std::string::npos) {
-    // A file name of the console's own that it does not have.
-    reply(api_router::error(404, "not_found", "no console file " + name));
-    return;
-  }
-  if (found == nullptr) { // a path that is no console file at all
+  if (found == nullptr) {
     not_here();
     return;
   }

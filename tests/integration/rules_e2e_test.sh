@@ -114,7 +114,9 @@ check(s == 200 and p["state"] == "queued", f"plain queue: {s} {p}")
 print("http checks passed")
 PY
 
-ex() { "$matchctl" explain --rules "$work/rules.json" --queue ranked "$@"; }
+ex() {
+  "$matchctl" --secret "$secret" explain --rules "$work/rules.json" --queue ranked "$@"
+}
 set +e
 out=$(ex --a '{"skill": 1000, "region": "eu"}' --b '{"skill": 1300, "region": "eu"}')
 rc=$?
