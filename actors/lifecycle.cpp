@@ -233,6 +233,10 @@ uint32_t ms_of(uint32_t seconds) {
     std::min<uint64_t>(uint64_t{seconds} * 1000, UINT32_MAX));
 }
 
+/// Expiry and prune statements one sweep runs at most of each (a statement
+/// takes up to `batch` rows of a kind): bounds a sweep's time on the worker.
+constexpr uint32_t max_sweep_rounds = 50;
+
 /// One sweep: end the sessions past `max_session_s`, then prune.
 void sweep(lc_ptr self) {
   auto& st = self->state;
@@ -251,22 +255,33 @@ void sweep(lc_ptr self) {
     self,
     [res, cfg](match_store& s) {
       if (cfg.max_session_s > 0) {
-        auto ended = s.expire_sessions(ms_of(cfg.max_session_s), cfg.batch);
-        if (!ended) {
-          res->err = ended.error();
-          res->what = "expiry";
-          return;
+        // As pruning below: until a batch comes back short.
+        for (uint32_t round = 0; round < max_sweep_rounds; ++round) {
+          auto ended = s.expire_sessions(ms_of(cfg.max_session_s), cfg.batch);
+          if (!ended) {
+            res->err = ended.error();
+            res->what = "expiry";
+            return;
+          }
+          res->ended += ended->size();
+          if (ended->size() < cfg.batch)
+            break;
         }
-        res->ended = ended->size();
       }
       if (cfg.retention_s > 0) {
-        auto pruned = s.prune(ms_of(cfg.retention_s), cfg.batch);
-        if (!pruned) {
-          res->err = pruned.error();
-          res->what = "pruning";
-          return;
+        // Until a batch comes back short: one batch a tick falls behind as
+        // soon as more rows a second are written than a batch holds.
+        for (uint32_t round = 0; round < max_sweep_rounds; ++round) {
+          auto pruned = s.prune(ms_of(cfg.retention_s), cfg.batch);
+          if (!pruned) {
+            res->err = pruned.error();
+            res->what = "pruning";
+            return;
+          }
+          res->pruned += pruned->outbox + pruned->sessions;
+          if (pruned->outbox < cfg.batch && pruned->sessions < cfg.batch)
+            break;
         }
-        res->pruned = pruned->outbox + pruned->sessions;
       }
     },
     [self, res] {

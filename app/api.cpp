@@ -317,6 +317,7 @@ unsigned api_router::status_of(errc code) noexcept {
     case errc::too_many_queues:
       return 409;
     case errc::store_unavailable:
+    case errc::store_auth_failed:
     case errc::shutting_down:
       return 503;
     default:

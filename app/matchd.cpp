@@ -367,6 +367,26 @@ int run(const matchd_config& mc) {
     ec.use_redis = true;
     ec.redis.host = mc.redis_host;
     ec.redis.port = mc.redis_port;
+    ec.redis.seeds = mc.redis_seeds;
+    ec.redis.cluster = mc.redis_cluster;
+    ec.redis.user = mc.redis_user;
+    ec.redis.password = mc.redis_password;
+    // Refused credentials are a configuration error, named now; a Redis
+    // that is not up yet is not (the node waits for it, /readyz says so).
+    auto probe = probe_redis(ec.redis);
+    if (!probe && probe.error().code == errc::store_auth_failed) {
+      lg->error("store_auth_failed: {}", probe.error().detail);
+      return 2;
+    }
+    if (probe)
+      lg->info("queue store: {}", probe->cluster
+                                    ? "redis cluster of "
+                                        + std::to_string(probe->primaries)
+                                        + " primaries"
+                                    : std::string{"one redis"});
+    else
+      lg->warn("queue store not reachable yet: {} ({})",
+               to_string(probe.error().code), probe.error().detail);
   }
   if (!mc.postgres.empty()) {
     ec.use_postgres = true;
@@ -434,6 +454,7 @@ int run(const matchd_config& mc) {
     o.command_timeout_ms = 500;
     o.max_attempts = 1;
     o.retry_delay_ms = 0;
+    o.failover_wait_ms = 500;
     probe_queue = make_redis_store(o);
   }
   // One node per queue exports its depth (docs/matchd.md, "Metrics").

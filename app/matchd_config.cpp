@@ -75,7 +75,18 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "(default: both)")
     ->delimiter(',');
   app.add_option("--redis", cfg.redis,
-                 "Redis host:port (default: the embedded queue store)");
+                 "Redis host:port (default: the embedded queue store); "
+                 "several comma separated: seeds of a Redis Cluster "
+                 "(docs/cluster.md)");
+  app.add_flag("--redis-cluster", cfg.redis_cluster,
+               "The --redis address is a Redis Cluster node (implied by "
+               "several addresses)");
+  app.add_option("--redis-user", cfg.redis_user,
+                 "Redis AUTH user (ACL; default: the default user)");
+  app.add_option("--redis-password-file", cfg.redis_password_file,
+                 "A file whose first line is the Redis AUTH password "
+                 "(or set MATCHD_REDIS_PASSWORD; never on the command "
+                 "line)");
   app.add_option("--postgres", cfg.postgres,
                  "PostgreSQL conninfo (default: in-memory persistence)");
   app.add_option("--node", cfg.node, "This node's id")->capture_default_str();
@@ -284,12 +295,56 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     }
   }
   if (!cfg.redis.empty()) {
-    auto r = cfg.redis;
-    if (r.compare(0, 8, "redis://") == 0)
-      r = r.substr(8);
-    if (!split_host_port(r, false, cfg.redis_host, cfg.redis_port))
-      complain("redis", "'" + cfg.redis + "' is not host:port");
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : cfg.redis + ",") {
+      if (c != ',') {
+        cur += c;
+        continue;
+      }
+      if (cur.compare(0, 8, "redis://") == 0)
+        cur = cur.substr(8);
+      if (!cur.empty())
+        parts.push_back(cur);
+      cur.clear();
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      std::string host;
+      uint16_t port = 0;
+      if (!split_host_port(parts[i], false, host, port)) {
+        complain("redis", "'" + parts[i] + "' is not host:port");
+      } else if (i == 0) {
+        cfg.redis_host = host;
+        cfg.redis_port = port;
+      } else {
+        cfg.redis_seeds.push_back(host + ":" + std::to_string(port));
+      }
+    }
+    if (parts.empty())
+      complain("redis", "no host:port given");
+    if (parts.size() > 1)
+      cfg.redis_cluster = true;
+  } else if (cfg.redis_cluster) {
+    complain("redis-cluster", "needs --redis");
   }
+  if (!cfg.redis_password_file.empty()) {
+    std::ifstream in(cfg.redis_password_file);
+    if (!in || !std::getline(in, cfg.redis_password)
+        || cfg.redis_password.empty())
+      complain("redis-password-file",
+               "cannot read a password from '" + cfg.redis_password_file
+                 + "'");
+    while (!cfg.redis_password.empty()
+           && (cfg.redis_password.back() == '\r'
+               || cfg.redis_password.back() == ' '))
+      cfg.redis_password.pop_back();
+  } else if (const char* pw = std::getenv("MATCHD_REDIS_PASSWORD");
+             pw != nullptr && *pw != '\0') {
+    cfg.redis_password = pw;
+  }
+  if (!cfg.redis_user.empty() && cfg.redis_password.empty())
+    complain("redis-user", "needs a password (--redis-password-file or "
+                           "MATCHD_REDIS_PASSWORD)");
   if (cfg.node.empty() || cfg.node.size() > 64)
     complain("node", "must be 1-64 bytes");
   static const char* levels[] = {"trace", "debug", "info",    "warn",

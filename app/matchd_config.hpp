@@ -23,7 +23,15 @@ struct matchd_config {
   uint32_t token_leeway_s = 30; ///< clock skew on a JWT's exp, nbf, iat
   /// Accepted token formats, "v1" and/or "jwt"; empty: both.
   std::vector<std::string> token_formats;
-  std::string redis;    ///< host:port; empty: the embedded queue store
+  /// host:port, or several comma separated (Redis Cluster seeds); empty:
+  /// the embedded queue store.
+  std::string redis;
+  bool redis_cluster = false; ///< a Redis Cluster even with one seed
+  std::string redis_user;     ///< AUTH user (ACL); empty: the default user
+  std::string redis_password_file; ///< AUTH password from this file
+  /// The AUTH password: from redis_password_file or $MATCHD_REDIS_PASSWORD.
+  /// Never logged, never printed, never on the command line.
+  std::string redis_password;
   std::string postgres; ///< libpq conninfo; empty: in-memory persistence
   std::string node = "node-1";
   std::string log_level = "info";
@@ -83,6 +91,7 @@ struct matchd_config {
   uint16_t listen_port = 0;
   std::string redis_host;
   uint16_t redis_port = 0;
+  std::vector<std::string> redis_seeds; ///< the other "host:port" given
 };
 
 /// The queue a node serves when its configuration names none.

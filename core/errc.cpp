@@ -9,7 +9,7 @@ constexpr const char* names[] = {
   "stale_token",    "in_flight",         "store_unavailable", "conflict",
   "protocol_error", "cancelled",         "shutting_down",     "forbidden",
   "in_session",     "timed_out",         "unknown_queue",     "too_many_queues",
-  "invalid_attribute", "invalid_rules",
+  "invalid_attribute", "invalid_rules",   "store_auth_failed",
 };
 
 } // namespace

@@ -30,6 +30,7 @@ enum class errc : uint8_t {
   invalid_attribute, ///< a join's attributes break its queue's declarations
                      ///< (docs/rules.md); nothing was changed
   invalid_rules,     ///< a rule configuration cannot be used (at start)
+  store_auth_failed, ///< the queue store refused the configured credentials
 };
 
 /// Returns the stable name of `x`, e.g. "duplicate_ticket".

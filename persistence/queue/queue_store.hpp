@@ -8,6 +8,7 @@
 
 #include "core/clock.hpp"
 #include "core/errc.hpp"
+#include "core/outcome.hpp"
 #include "mm_scripts.hpp" // generated from lua/: enum class script_id, sources
 
 namespace mm {
@@ -90,10 +91,37 @@ struct redis_options {
   uint32_t max_attempts = 3;
   /// Pause between reconnect attempts.
   uint32_t retry_delay_ms = 100;
+  /// AUTH: the ACL user (empty: the default user) and password (empty: no
+  /// AUTH). The password is never logged nor shown by describe().
+  std::string user;
+  std::string password;
+  /// Redis Cluster: `host:port` and `seeds` are where the slot map is first
+  /// asked for (CLUSTER SLOTS); each call then goes to the primary of its
+  /// first key's slot, following MOVED and ASK (docs/cluster.md).
+  bool cluster = false;
+  std::vector<std::string> seeds; ///< more "host:port" entry points
+  /// Cluster: how long a call keeps retrying while its slot has no
+  /// reachable primary (a failover in progress) before it fails with
+  /// `store_unavailable`.
+  uint32_t failover_wait_ms = 6000;
 };
 
-/// Returns a factory for Redis connections (hiredis).
+/// Returns a factory for Redis connections (hiredis): one Redis, or with
+/// `opts.cluster` a Redis Cluster. Connecting does not wait for the server.
 std::shared_ptr<queue_store_factory> make_redis_store(redis_options opts);
+
+/// What a first contact with the configured Redis found.
+struct redis_probe {
+  bool cluster = false;
+  size_t primaries = 1; ///< cluster: primaries in the slot map
+};
+
+/// Connects once (AUTH included) and, for a cluster, reads the slot map.
+/// Fails with `store_auth_failed` when the server refuses the credentials
+/// (or wants some and none are configured), `store_unavailable` when it
+/// cannot be reached, `protocol_error` for a cluster without a complete slot
+/// map. Idempotent; opens and closes its own connection.
+outcome<redis_probe> probe_redis(const redis_options& opts);
 
 /// Settings of the embedded store.
 struct embedded_options {

@@ -621,7 +621,7 @@ TEST_P(queue_conformance, cancel_and_claim_never_both_succeed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, queue_conformance,
-                         ::testing::Values("embedded", "redis"),
+                         ::testing::Values("embedded", "redis", "redis_cluster"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

@@ -401,7 +401,7 @@ TEST_P(rules_conformance, cancel_and_claim_never_both_succeed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, rules_conformance,
-                         ::testing::Values("embedded", "redis"),
+                         ::testing::Values("embedded", "redis", "redis_cluster"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

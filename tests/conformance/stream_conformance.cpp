@@ -130,7 +130,7 @@ TEST_P(stream_conformance, bad_trim_options_are_refused_and_change_nothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, stream_conformance,
-                         ::testing::Values("embedded", "redis"),
+                         ::testing::Values("embedded", "redis", "redis_cluster"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

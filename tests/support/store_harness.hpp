@@ -133,6 +133,18 @@ inline store_under_test make_store_under_test(const std::string& name) {
     s.advance = [](int64_t ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     };
+  } else if (name == "redis_cluster") {
+    auto seeds = redis_cluster_seeds();
+    redis_options opts;
+    opts.cluster = true;
+    auto colon = seeds.front().rfind(':');
+    opts.host = seeds.front().substr(0, colon);
+    opts.port = static_cast<uint16_t>(std::stoi(seeds.front().substr(colon + 1)));
+    opts.seeds.assign(seeds.begin() + 1, seeds.end());
+    s.factory = make_redis_store(opts);
+    s.advance = [](int64_t ms) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    };
   } else {
     throw std::runtime_error("unknown store " + name);
   }

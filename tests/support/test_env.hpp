@@ -10,6 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace mm::test {
 
@@ -31,6 +32,35 @@ inline std::string redis_dir() {
   if (dir == nullptr)
     throw std::runtime_error("MM_TEST_REDIS_DIR is not set: run through ctest");
   return dir;
+}
+
+/// The directory of the private Redis Cluster (tests/support/redis_cluster.sh).
+inline std::string redis_cluster_dir() {
+  const char* dir = std::getenv("MM_TEST_REDIS_CLUSTER_DIR");
+  if (dir == nullptr)
+    throw std::runtime_error(
+      "MM_TEST_REDIS_CLUSTER_DIR is not set: run through ctest");
+  return dir;
+}
+
+/// The node addresses of the private Redis Cluster, "127.0.0.1:P" each.
+inline std::vector<std::string> redis_cluster_seeds() {
+  std::ifstream in(redis_cluster_dir() + "/seeds");
+  std::string line;
+  std::vector<std::string> out;
+  if (!std::getline(in, line) || line.empty())
+    throw std::runtime_error("no seeds file in " + redis_cluster_dir());
+  std::string cur;
+  for (char c : line + ",") {
+    if (c == ',') {
+      if (!cur.empty())
+        out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
 }
 
 /// The directory of the private PostgreSQL (tests/support/postgres_server.sh).

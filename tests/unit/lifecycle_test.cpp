@@ -21,16 +21,22 @@ using namespace mm;
 
 namespace {
 
-engine_config lifecycle_engine_config(uint32_t max_session_s = 3600) {
+engine_config lifecycle_engine_config(uint32_t max_session_s = 3600,
+                                     uint32_t retention_s = 7 * 86400,
+                                     uint32_t batch = 1000) {
   auto cfg = sim::default_engine_config();
   cfg.lifecycle.max_session_s = max_session_s;
+  cfg.lifecycle.retention_s = retention_s;
+  cfg.lifecycle.batch = batch;
   cfg.lifecycle.sweep_ms = 0; // the test sends the sweep's tick itself
   return cfg;
 }
 
 struct fixture : sim::engine_fixture<> {
-  explicit fixture(uint32_t max_session_s = 3600)
-    : sim::engine_fixture<>(lifecycle_engine_config(max_session_s)) {
+  explicit fixture(uint32_t max_session_s = 3600,
+                   uint32_t retention_s = 7 * 86400, uint32_t batch = 1000)
+    : sim::engine_fixture<>(
+      lifecycle_engine_config(max_session_s, retention_s, batch)) {
     // nop
   }
 
@@ -253,6 +259,59 @@ CAF_TEST(a session past max_session_s ends by itself and frees both) {
   CAF_CHECK_EQUAL((*rec)->close_reason, "expired");
   CAF_CHECK_EQUAL(eng->metrics()->sessions_ended.load(), 1u);
   match("alice", "bob", "voice", "t-2");
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+namespace {
+
+/// Sessions end after 1 s, closed rows and delivered events are kept 1 s,
+/// and one prune statement takes at most 2 rows of a kind.
+struct small_prunes : fixture {
+  small_prunes() : fixture(1, 1, 2) {
+    // nop
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(prune_tests, small_prunes)
+
+// Found in the 1,000,000-lifecycle soak: one sweep a second pruned at most
+// one batch (1,000 rows) while ~1,200 events a second were written, so the
+// outbox grew with the users served (and expiry had the same bound). A sweep
+// now expires and prunes until a batch comes back short (bounded per tick).
+CAF_TEST(one sweep expires and prunes more than one batch) {
+  match("alice", "bob", "voice", "t-1");
+  match("carol", "dave", "voice", "t-1");
+  match("erin", "frank", "voice", "t-1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  auto ended_before = eng->metrics()->sessions_ended.load();
+  caf::anon_send(eng->lifecycle(), tick_atom_v); // the three sessions expire
+  sched.run();
+  advance(500); // their session.ended events are delivered
+  // All three in one sweep, though one statement ends at most 2.
+  CAF_CHECK_EQUAL(eng->metrics()->sessions_ended.load() - ended_before, 3u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  auto before = eng->metrics()->rows_pruned.load();
+  caf::anon_send(eng->lifecycle(), tick_atom_v);
+  sched.run();
+  advance(200);
+  auto first = eng->metrics()->rows_pruned.load() - before;
+  caf::anon_send(eng->lifecycle(), tick_atom_v);
+  sched.run();
+  advance(200);
+  auto second = eng->metrics()->rows_pruned.load() - before - first;
+  auto left = db()->prune(1000, 1000);
+  CAF_REQUIRE(left);
+  CAF_MESSAGE("first sweep " << first << ", second " << second << ", left "
+                             << left->outbox << " events, " << left->sessions
+                             << " sessions");
+  // More than one statement's batch (2 + 2) in the first sweep, nothing
+  // left over for the second.
+  CAF_CHECK_GREATER(first, 4u);
+  CAF_CHECK_EQUAL(second, 0u);
+  CAF_CHECK_EQUAL(left->outbox + left->sessions, 0u);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,27 @@
+#pragma once
+
+// The queue store on a Redis Cluster (internal to persistence/queue; users
+// call make_redis_store with redis_options::cluster).
+
+#include <memory>
+
+#include "persistence/queue/queue_store.hpp"
+#include "persistence/queue/redis_link.hpp"
+
+namespace mm {
+
+/// A factory whose stores route every call to the primary of its first
+/// key's slot: one link per primary, the calls of a batch pipelined per
+/// primary, MOVED (the map is read again) and ASK (ASKING + the call) followed,
+/// a failed-over primary's slots retried until the new primary answers or
+/// `failover_wait_ms` passes. Thread-safe; each store is used by one thread.
+std::shared_ptr<queue_store_factory> make_redis_cluster_store(redis_options opts);
+
+/// probe_redis for a cluster: AUTH and a complete slot map from a seed.
+outcome<redis_probe> probe_redis_cluster(const redis_options& opts);
+
+/// The link settings of `o` for one node (redis_queue_store.cpp).
+redis_link_options link_options(const redis_options& o, std::string host,
+                                uint16_t port);
+
+} // namespace mm

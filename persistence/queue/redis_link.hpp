@@ -1,0 +1,108 @@
+#pragma once
+
+// One synchronous connection to one Redis server (hiredis), shared by the
+// single-Redis store (redis_queue_store.cpp) and the cluster store, which
+// holds one per primary (redis_cluster_store.cpp). Internal to
+// persistence/queue: users get stores from make_redis_store().
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "persistence/queue/queue_store.hpp"
+
+struct redisContext;
+
+namespace mm {
+
+/// What a link connects to and how patiently.
+struct redis_link_options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 6379;
+  uint32_t connect_timeout_ms = 2000;
+  uint32_t command_timeout_ms = 5000;
+  uint32_t max_attempts = 3;   ///< per batch, after a dropped connection
+  uint32_t retry_delay_ms = 100;
+  std::string user;            ///< AUTH user; empty: the default user
+  std::string password;        ///< AUTH password; empty: no AUTH. Never logged
+  bool load_scripts = true;    ///< SCRIPT LOAD every script on connect
+};
+
+/// One entry of a batch: a script call or a plain command, optionally after
+/// ASKING (a Redis Cluster ASK redirect: this one command, on this node).
+struct link_request {
+  const script_call* call = nullptr;
+  const store_command* command = nullptr;
+  bool asking = false;
+};
+
+/// A connection that reconnects on demand. Used by one thread at a time.
+class redis_link {
+public:
+  explicit redis_link(redis_link_options opts);
+  ~redis_link();
+
+  redis_link(const redis_link&) = delete;
+  redis_link& operator=(const redis_link&) = delete;
+
+  /// Pipelines `reqs` in one round trip and returns one reply per request,
+  /// in order. Reloads scripts the server forgot (NOSCRIPT) and reconnects
+  /// after a drop, re-sending what got no reply, up to max_attempts; what
+  /// still has no reply then is `store_unavailable` (the detail names no
+  /// address). A refused AUTH fails every request the same way, its detail
+  /// saying so. Idempotent exactly when the requests are.
+  std::vector<store_reply> exchange(const std::vector<link_request>& reqs);
+
+  /// Connects now unless connected. Returns false with last_error().
+  bool ensure_connected();
+
+  /// True when the server refused the credentials at the last connect.
+  bool auth_refused() const noexcept {
+    return auth_refused_;
+  }
+
+  /// "host:port", for logs only.
+  const std::string& where() const noexcept {
+    return where_;
+  }
+
+  const std::string& last_error() const noexcept {
+    return last_error_;
+  }
+
+private:
+  bool connect_now();
+  void drop_connection();
+  bool authenticate();
+  bool load_scripts(const std::array<bool, script_count>& which);
+  bool append(const link_request& req);
+
+  redis_link_options opts_;
+  std::string where_;
+  redisContext* ctx_ = nullptr; ///< null while disconnected
+  bool auth_refused_ = false;
+  std::string last_error_;
+  std::array<std::string, script_count> sha_;        ///< empty: not loaded
+  std::array<std::string, script_count> load_error_; ///< why not loaded
+  std::vector<const char*> argv_;                    ///< scratch for append
+  std::vector<size_t> argvlen_;
+};
+
+/// Blocks SIGPIPE for the calling thread while it talks to Redis: hiredis
+/// writes with write(2), and a peer that closed the socket would kill the
+/// process. A SIGPIPE raised meanwhile is discarded; dispositions are left
+/// alone.
+class sigpipe_guard {
+public:
+  sigpipe_guard() noexcept;
+  ~sigpipe_guard();
+  sigpipe_guard(const sigpipe_guard&) = delete;
+  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
+
+private:
+  unsigned char old_[128]; ///< the previous sigset_t, opaque here
+  bool was_pending_ = false;
+};
+
+} // namespace mm
