@@ -395,6 +395,9 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
 
+  // A dry run of a rules file: no server, no token, so no --secret.
+  if (explain_cmd->parsed())
+    return mm::run_explain(ex, std::cout);
   if (!c.resolve_defaults())
     return 1;
 
@@ -453,8 +456,6 @@ int main(int argc, char** argv) {
   }
   if (watch_cmd->parsed())
     return watch(c, user, watch_count, watch_timeout_ms);
-  if (explain_cmd->parsed())
-    return mm::run_explain(ex, std::cout);
   if (load_cmd->parsed()) {
     lo.urls = c.parsed;
     lo.secret = c.secret;

@@ -115,7 +115,8 @@ print("http checks passed")
 PY
 
 ex() {
-  "$matchctl" --secret "$secret" explain --rules "$work/rules.json" --queue ranked "$@"
+  # No --secret: a dry run of the rules file needs no server and no token.
+  env -u MATCHD_SECRET "$matchctl" explain --rules "$work/rules.json" --queue ranked "$@"
 }
 set +e
 out=$(ex --a '{"skill": 1000, "region": "eu"}' --b '{"skill": 1300, "region": "eu"}')
