@@ -42,7 +42,8 @@ protected:
     for (auto name : {"MATCHD_RATE", "MATCHD_NODE", "MATCHD_SECRET",
                       "MATCHD_LISTEN", "MATCHD_LOG_LEVEL", "MATCHD_QUEUES",
                       "MATCHD_SECRET_NEXT", "MATCHD_TOKEN_FORMATS",
-                      "MATCHD_TOKEN_AUDIENCE"})
+                      "MATCHD_TOKEN_AUDIENCE", "MATCHD_REDIS_PASSWORD",
+                      "MATCHD_REDIS_USER"})
       ::unsetenv(name);
   }
 };
@@ -340,3 +341,64 @@ TEST_F(matchd_config_test, the_deploy_examples_are_valid) {
 }
 
 } // namespace
+
+TEST_F(matchd_config_test, redis_seeds_cluster_and_credentials) {
+  const std::string secret = "0123456789abcdef";
+  {
+    args a{"--secret", secret, "--redis", "10.0.0.1:7000"};
+    matchd_config cfg;
+    EXPECT_FALSE(parse_matchd_config(a.argc(), a.argv.data(), cfg).exit_now);
+    EXPECT_FALSE(cfg.redis_cluster); // one address: one Redis
+    EXPECT_TRUE(cfg.redis_password.empty());
+  }
+  {
+    args a{"--secret", secret, "--redis",
+           "redis://10.0.0.1:7000,10.0.0.2:7001,10.0.0.3:7002"};
+    matchd_config cfg;
+    auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+    EXPECT_FALSE(res.exit_now) << res.output;
+    EXPECT_TRUE(cfg.redis_cluster); // several: seeds of a cluster
+    EXPECT_EQ(cfg.redis_host, "10.0.0.1");
+    EXPECT_EQ(cfg.redis_port, 7000);
+    EXPECT_EQ(cfg.redis_seeds,
+              (std::vector<std::string>{"10.0.0.2:7001", "10.0.0.3:7002"}));
+  }
+  {
+    auto file = write_file("redis-pw", "s3cret-pw\n");
+    args a{"--secret", secret, "--redis", "h:1", "--redis-cluster",
+           "--redis-user", "mm", "--redis-password-file", file};
+    matchd_config cfg;
+    auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+    EXPECT_FALSE(res.exit_now) << res.output;
+    EXPECT_TRUE(cfg.redis_cluster);
+    EXPECT_EQ(cfg.redis_user, "mm");
+    EXPECT_EQ(cfg.redis_password, "s3cret-pw");
+  }
+  {
+    ::setenv("MATCHD_REDIS_PASSWORD", "from-env", 1);
+    args a{"--secret", secret, "--redis", "h:1"};
+    matchd_config cfg;
+    EXPECT_FALSE(parse_matchd_config(a.argc(), a.argv.data(), cfg).exit_now);
+    EXPECT_EQ(cfg.redis_password, "from-env");
+    ::unsetenv("MATCHD_REDIS_PASSWORD");
+  }
+  // Each bad value named, and no password in what is printed.
+  for (auto bad : std::vector<std::vector<std::string>>{
+         {"--redis", "h:1,nope"},
+         {"--redis-cluster"},
+         {"--redis", "h:1", "--redis-user", "mm"},
+         {"--redis", "h:1", "--redis-password-file", "/nonexistent/pw"}}) {
+    args a{"--secret", secret};
+    for (auto& x : bad) {
+      a.items.push_back(x);
+    }
+    a.argv.clear();
+    for (auto& x : a.items)
+      a.argv.push_back(x.data());
+    matchd_config cfg;
+    auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+    EXPECT_TRUE(res.exit_now) << bad.back();
+    EXPECT_EQ(res.exit_code, 2) << bad.back();
+    EXPECT_NE(res.output.find("redis"), std::string::npos) << res.output;
+  }
+}
