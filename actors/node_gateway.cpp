@@ -80,6 +80,10 @@ struct gateway_state {
   std::vector<match_op> match_pending;
   bool match_busy = false;
   std::map<std::string, peer_entry> peers; ///< by node id
+  /// Users whose sessions registered here (mapped to this node in
+  /// mm:{cluster}:users): written again when a beat finds this node's
+  /// record gone. As many as the node's live sessions.
+  std::set<std::string> mapped;
   bool beat_failing = false;
   uint64_t refused = 0; ///< peer messages refused (logged sparsely)
   static inline const char* name = "node_gateway";
@@ -291,6 +295,27 @@ void call_link(gw_ptr self, caf::typed_response_promise<Result> rp,
 
 /// One heartbeat: records ours, learns the live members, forgets the peers
 /// that lapsed; then runs `then` (may be empty).
+/// The user map of this node's sessions, written again: the store had no
+/// record of this node (restarted empty, failed over, or this node lapsed),
+/// so it may have lost their entries too, and events for them would find
+/// no route. Idempotent (a `set` of what is there changes nothing).
+void map_again(gw_ptr self) {
+  auto& st = self->state;
+  gw_log()->warn("gateway {}: the store had no record of this node; mapping "
+                 "its {} user(s) to it again",
+                 st.node, st.mapped.size());
+  for (const auto& user : st.mapped) {
+    script_call call{script_id::cluster_user,
+                     {cluster_keys::users},
+                     {"set", user, st.node}};
+    call_queue(self, std::move(call), [self, user](const store_reply& r) {
+      if (auto f = fields_of(r); !f)
+        gw_log()->warn("gateway {}: user '{}' not mapped again: {}",
+                       self->state.node, user, f.error().detail);
+    });
+  }
+}
+
 void beat(gw_ptr self, std::function<void()> then) {
   auto& st = self->state;
   script_call call{script_id::cluster_beat,
@@ -299,7 +324,7 @@ void beat(gw_ptr self, std::function<void()> then) {
   call_queue(self, std::move(call), [self, then](const store_reply& r) {
     auto& st = self->state;
     auto f = fields_of(r);
-    if (!f || (*f)[0] != "members") {
+    if (!f || ((*f)[0] != "members" && (*f)[0] != "joined")) {
       if (!st.beat_failing)
         gw_log()->warn("gateway {}: membership heartbeat failed: {}", st.node,
                        f ? "unexpected reply" : f.error().detail);
@@ -311,6 +336,8 @@ void beat(gw_ptr self, std::function<void()> then) {
     if (st.beat_failing)
       gw_log()->info("gateway {}: membership heartbeat is back", st.node);
     st.beat_failing = false;
+    if ((*f)[0] == "joined" && !st.mapped.empty())
+      map_again(self);
     std::set<std::string> members;
     for (size_t i = 1; i + 1 < f->size(); i += 2) {
       auto& node = (*f)[i];
@@ -603,6 +630,7 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
           replay(self, user);
         return;
       }
+      st.mapped.insert(user);
       // The map first, the lookup after it: a match committed after the
       // lookup is routed here by the map (docs/cluster.md).
       script_call call{script_id::cluster_user,
@@ -627,6 +655,7 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
       }
       if (!st.cfg.enabled() || !(st.queue_inline || st.queue_worker))
         return;
+      st.mapped.erase(user);
       script_call call{script_id::cluster_user,
                        {cluster_keys::users},
                        {"unset", user, st.node}};

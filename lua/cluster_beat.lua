@@ -10,8 +10,14 @@
 -- Replies:
 --   {'members', node, address, node, address, ...}  every live node, this
 --       one included, in deadline order
+--   {'joined', node, address, ...}  the same, when this node had no record
+--       before this beat: its first beat, or the store forgot it (a Redis
+--       restarted empty, a failover that lost writes) or it lapsed. The
+--       node then writes again what else it keeps in the store (its users'
+--       entries in mm:{cluster}:users).
 --   {'invalid', what}
--- Idempotent: a repeat only moves this node's deadline.
+-- Idempotent: a repeat only moves this node's deadline (and answers
+-- 'members').
 local k_nodes, k_beats = KEYS[1], KEYS[2]
 local node, address = ARGV[1], ARGV[2]
 if type(k_nodes) ~= 'string' or type(k_beats) ~= 'string' then
@@ -26,14 +32,14 @@ if not ttl then return invalid('ttl') end
 
 local now = now_ms()
 redis.call('HSET', k_nodes, node, address)
-redis.call('ZADD', k_beats, num(now + ttl), node)
+local added = redis.call('ZADD', k_beats, num(now + ttl), node)
 -- Lapsed: deadline before now. Their nodes stopped beating (or left).
 local lapsed = redis.call('ZRANGEBYSCORE', k_beats, '-inf', '(' .. num(now))
 for _, id in ipairs(lapsed) do
   redis.call('ZREM', k_beats, id)
   redis.call('HDEL', k_nodes, id)
 end
-local out = {'members'}
+local out = {added == 1 and 'joined' or 'members'}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', k_beats, num(now), '+inf')) do
   local addr = redis.call('HGET', k_nodes, id)
   if addr then

@@ -459,6 +459,41 @@ CAF_TEST(a cancel of a ticket claimed from another node is decided there) {
                   last(seen2, "bob").session_id);
 }
 
+// Redis may forget (issue 15): a Redis restarted empty loses the user map,
+// and every event for a user on another node would find no node and be
+// marked as for a user connected nowhere. The node whose beat finds its own
+// record gone maps its users again.
+CAF_TEST(a node maps its users again when the store forgot them) {
+  start(node_config("n1", port_n1), node_config("n2", port_n2));
+  advance(1100);
+  auto bob = session(2, "bob");
+  settle();
+  auto node_of = [this](const std::string& user) {
+    auto r = queues->connect()->execute(
+      {{"HGET", cluster_keys::users, user}});
+    return r.at(0).value.str;
+  };
+  CAF_REQUIRE_EQUAL(node_of("bob"), "n2");
+  // The store forgets the cluster's records (as a Redis restarted empty).
+  queues->connect()->execute({{"DEL", cluster_keys::users, cluster_keys::nodes,
+                               cluster_keys::beats}});
+  CAF_REQUIRE_EQUAL(node_of("bob"), "");
+  advance(1100); // each node's next beat finds its own record gone
+  CAF_CHECK_EQUAL(node_of("bob"), "n2");
+  // What n1's router asks for an event of bob's: his node, its address,
+  // live. (Before, no node: the event was marked as for a user connected
+  // nowhere, and bob, connected to n2 all along, never got it.)
+  std::vector<script_call> calls{script_call{
+    script_id::cluster_route,
+    {cluster_keys::users, cluster_keys::nodes, cluster_keys::beats},
+    {"bob"}}};
+  auto r = queues->connect()->run(calls).at(0);
+  CAF_REQUIRE_EQUAL(r.value.elements.size(), 4u);
+  CAF_CHECK_EQUAL(r.value.elements[1].str, "n2");
+  CAF_CHECK_EQUAL(r.value.elements[2].str, "mars:4242");
+  CAF_CHECK_EQUAL(r.value.elements[3].str, "1");
+}
+
 CAF_TEST(an event stays undelivered while a live node cannot be reached) {
   start(node_config("n1", port_n1), node_config("n2", port_n2));
   auto erin = session(1, "erin");
