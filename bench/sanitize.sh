@@ -14,9 +14,9 @@
 # sanitize_failures=N (failed tests; 0 is clean). Exit status 1 when N > 0.
 # Knobs: SANITIZE_JOBS (build jobs, default 2), SANITIZE_TIMEOUT (s per test,
 # default 900), SANITIZE_REGEX (ctest -R, a subset of the label).
-# Far too slow for CI: the first cold build of sanitize_tests did not finish
-# in 73 min on the shared 2 cores (docs/benchmarks.md, "Sanitizers"); ccache
-# makes the next runs rebuild only what changed.
+# Far too slow for CI: a full build of sanitize_tests took 41-84 min on the
+# shared 2 cores, ctest -L sanitize about 2 min (docs/benchmarks.md,
+# "Sanitizers"); later runs rebuild only what changed.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -645,7 +645,10 @@ struct event_index {
   explicit event_index(const std::vector<outbox_event>& evs) {
     for (auto& ev : evs) {
       ++per_session[ev.aggregate_id];
-      for (auto& u : nlohmann::json::parse(ev.payload).at("users"))
+      // Named: a range-for over parse(...).at(...) outlives the parsed
+      // document (only the reference into it is kept alive).
+      auto payload = nlohmann::json::parse(ev.payload);
+      for (auto& u : payload.at("users"))
         tickets.insert(u.at("ticket").get<std::string>());
     }
   }

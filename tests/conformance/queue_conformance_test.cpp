@@ -451,7 +451,15 @@ TEST_P(queue_conformance, same_millisecond_tickets_are_claimed_in_order) {
     ASSERT_OK(r);
     (i == 0 ? first_deadline : last_deadline) = r->deadline;
   }
-  EXPECT_LE(last_deadline - first_deadline, 50);
+  // A wall-clock bound on the batch (the embedded store runs on the system
+  // clock). Under ASan the 200 in-process enqueues take 40-100 ms on a
+  // shared 2-core machine (bench/run sanitize), and still share milliseconds.
+#ifdef __SANITIZE_ADDRESS__
+  constexpr int64_t batch_spread_ms = 250;
+#else
+  constexpr int64_t batch_spread_ms = 50;
+#endif
+  EXPECT_LE(last_deadline - first_deadline, batch_spread_ms);
   for (int i = 0; i < n; ++i) {
     auto r = c().claim(spec(q_, "c" + std::to_string(i),
                             "tc" + std::to_string(i)));

@@ -198,7 +198,11 @@ CAF_TEST(only members end a session and ending is idempotent) {
   advance(200);
   auto store = db();
   size_t ended_events = 0;
-  for (auto& ev : *store->fetch_undelivered(100, 1))
+  // Named: a range-for over *fetch_undelivered(...) would keep only the
+  // reference into the outcome, which is gone before the first iteration.
+  auto pending = store->fetch_undelivered(100, 1);
+  CAF_REQUIRE(pending);
+  for (auto& ev : *pending)
     ended_events += ev.type == "session.ended" ? 1 : 0;
   CAF_CHECK_EQUAL(ended_events, 0u); // all delivered by the relay
   CAF_CHECK_EQUAL(eng->metrics()->sessions_ended.load(), 1u);

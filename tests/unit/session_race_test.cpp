@@ -29,6 +29,11 @@ namespace {
 
 using mm_config = test::caf_config;
 
+// The phases are checked as std::string{"..."}: to_string(session_phase)
+// is a const char*, and CAF_CHECK_EQUAL against a bare literal compares
+// the pointers (equal only where the linker merged the two literals; not
+// under ASan, whose string literals are separate globals).
+
 /// A queue store whose replies are lost: while `lose` is above 0, each
 /// script call runs on the inner store and its reply is replaced by
 /// `store_unavailable` (a Redis command that timed out after it ran).
@@ -262,12 +267,12 @@ CAF_TEST(a retried claimer whose record was claimed meanwhile waits for that mat
   auto told = answer_of<session_state>(alice_cancel);
   CAF_MESSAGE("alice's cancel: " << to_string(told.phase) << " ("
                                  << told.detail << ")");
-  CAF_CHECK_EQUAL(to_string(told.phase), "matched");
+  CAF_CHECK_EQUAL(to_string(told.phase), std::string{"matched"});
   CAF_CHECK_EQUAL(told.session_id, committed.session_id);
   CAF_CHECK_EQUAL(flush_relay(), 1u);
   auto sa = state_of(a);
   CAF_MESSAGE("alice: " << to_string(sa.phase) << " (" << sa.detail << ")");
-  CAF_CHECK_EQUAL(to_string(sa.phase), "matched"); // once `failed`
+  CAF_CHECK_EQUAL(to_string(sa.phase), std::string{"matched"}); // once `failed`
   CAF_CHECK_EQUAL(sa.session_id, committed.session_id);
   auto s = db->active_session_of("alice");
   CAF_REQUIRE(s && s->has_value());
@@ -277,7 +282,7 @@ CAF_TEST(a retried claimer whose record was claimed meanwhile waits for that mat
   CAF_CHECK(!db->active_session_of("dave")->has_value());
   CAF_CHECK_EQUAL(raw->waiting("q"), std::vector<std::string>{"td"});
   CAF_CHECK_EQUAL(to_string(answer_of<session_state>(*bob_cancel).phase),
-                  "cancelled");
+                  std::string{"cancelled"});
   answer_of<session_state>(alice_join);
 }
 
@@ -308,13 +313,13 @@ CAF_TEST(a cancel verdict slower than route_timeout_ms is asked again) {
   sched.run();
   auto told = answer_of<session_state>(bob_cancel);
   CAF_MESSAGE("bob: " << to_string(told.phase) << " (" << told.detail << ")");
-  CAF_CHECK_EQUAL(to_string(told.phase), "matched"); // once `failed`
+  CAF_CHECK_EQUAL(to_string(told.phase), std::string{"matched"}); // once `failed`
   auto s = db->active_session_of("bob");
   CAF_REQUIRE(s && s->has_value());
   CAF_CHECK_EQUAL(told.session_id, (*s)->session_id);
   CAF_CHECK_EQUAL(flush_relay(), 1u);
-  CAF_CHECK_EQUAL(to_string(state_of(b).phase), "matched");
-  CAF_CHECK_EQUAL(to_string(state_of(a).phase), "matched");
+  CAF_CHECK_EQUAL(to_string(state_of(b).phase), std::string{"matched"});
+  CAF_CHECK_EQUAL(to_string(state_of(a).phase), std::string{"matched"});
   answer_of<session_state>(alice_join);
 }
 
@@ -341,7 +346,7 @@ CAF_TEST(a cancel verdict that never comes ends the join after its rounds) {
   std::string detail;
   bob_cancel.receive(
     [&](session_state& st) {
-      CAF_CHECK_EQUAL(to_string(st.phase), "failed");
+      CAF_CHECK_EQUAL(to_string(st.phase), std::string{"failed"});
       detail = st.detail;
     },
     [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
@@ -373,10 +378,10 @@ CAF_TEST(a cancel asked of a finalizer that is gone is answered from the databas
   auto s = db->active_session_of("bob");
   CAF_REQUIRE(s);
   if (s->has_value()) {
-    CAF_CHECK_EQUAL(to_string(told.phase), "matched"); // once `failed`
+    CAF_CHECK_EQUAL(to_string(told.phase), std::string{"matched"}); // once `failed`
     CAF_CHECK_EQUAL(told.session_id, (**s).session_id);
   } else {
-    CAF_CHECK_EQUAL(to_string(told.phase), "failed");
+    CAF_CHECK_EQUAL(to_string(told.phase), std::string{"failed"});
   }
   CAF_CHECK(s->has_value()); // the kill came after the pair
 }
@@ -401,11 +406,11 @@ CAF_TEST(a claim whose reply was lost is asked again and never reported failed) 
     [&](caf::error& e) {
       CAF_CHECK_EQUAL(e.code(), static_cast<uint8_t>(errc::store_unavailable));
     });
-  CAF_CHECK_EQUAL(to_string(state_of(b).phase), "claiming");
+  CAF_CHECK_EQUAL(to_string(state_of(b).phase), std::string{"claiming"});
   CAF_REQUIRE_EQUAL(raw->waiting("q").size(), 1u); // the claim did run
   CAF_REQUIRE(sched.trigger_timeout()); // bob's retry: a re-scan
   sched.run();
-  CAF_CHECK_EQUAL(to_string(state_of(b).phase), "queued");
+  CAF_CHECK_EQUAL(to_string(state_of(b).phase), std::string{"queued"});
   CAF_REQUIRE_EQUAL(raw->waiting("q").size(), 1u); // still one ticket
   auto a = session("alice");
   auto alice_join = self->request(a, caf::infinite, join_atom_v,
@@ -415,8 +420,8 @@ CAF_TEST(a claim whose reply was lost is asked again and never reported failed) 
   flush_relay();
   auto sa = state_of(a);
   auto sb = state_of(b);
-  CAF_CHECK_EQUAL(to_string(sa.phase), "matched");
-  CAF_CHECK_EQUAL(to_string(sb.phase), "matched"); // once `failed`
+  CAF_CHECK_EQUAL(to_string(sa.phase), std::string{"matched"});
+  CAF_CHECK_EQUAL(to_string(sb.phase), std::string{"matched"}); // once `failed`
   CAF_CHECK_EQUAL(sb.session_id, sa.session_id);
   auto s = db->active_session_of("bob");
   CAF_REQUIRE(s && s->has_value());
@@ -434,7 +439,7 @@ CAF_TEST(a cancel whose reply was lost is asked again) {
                                 join_request{"q", "tb", ""});
   sched.run();
   CAF_CHECK_EQUAL(to_string(answer_of<session_state>(bob_join).phase),
-                  "queued");
+                  std::string{"queued"});
   *lossy->lose = 1;
   auto bob_cancel = self->request(b, caf::infinite, cancel_atom_v);
   sched.run();
@@ -442,7 +447,7 @@ CAF_TEST(a cancel whose reply was lost is asked again) {
   while (sched.trigger_timeout())
     sched.run();
   auto told = answer_of<session_state>(bob_cancel);
-  CAF_CHECK_EQUAL(to_string(told.phase), "cancelled"); // once `failed`
+  CAF_CHECK_EQUAL(to_string(told.phase), std::string{"cancelled"}); // once `failed`
   CAF_CHECK(raw->waiting("q").empty());
   anon_send_exit(b2, caf::exit_reason::user_shutdown);
 }
