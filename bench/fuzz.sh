@@ -8,7 +8,8 @@
 #
 # Knobs (environment): FUZZ_SECONDS (default 600), FUZZ_TARGETS (default
 # "http body token codec"), MM_FUZZ_BUILD_DIR (default build-fuzz: clang-14,
-# -fsanitize=fuzzer-no-link,address,undefined on every library),
+# -fsanitize=fuzzer-no-link,address,undefined on every library; UBSan's
+# third-party exemptions: tests/fuzz/ubsan_ignore.txt),
 # FUZZ_OUT (work directories, default $MM_FUZZ_BUILD_DIR/fuzz-run),
 # FUZZ_MAX_LEN (libFuzzer -max_len, default 16384: matchd's --max-body),
 # FUZZ_ENGINE_LIB (a prebuilt libmm_engine.a, e.g. build/libmm_engine.a of
@@ -30,7 +31,7 @@ max_len=${FUZZ_MAX_LEN:-16384}
 echo "# configuring $build (clang-14, ASan + UBSan + libFuzzer)" >&2
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-  "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+  "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -fsanitize-ignorelist=$root/tests/fuzz/ubsan_ignore.txt" \
   -DMM_BUILD_BENCH=OFF -DMM_FUZZ=ON "-DMM_FUZZ_ENGINE_LIB=${FUZZ_ENGINE_LIB:-}" \
   "-DMM_FUZZ_MODEL_ENGINE=${FUZZ_MODEL_ENGINE:-OFF}" >/dev/null
 bins=""
