@@ -284,8 +284,13 @@ directory_actor::behavior_type directory_impl(directory_ptr self,
             // Connected nowhere, or its node could not be reached: kept
             // here (or handed over, if the user registered here meanwhile).
             auto here = deliver_here(self, user, *shared_ev);
-            if (here.reached > 0 || r.failed == 0)
+            if (here.reached > 0) {
               r = here;
+            } else if (r.failed == 0) {
+              auto unrouted = r.unrouted;
+              r = here;
+              r.unrouted = unrouted;
+            }
           }
           *acc += r;
           if (--*open == 0)

@@ -383,7 +383,15 @@ void route_to(gw_ptr self, caf::typed_response_promise<delivery_report> rp,
               const std::string& node, const std::string& address,
               bool member) {
   auto& st = self->state;
-  if (node.empty() || node == st.node) {
+  if (node.empty()) {
+    // No node known: connected nowhere, or the store forgot the map (a
+    // Redis restart) and the user's node has not mapped it again yet.
+    delivery_report unknown;
+    unknown.unrouted = 1;
+    rp.deliver(unknown);
+    return;
+  }
+  if (node == st.node) {
     rp.deliver(delivery_report{}); // no session anywhere
     return;
   }

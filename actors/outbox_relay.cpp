@@ -402,8 +402,18 @@ void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
       continue;
     self->request(st.directory, directory_timeout, deliver_atom_v, b->parsed[i])
       .then(
-        [next, missed, i, id = b->events[i].event_id](delivery_report& r) {
-          if (!complete(r)) {
+        [self, next, missed, i, id = b->events[i].event_id,
+         attempts = b->events[i].attempts](delivery_report& r) {
+          if (complete(r) && r.unrouted > 0
+              && attempts >= 0
+              && static_cast<uint32_t>(attempts)
+                   <= self->state.cfg.unrouted_attempts) {
+            relay_log()->info("event {}: no node known for {} user(s) "
+                              "(attempt {}): left for another delivery in "
+                              "case the store forgot their node",
+                              id, r.unrouted, attempts);
+            (*missed)[i] = true;
+          } else if (!complete(r)) {
             relay_log()->warn("event {} did not reach {} user(s) on a node "
                               "that could not be reached: left for another "
                               "delivery when its lease lapses",

@@ -23,6 +23,13 @@ class queue_store_factory;
 struct relay_config {
   uint32_t batch = 100;     ///< events leased per fetch
   uint32_t lease_ms = 30000; ///< how long a fetched event is ours alone
+  /// An event with a user the store knows no node for is left unmarked on
+  /// its first `unrouted_attempts` deliveries (delivered again after its
+  /// lease): after a Redis restart the user->node map comes back with each
+  /// node's next heartbeat (docs/cluster.md, "When Redis forgets"). Later
+  /// deliveries mark it: the user is connected nowhere and gets the match
+  /// replayed when a session starts. 0: marked at once.
+  uint32_t unrouted_attempts = 1;
   /// Fallback polling period, and the longest wait of one LISTEN round.
   /// 0 turns the polling timer off (deterministic tests); the LISTEN worker
   /// then waits 1000 ms per round.

@@ -27,7 +27,6 @@ session_actor::behavior_type claiming_b(ses_ptr self);
 session_actor::behavior_type queued_b(ses_ptr self);
 session_actor::behavior_type finalizing_b(ses_ptr self);
 session_actor::behavior_type done_b(ses_ptr self);
-void start_claim(ses_ptr self, bool rescan);
 void on_claimed(ses_ptr self, uint64_t gen, claim_result& r);
 
 bool terminal(session_phase p) {
@@ -528,23 +527,7 @@ session_actor::behavior_type queued_b(ses_ptr self) {
               again();
           });
     },
-    [self](uint64_t gen) {
-      auto& d = self->state;
-      if (gen != d.gen || d.cancel_requested)
-        return;
-      if (++d.heals > d.cfg.max_self_heals) {
-        finish(self, session_phase::failed, {}, "too many self-heals");
-        return;
-      }
-      // Self-heal (I2): nobody matched us; join again with a new store
-      // ticket (the client's ticket stays what it chose).
-      d.store_ticket = make_store_ticket(d.nonce, d.heals, d.base_user,
-                                         d.base_ticket);
-      d.tickets.insert(d.store_ticket);
-      ses_log()->info("{}: ticket gone without a match, re-enqueued as {}",
-                      d.st.user, d.store_ticket);
-      start_claim(self, false);
-    });
+    [self](uint64_t gen) { heal(self, gen); });
 }
 
 session_actor::behavior_type finalizing_b(ses_ptr self) {

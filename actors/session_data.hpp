@@ -150,6 +150,15 @@ void ask_finalizer_to_cancel(ses_ptr self);
 /// all of the cancel's rounds): the database decides, matched or `failed`.
 void verdict_from_database(ses_ptr self, uint64_t gen, std::string why);
 
+/// Claims (or, with `rescan`, re-scans) for the join's current store ticket.
+void start_claim(ses_ptr self, bool rescan);
+
+/// The grace time after "ticket gone" passed (state `gen`): the database
+/// says whether the user was matched meanwhile (then `matched`), else the
+/// join is enqueued again under a new store ticket (I2). Asks again after
+/// the grace time when the database cannot answer.
+void heal(ses_ptr self, uint64_t gen);
+
 /// The join's give_up_after_s passed (timer of join `join_no`).
 void give_up(ses_ptr self, uint64_t join_no);
 

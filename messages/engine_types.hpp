@@ -117,6 +117,11 @@ struct delivery_report {
   /// on the asking node, and it is NOT delivered (the relay leaves it
   /// unmarked, so it is delivered again).
   uint32_t failed = 0;
+  /// Users the store knows no node for (counted in `kept` too). Usually
+  /// connected nowhere; but right after a Redis restart or failover the
+  /// user->node map may be gone until each node maps its users again, so
+  /// the relay leaves such an event unmarked on its first delivery.
+  uint32_t unrouted = 0;
 };
 
 /// True when every user of the event got it, or is connected nowhere (it
@@ -131,18 +136,20 @@ inline delivery_report& operator+=(delivery_report& x,
   x.reached += y.reached;
   x.kept += y.kept;
   x.failed += y.failed;
+  x.unrouted += y.unrouted;
   return x;
 }
 
 inline bool operator==(const delivery_report& x,
                        const delivery_report& y) noexcept {
-  return x.reached == y.reached && x.kept == y.kept && x.failed == y.failed;
+  return x.reached == y.reached && x.kept == y.kept && x.failed == y.failed
+         && x.unrouted == y.unrouted;
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, delivery_report& x) {
   return f(caf::meta::type_name("delivery_report"), x.reached, x.kept,
-           x.failed);
+           x.failed, x.unrouted);
 }
 
 /// A cluster peer as one node's gateway sees it (`peers_atom`).

@@ -494,6 +494,37 @@ CAF_TEST(a node maps its users again when the store forgot them) {
   CAF_CHECK_EQUAL(r.value.elements[3].str, "1");
 }
 
+// Between a Redis restart and the next heartbeats nobody's node is known
+// (the test above: each node maps its users again at its next beat). An
+// event routed in that window is not marked as if its users were connected
+// nowhere: it is delivered again after its lease, when the map is back;
+// only a second delivery without a route marks it (then the user is
+// connected nowhere, and a session that starts later gets it replayed).
+CAF_TEST(an event for a user without a known node is delivered once more) {
+  auto c1 = node_config("n1", port_n1);
+  c1.relay.lease_ms = 1; // real time: an unmarked event is soon due again
+  auto c2 = node_config("n2", port_n2);
+  c2.run_relay = false;
+  start(c1, c2);
+  advance(1100);
+  auto alice = session(1, "alice");
+  settle();
+  // zed: no node in the map (forgotten, or never connected).
+  auto sid = commit("alice", "zed");
+  flush(earth, n1->relay());
+  CAF_REQUIRE_EQUAL(events(seen1, "alice").size(), 1u);
+  CAF_CHECK_EQUAL(events(seen1, "alice").front().session_id, sid);
+  // Not marked (before, it was at once).
+  CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5)); // lease lapses
+  flush(earth, n1->relay());
+  CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CAF_CHECK(undelivered().empty());
+  CAF_CHECK_EQUAL(events(seen1, "alice").size(), 1u); // deduped by event id
+  CAF_CHECK(alice != nullptr);
+}
+
 CAF_TEST(an event stays undelivered while a live node cannot be reached) {
   start(node_config("n1", port_n1), node_config("n2", port_n2));
   auto erin = session(1, "erin");

@@ -14,6 +14,7 @@
 
 #include "actors/directory.hpp"
 #include "actors/finalizer.hpp"
+#include "actors/lifecycle.hpp"
 #include "actors/outbox_relay.hpp"
 #include "actors/queue_broker.hpp"
 #include "actors/session.hpp"
@@ -438,6 +439,43 @@ CAF_TEST(a waiter whose ticket vanished re-enqueues after the grace time) {
   CAF_CHECK_EQUAL(healed->heal, 1u);
   CAF_CHECK_EQUAL(healed->ticket, "tb");
   CAF_CHECK_EQUAL(waiting(), std::vector<std::string>{"tb"});
+}
+
+CAF_TEST(a waiter whose ticket vanished after its match committed is matched) {
+  // The store forgot bob's claim (a Redis restart): his ticket is gone, the
+  // database holds his session, and its event has not come (its route was
+  // forgotten too). The heal asks the database and does not queue him again
+  // (I8: a user in an active session never waits in a queue).
+  lifecycle_config lcfg;
+  lcfg.sweep_ms = 0;
+  auto lc = spawn_lifecycle(sys, mstore, lcfg);
+  extra.push_back(caf::actor_cast<caf::actor>(lc));
+  auto b = spawn_session(sys, "bob",
+                         session_links{broker, fin, dir, {}, {}, lc}, scfg);
+  sessions.push_back(b);
+  sched.run();
+  CAF_REQUIRE(join(b, "tb").phase == session_phase::queued);
+  auto bob_ticket = held("bob");
+  auto k = raw->claim(test::spec("q", "ghost", "tg"), 10, false, 1000);
+  CAF_REQUIRE(k && k->outcome == claim_outcome::matched);
+  auto committed = db->commit_matches(
+    {match_request{"q", "ghost", "tg", "", "bob", bob_ticket, ""}});
+  CAF_REQUIRE(committed.at(0));
+  auto sid = committed.at(0)->session_id;
+  *clock_ms += 2000;
+  // The timers in order: the join's database ask (answered: ignored), the
+  // heartbeat ("gone"), the grace time (no event came: heal).
+  for (int i = 0; i < 6 && state_of(b).phase == session_phase::queued
+                  && waiting().empty();
+       ++i) {
+    CAF_REQUIRE(sched.trigger_timeout());
+    sched.run();
+  }
+  auto sb = state_of(b);
+  CAF_CHECK(sb.phase == session_phase::matched);
+  CAF_CHECK_EQUAL(sb.session_id, sid);
+  CAF_CHECK(waiting().empty());
+  CAF_CHECK_EQUAL(raw->user_ticket("q", "bob"), "");
 }
 
 CAF_TEST(a match inside the grace time stops the re enqueue) {
