@@ -12,6 +12,9 @@
 #include "actors/cluster_tls.hpp"
 #include "actors/directory.hpp"
 #include "actors/node_gateway.hpp"
+#include "core/logger.hpp"
+
+#include <spdlog/spdlog.h>
 
 namespace mm {
 
@@ -109,6 +112,18 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
     auto applied = conn->apply_migrations();
     if (!applied)
       return applied.error();
+    // The outbox's time windows before the first commit, so that its rows
+    // land in one (the lifecycle sweep keeps them ahead from here on). Not
+    // fatal: without them rows go to the default partition.
+    auto& lc = cfg.lifecycle;
+    if (lc.partition_s > 0) {
+      auto parts = conn->maintain_partitions(lc.partition_s, lc.retention_s,
+                                             lc.partition_ahead);
+      if (!parts)
+        logger("engine")->warn("outbox partitions not maintained at start: "
+                               "{}",
+                               parts.error().detail);
+    }
   }
   e->broker_ = spawn_queue_broker(sys, e->queue_store_, cfg.broker);
   e->directory_ = spawn_directory(sys, cfg.directory);

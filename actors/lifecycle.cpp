@@ -74,6 +74,8 @@ struct lc_state {
   std::vector<std::pair<end_request, end_promise>> ends;
   bool ends_running = false;
   bool sweeping = false;
+  /// When the sweep maintains the outbox's partitions next.
+  std::chrono::steady_clock::time_point partitions_due;
   bool sweep_failing = false; // log a failing sweep once, not every period
   static inline const char* name = "lifecycle";
 };
@@ -237,23 +239,52 @@ uint32_t ms_of(uint32_t seconds) {
 /// takes up to `batch` rows of a kind): bounds a sweep's time on the worker.
 constexpr uint32_t max_sweep_rounds = 50;
 
-/// One sweep: end the sessions past `max_session_s`, then prune.
+/// How often the sweep maintains the outbox's partitions.
+std::chrono::milliseconds partition_period(const lifecycle_config& cfg) {
+  uint64_t quarter = uint64_t{cfg.partition_s} * 1000 / 4;
+  return std::chrono::milliseconds(
+    std::max<uint64_t>(1, std::min<uint64_t>(cfg.partition_check_ms, quarter)));
+}
+
+/// One sweep: maintain the outbox's partitions when due, end the sessions
+/// past `max_session_s`, then prune.
 void sweep(lc_ptr self) {
   auto& st = self->state;
-  if (st.sweeping || (st.cfg.max_session_s == 0 && st.cfg.retention_s == 0))
+  if (st.sweeping
+      || (st.cfg.max_session_s == 0 && st.cfg.retention_s == 0
+          && st.cfg.partition_s == 0))
     return;
   st.sweeping = true;
   struct result {
     size_t ended = 0;
     size_t pruned = 0;
+    partition_report parts;
     failure err;
     std::string what;
   };
   auto res = std::make_shared<result>();
   auto cfg = st.cfg;
+  bool maintain = false;
+  if (cfg.partition_s > 0) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= st.partitions_due) {
+      maintain = true;
+      st.partitions_due = now + partition_period(cfg);
+    }
+  }
   with_store(
     self,
-    [res, cfg](match_store& s) {
+    [res, cfg, maintain](match_store& s) {
+      if (maintain) {
+        auto parts = s.maintain_partitions(cfg.partition_s, cfg.retention_s,
+                                           cfg.partition_ahead);
+        if (!parts) {
+          res->err = parts.error();
+          res->what = "partition maintenance";
+          return;
+        }
+        res->parts = *parts;
+      }
       if (cfg.max_session_s > 0) {
         // As pruning below: until a batch comes back short.
         for (uint32_t round = 0; round < max_sweep_rounds; ++round) {
@@ -286,8 +317,16 @@ void sweep(lc_ptr self) {
     },
     [self, res] {
       count_ended(self, res->ended);
-      if (auto& m = self->state.cfg.metrics)
+      if (auto& m = self->state.cfg.metrics) {
         m->rows_pruned.fetch_add(res->pruned, std::memory_order_relaxed);
+        m->partitions_dropped.fetch_add(res->parts.dropped,
+                                        std::memory_order_relaxed);
+      }
+      if (res->parts.created + res->parts.dropped > 0)
+        lc_log()->info("outbox partitions: {} created, {} dropped, {} old "
+                       "kept for undelivered events, {} now",
+                       res->parts.created, res->parts.dropped,
+                       res->parts.kept, res->parts.partitions);
       sweep_done(self, res->what, res->err);
     },
     [self](const caf::error& err) {

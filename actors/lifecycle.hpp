@@ -28,6 +28,16 @@ struct lifecycle_config {
   /// At most this many sessions expired and rows pruned per kind and sweep,
   /// so no transaction is long.
   uint32_t batch = 1000;
+  /// Width of the outbox's time partitions in seconds
+  /// (match_store::maintain_partitions: windows created ahead, dropped
+  /// whole past `retention_s`). 0: no maintenance (every row stays in the
+  /// default partition and is pruned row by row).
+  uint32_t partition_s = 0;
+  /// Windows created ahead of the current one.
+  uint32_t partition_ahead = 3;
+  /// Period of the maintenance, at most: a quarter of `partition_s` when
+  /// that is shorter (a sweep does it when it is due).
+  uint32_t partition_check_ms = 60000;
   /// Bound of one database call seen from the actor (the worker's answer).
   uint32_t call_timeout_ms = 30000;
   /// Woken after sessions end, so their events go out at once. May be empty.

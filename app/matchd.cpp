@@ -331,6 +331,7 @@ int run(const matchd_config& mc) {
   ec.directory.parked_ttl_ms = mc.parked_ttl_ms;
   ec.lifecycle.max_session_s = mc.max_session_s;
   ec.lifecycle.retention_s = mc.retention_s;
+  ec.lifecycle.partition_s = mc.outbox_partition_s;
   // Declared queues are the broker's allow-list; open mode ('*') is its
   // empty list, bounded by max_queues.
   if (!mc.open_queues)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -176,6 +177,12 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "Seconds delivered events and closed sessions are kept "
                  "(0: forever)")
     ->capture_default_str();
+  app.add_option("--outbox-partition", cfg.outbox_partition,
+                 "Width in seconds of the outbox's time partitions in "
+                 "PostgreSQL, dropped whole past --retention; 'auto' (a "
+                 "quarter of --retention, 60 s to a day) or 'off' (rows "
+                 "deleted one by one)")
+    ->capture_default_str();
   app.add_option("--redis-workers", cfg.redis_workers, "Redis connections")
     ->capture_default_str();
   app.add_option("--pg-workers", cfg.pg_workers, "PostgreSQL connections")
@@ -276,6 +283,26 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
       complain("secret-next", "at least 16 bytes");
     else if (cfg.secret_next == cfg.secret)
       complain("secret-next", "is the same as --secret");
+  }
+  if (cfg.outbox_partition == "auto") {
+    uint32_t quarter = cfg.retention_s / 4;
+    cfg.outbox_partition_s = cfg.retention_s == 0
+                               ? 86400
+                               : std::clamp<uint32_t>(quarter, 60, 86400);
+  } else if (cfg.outbox_partition == "off") {
+    cfg.outbox_partition_s = 0;
+  } else {
+    char* end = nullptr;
+    errno = 0;
+    auto v = std::strtoul(cfg.outbox_partition.c_str(), &end, 10);
+    if (cfg.outbox_partition.empty() || *end != '\0' || errno != 0
+        || !std::isdigit(static_cast<unsigned char>(cfg.outbox_partition[0]))
+        || v < 1 || v > 30 * 86400)
+      complain("outbox-partition",
+               "'" + cfg.outbox_partition
+                 + "' is not auto, off or 1-2592000 seconds");
+    else
+      cfg.outbox_partition_s = static_cast<uint32_t>(v);
   }
   if (cfg.token_leeway_s > 300)
     complain("token-leeway", "must be 0-300 seconds");

@@ -64,6 +64,10 @@ struct matchd_config {
   uint32_t worker_timeout_ms = 60000; ///< a store worker silent this long is stuck
   uint32_t parked_ttl_ms = 60000;    ///< events kept for users not here
   uint32_t retention_s = 7 * 86400;  ///< delivered events, closed sessions
+  /// Outbox time partitions: "auto" (a quarter of the retention, 60 s to a
+  /// day), "off", or seconds; resolved into `outbox_partition_s` (0: off).
+  std::string outbox_partition = "auto";
+  uint32_t outbox_partition_s = 0;
   uint32_t redis_workers = 4;
   uint32_t pg_workers = 2;
   // Cluster (docs/cluster.md): 0 = a single node.

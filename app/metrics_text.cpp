@@ -116,6 +116,8 @@ public:
       m_->sessions_ended);
     c("mm_pruned_rows_total", "Delivered events and closed sessions deleted",
       m_->rows_pruned);
+    c("mm_outbox_partitions_dropped_total",
+      "Old outbox partitions dropped whole", m_->partitions_dropped);
     c("mm_cancels_total", "Cancels acknowledged", m_->cancels);
     c("mm_requeues_total", "Waiters put back in their queue", m_->requeues);
     c("mm_conflicts_total", "Refusals and lost races", m_->conflicts);

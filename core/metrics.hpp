@@ -100,6 +100,8 @@ struct engine_metrics {
   std::atomic<uint64_t> events_delivered{0}; ///< outbox events delivered
   std::atomic<uint64_t> sessions_ended{0};   ///< by members and by expiry
   std::atomic<uint64_t> rows_pruned{0};      ///< old events and sessions
+  /// Old outbox partitions dropped whole (match_store::maintain_partitions).
+  std::atomic<uint64_t> partitions_dropped{0};
   /// Queues the broker knows now (swept, with a depth); a gauge, bounded
   /// by `broker_config::max_queues` or its allow-list.
   std::atomic<uint64_t> queues_known{0};

@@ -208,6 +208,24 @@ match_store::do_expire_sessions(uint32_t, uint32_t) {
     errc::protocol_error, "expire_sessions is not supported by this store"};
 }
 
+outcome<partition_report>
+match_store::maintain_partitions(uint32_t width_s, uint32_t retention_s,
+                                 uint32_t ahead) {
+  if (width_s < 1 || width_s > max_partition_width_s)
+    return outcome<partition_report>{
+      errc::invalid_argument, "partition width must be 1.."
+                                + std::to_string(max_partition_width_s) + " s"};
+  if (ahead < 1 || ahead > 64)
+    return outcome<partition_report>{errc::invalid_argument,
+                                     "partitions ahead must be 1..64"};
+  return do_maintain_partitions(width_s, retention_s, ahead);
+}
+
+outcome<partition_report>
+match_store::do_maintain_partitions(uint32_t, uint32_t, uint32_t) {
+  return outcome<partition_report>{partition_report{}};
+}
+
 outcome<prune_counts> match_store::do_prune(uint32_t, uint32_t) {
   return outcome<prune_counts>{errc::protocol_error,
                                "prune is not supported by this store"};

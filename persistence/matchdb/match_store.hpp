@@ -234,6 +234,26 @@ public:
   /// count equals `limit`, more may be left. Idempotent.
   outcome<prune_counts> prune(uint32_t retention_ms, uint32_t limit);
 
+  /// Keeps the outbox small without row-by-row deletes (PostgreSQL; other
+  /// stores have no partitions and answer an empty report). The outbox is
+  /// partitioned by `created_at` into windows of `width_s` (1..2592000)
+  /// seconds aligned to the epoch, plus a default partition that takes any
+  /// row no window holds (so a commit never fails for want of a
+  /// partition; `prune` deletes delivered rows there as before). This
+  /// creates the windows from the current one to `ahead` (1..64) ahead
+  /// that are missing (a window that rows in the default partition
+  /// overlap is left to the default), and drops each window that ended
+  /// more than `retention_s` (0: never) ago and holds no undelivered event
+  /// (one holding one is `kept`). Every DDL statement is its own short
+  /// transaction with a lock timeout: commits wait a moment for a drop,
+  /// never fail. Concurrent callers (several nodes) are serialized by an
+  /// advisory lock; a caller that does not get it does nothing
+  /// (`skipped`). Windows of another width that overlap are left alone.
+  /// Idempotent.
+  outcome<partition_report> maintain_partitions(uint32_t width_s,
+                                                uint32_t retention_s,
+                                                uint32_t ahead);
+
   /// Claims up to `limit` (1..10000) undelivered events, oldest first, that
   /// nobody holds a lease on, and leases them for `lease_ms` (> 0). The claim
   /// is a lease column (`locked_until`), set in the same statement that
@@ -321,6 +341,12 @@ protected:
   /// `check_prune_args` passed.
   virtual outcome<prune_counts> do_prune(uint32_t retention_ms,
                                          uint32_t limit);
+
+  /// The arguments of `maintain_partitions` passed their checks. The
+  /// default: no partitions, an empty report.
+  virtual outcome<partition_report>
+  do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
+                         uint32_t ahead);
 };
 
 /// Makes connections to one match store. Thread-safe.
@@ -392,6 +418,9 @@ failure check_fetch_args(uint32_t limit, uint32_t lease_ms);
 
 /// Checks the arguments of `expire_sessions`.
 failure check_expire_args(uint32_t max_age_ms, uint32_t limit);
+
+/// The widest outbox partition `maintain_partitions` takes: 30 days.
+constexpr uint32_t max_partition_width_s = 30 * 86400;
 
 /// Checks the arguments of `prune`.
 failure check_prune_args(uint32_t retention_ms, uint32_t limit);

@@ -94,6 +94,16 @@ struct prune_counts {
   size_t sessions = 0; ///< closed sessions (with their members)
 };
 
+/// What `match_store::maintain_partitions` did to the outbox's partitions.
+struct partition_report {
+  uint32_t created = 0; ///< time partitions created ahead
+  uint32_t dropped = 0; ///< old partitions dropped (their rows with them)
+  /// Old partitions kept because they still hold an undelivered event.
+  uint32_t kept = 0;
+  uint32_t partitions = 0; ///< time partitions there now (not the default)
+  bool skipped = false; ///< another caller was maintaining: nothing done
+};
+
 /// One row of the transactional outbox.
 struct outbox_event {
   int64_t seq = 0;          ///< outbox row id: increasing in insert order

@@ -51,7 +51,7 @@ protected:
     auto m = store_->apply_migrations();
     ASSERT_TRUE(m) << m.error().detail;
     sql_ = std::make_unique<test::pg_client>(test::pg_conninfo(db_));
-    for (const char* t : {"outbox", "match_sessions", "session_members"})
+    for (const char* t : {"outbox_default", "match_sessions", "session_members"})
       sql_->query(std::string{"ALTER TABLE "} + t
                   + " SET (autovacuum_enabled = false)");
   }

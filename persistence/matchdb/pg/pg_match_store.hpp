@@ -3,7 +3,7 @@
 // The PostgreSQL match store's connection class. Its members are defined by
 // family: pg_match_store.cpp (connection, statements, transactions),
 // pg_commit.cpp, pg_sessions.cpp, pg_lifecycle.cpp, pg_swipes.cpp,
-// pg_outbox.cpp, pg_migrate.cpp.
+// pg_outbox.cpp, pg_migrate.cpp, pg_partitions.cpp.
 //
 // One synchronous libpq connection per match_store. Statements are prepared
 // lazily, once per connection (a fresh database has no tables to prepare
@@ -18,6 +18,7 @@
 #include <exception>
 #include <initializer_list>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -63,6 +64,10 @@ public:
 
   outcome<prune_counts> do_prune(uint32_t retention_ms,
                                  uint32_t limit) override;
+
+  outcome<partition_report>
+  do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
+                         uint32_t ahead) override;
 
   outcome<std::optional<match_record>>
   do_active_session_of(const std::string& user) override;
@@ -191,6 +196,9 @@ private:
   std::string last_error_;
   std::array<bool, st_count> prepared_{};
   bool listening_ = false;
+  /// Outbox windows (their start) whose rows are in the default partition:
+  /// not created again by this connection (pg_partitions.cpp).
+  std::set<int64_t> refused_windows_;
 };
 
 /// One limiter for the "unavailable" lines of every call of every

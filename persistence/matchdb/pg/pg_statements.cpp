@@ -202,15 +202,18 @@ const statement statements[st_count] = {
    " FOR UPDATE OF s SKIP LOCKED"},
   // $1 retention in ms, $2 limit; one short transaction each. Rows by
   // primary key from a LIMITed subselect that skips locked rows: a pruner
-  // never waits, and no commit touches these rows.
+  // never waits, and no commit touches these rows. Only the outbox's
+  // default partition: its time windows are dropped whole
+  // (maintain_partitions, pg_partitions.cpp).
   {"mm_prune_outbox",
    "WITH c AS ("
-   "  SELECT id FROM outbox"
+   "  SELECT id, created_at FROM outbox_default"
    "  WHERE delivered_at IS NOT NULL AND " MM_OLDER("delivered_at")
    "  ORDER BY delivered_at LIMIT $2"
    "  FOR UPDATE SKIP LOCKED"
    ")"
-   " DELETE FROM outbox o USING c WHERE o.id = c.id"},
+   " DELETE FROM outbox_default o USING c"
+   " WHERE o.id = c.id AND o.created_at = c.created_at"},
   // Members go by ON DELETE CASCADE. Kept: mutual matches' sessions (the
   // pair is matched once) and sessions with an undelivered event. Those
   // are found in one pass over the undelivered events (a hashed subplan:
@@ -246,7 +249,7 @@ const statement statements[st_count] = {
   // delivered while an older event waits (at most a lease long).
   {"mm_fetch",
    "WITH " MM_NO_FLUSH ", c AS ("
-   "  SELECT id FROM outbox"
+   "  SELECT id, created_at FROM outbox"
    "  WHERE delivered_at IS NULL"
    "    AND (locked_until IS NULL OR locked_until <= now())"
    "    AND id >= (SELECT min(id) FROM outbox WHERE delivered_at IS NULL)"
@@ -256,7 +259,7 @@ const statement statements[st_count] = {
    " UPDATE outbox o"
    " SET locked_until = now() + $2::int8 * interval '1 millisecond',"
    "     attempts = o.attempts + 1"
-   " FROM c, nf WHERE o.id = c.id"
+   " FROM c, nf WHERE o.id = c.id AND o.created_at = c.created_at"
    " RETURNING o.id, o.event_id, o.aggregate_id, o.type, o.payload::text, "
    MM_MS("o.created_at") ", " MM_MS("o.delivered_at") ", "
    MM_MS("o.locked_until") ", o.attempts"},
@@ -265,11 +268,12 @@ const statement statements[st_count] = {
   // outbox_undelivered, which reads its dead entries (see mm_fetch).
   {"mm_mark",
    "WITH " MM_NO_FLUSH ", t AS MATERIALIZED ("
-   "  SELECT id FROM outbox"
+   "  SELECT id, created_at FROM outbox"
    "  WHERE event_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
    ")"
    " UPDATE outbox o SET delivered_at = now(), locked_until = NULL"
-   " FROM t, nf WHERE o.id = t.id AND o.delivered_at IS NULL"},
+   " FROM t, nf WHERE o.id = t.id AND o.created_at = t.created_at"
+   "   AND o.delivered_at IS NULL"},
 };
 
 #undef MM_OLDER
