@@ -259,12 +259,17 @@ void call_done(link_ptr self) {
     self->quit();
 }
 
+/// How a call gets the peer's gateway in the state the link is in now.
+void get_now(link_ptr self, link_cb cb);
+
 /// Hands (user, event) to the peer's gateway `h` (invalid: unreachable).
+/// When `h` turns out to be gone (the peer restarted before its down
+/// message came), drops it and tries once more with a new connection.
 void forward_event(link_ptr self,
                    caf::typed_response_promise<delivery_report> rp,
                    const std::string& user,
                    const std::shared_ptr<match_event>& ev,
-                   const node_gateway_actor& h) {
+                   const node_gateway_actor& h, bool again = true) {
   auto& st = self->state;
   delivery_report failed;
   failed.failed = 1;
@@ -279,8 +284,28 @@ void forward_event(link_ptr self,
         rp.deliver(r);
         call_done(self);
       },
-      [self, rp, failed, ev](caf::error& err) mutable {
+      [self, rp, failed, user, ev, h, again](caf::error& err) mutable {
         auto& st = self->state;
+        if (again && err == caf::sec::request_receiver_down) {
+          if (st.closing) {
+            rp.deliver(failed);
+            call_done(self);
+            return;
+          }
+          call_done(self);
+          if (st.handle == h) {
+            link_log()->info("gateway {}: node {}'s gateway is gone; "
+                             "connecting again",
+                             st.self_node, st.node);
+            self->demonitor(st.handle.address());
+            st.handle = nullptr;
+            update_phase(self);
+          }
+          get_now(self, [self, rp, user, ev](const node_gateway_actor& h2) {
+            forward_event(self, rp, user, ev, h2, false);
+          });
+          return;
+        }
         link_log()->warn("gateway {}: node {} did not take event {}: {}",
                          st.self_node, st.node, ev->event_id,
                          self->system().render(err));
@@ -362,6 +387,22 @@ peer_link_actor::behavior_type link_behavior(link_ptr self,
 
 peer_link_actor::behavior_type idle(link_ptr self) {
   return link_behavior(self, call_idle);
+}
+
+void get_now(link_ptr self, link_cb cb) {
+  switch (phase_now(self)) {
+    case link_phase::connected:
+      call_connected(self, std::move(cb));
+      break;
+    case link_phase::connecting:
+      call_connecting(self, std::move(cb));
+      break;
+    case link_phase::backoff:
+      call_backoff(self, std::move(cb));
+      break;
+    default:
+      call_idle(self, std::move(cb));
+  }
 }
 
 peer_link_actor::behavior_type connecting(link_ptr self) {

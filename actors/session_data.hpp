@@ -155,8 +155,8 @@ void start_claim(ses_ptr self, bool rescan);
 
 /// The grace time after "ticket gone" passed (state `gen`): the database
 /// says whether the user was matched meanwhile (then `matched`), else the
-/// join is enqueued again under a new store ticket (I2). Asks again after
-/// the grace time when the database cannot answer.
+/// join is enqueued again under a new store ticket (I2 of docs/design.md).
+/// Asks again after the grace time when the database cannot answer.
 void heal(ses_ptr self, uint64_t gen);
 
 /// The join's give_up_after_s passed (timer of join `join_no`).

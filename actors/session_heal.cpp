@@ -45,9 +45,10 @@ void heal(ses_ptr self, uint64_t gen) {
     enqueue_again(self);
     return;
   }
-  // The database first (I8): the store may have forgotten a claim whose
-  // match was committed, and whose event is late (its route was forgotten
-  // too). A user in an active session must not stand in a queue again.
+  // The database first (I8 of docs/design.md): the store may have
+  // forgotten a claim whose match was committed, and whose event is late
+  // (its route was forgotten too). A user in an active session must not
+  // stand in a queue again.
   self
     ->request(d.links.lifecycle,
               std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
