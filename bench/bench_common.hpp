@@ -53,6 +53,13 @@ struct broker_options {
   size_t scheduler_threads = 1;
   std::string policy = "stealing";             ///< CAF scheduler policy
   std::string queue_prefix = "bench";
+  /// Queues per level: claim n goes to queue n % queues (so claim n+queues
+  /// matches it); many queues spread the claims over a cluster's shards.
+  size_t queues = 1;
+  /// Redis Cluster: seed "host:port" entries besides --host/--port (set:
+  /// the store routes by slot); empty: one Redis.
+  std::vector<std::string> cluster_seeds;
+  bool cluster = false;
 };
 
 /// Options shared by the benches on a private PostgreSQL and Redis

@@ -61,7 +61,7 @@ struct driver_state {
   driver_counters* counters = nullptr;
   std::shared_ptr<std::atomic<bool>> stop;
   caf::actor done_to;
-  std::string queue;
+  std::vector<std::string> queues; ///< claim n goes to queues[n % size]
   uint32_t id = 0;
   size_t batch_size = 0; ///< 0: single-claim messages
   std::string user_prefix;
@@ -77,7 +77,7 @@ using driver_ptr = caf::stateful_actor<driver_state>*;
 
 ticket_spec next_spec(driver_state& st) {
   ticket_spec s;
-  s.queue = st.queue;
+  s.queue = st.queues[st.next % st.queues.size()];
   auto n = std::to_string(st.next++);
   s.user = st.user_prefix + n;
   s.ticket = st.ticket_prefix + n;
@@ -231,8 +231,11 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
                        uint32_t max_batch, size_t in_flight,
                        store_counters& counters, queue_store* admin) {
   static int level_no = 0;
-  auto queue = o.queue_prefix + "-" + std::to_string(getpid()) + "-"
-               + std::to_string(level_no++);
+  auto base = o.queue_prefix + "-" + std::to_string(getpid()) + "-"
+              + std::to_string(level_no++);
+  std::vector<std::string> queues;
+  for (size_t q = 0; q < std::max<size_t>(1, o.queues); ++q)
+    queues.push_back(o.queues > 1 ? base + "-q" + std::to_string(q) : base);
   auto stats = std::make_shared<level_stats>();
   auto stop = std::make_shared<std::atomic<bool>>(false);
   caf::scoped_actor waiter{sys};
@@ -258,7 +261,7 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
         st.counters = dc;
         st.stop = stop;
         st.done_to = done_to;
-        st.queue = queue;
+        st.queues = queues;
         st.id = id;
         st.batch_size = batch_size;
         st.user_prefix = "u" + std::to_string(id) + "x";
@@ -278,7 +281,8 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
                     caf::after(std::chrono::seconds(30)) >>
                       [&] { timed_out = true; });
   if (admin != nullptr)
-    drop_queue(*admin, queue);
+    for (auto& q : queues)
+      drop_queue(*admin, q);
 
   auto dt = b.t - a.t;
   auto per_s = [dt](uint64_t x0, uint64_t x1) {
@@ -381,6 +385,8 @@ int run_broker(const redis_target& redis, const broker_options& o) {
     redis_options ro;
     ro.host = redis.host;
     ro.port = redis.port;
+    ro.cluster = o.cluster;
+    ro.seeds = o.cluster_seeds;
     base = make_redis_store(ro);
     admin = base->connect();
   } else {

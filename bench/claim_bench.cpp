@@ -275,6 +275,13 @@ int main(int argc, char** argv) {
   broker->add_option("--policy", bo.policy, "CAF scheduler policy")
     ->check(CLI::IsMember({"stealing", "sharing"}))
     ->capture_default_str();
+  broker->add_option("--queues", bo.queues,
+                     "queues per level (claim n in queue n % N)")
+    ->capture_default_str();
+  broker->add_flag("--cluster", bo.cluster,
+                   "--host/--port is a Redis Cluster node (slot routing)");
+  broker->add_option("--seeds", bo.cluster_seeds,
+                     "more Redis Cluster nodes host:port (implies --cluster)");
   broker->add_option("--queue", bo.queue_prefix, "queue name prefix")
     ->capture_default_str();
 
@@ -292,6 +299,8 @@ int main(int argc, char** argv) {
     ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
+  if (!bo.cluster_seeds.empty())
+    bo.cluster = true;
 
   if (print_script) {
     std::fputs(claim_script_text(), stdout);
