@@ -130,9 +130,16 @@ twice=$("${psql[@]}" -d "$db" -c "SELECT count(*) FROM (SELECT user_id FROM sess
 # follows the redirects.
 "${psql[@]}" -d "$db" -c "SELECT user_id FROM session_members WHERE active AND user_id LIKE 'fo$$-%'" \
   | sort >"$work/active.txt"
-seed1=${seeds%%,*}
+live=""
+for s in ${seeds//,/ }; do # the killed primary is one of the seeds
+  if redis-cli -h "${s%:*}" -p "${s#*:}" ping 2>/dev/null | grep -q PONG; then
+    live=$s
+    break
+  fi
+done
+[ -n "$live" ] || fail "no Redis Cluster node answers"
 for q in $(seq 0 $((queue_count - 1))); do
-  redis-cli -c -h "${seed1%:*}" -p "${seed1#*:}" hkeys "mm:{q$q}:users"
+  redis-cli -c -h "${live%:*}" -p "${live#*:}" hkeys "mm:{q$q}:users"
 done | sort >"$work/queued.txt"
 both=$(comm -12 "$work/active.txt" "$work/queued.txt" | wc -l)
 echo "users in an active session and in a queue: $both"
