@@ -263,8 +263,9 @@ void call_done(link_ptr self) {
 void get_now(link_ptr self, link_cb cb);
 
 /// Hands (user, event) to the peer's gateway `h` (invalid: unreachable).
-/// When `h` turns out to be gone (the peer restarted before its down
-/// message came), drops it and tries once more with a new connection.
+/// When `h` turns out to be gone or silent (the peer restarted and its old
+/// handle's down message did not come), drops it and tries once more with
+/// a new connection.
 void forward_event(link_ptr self,
                    caf::typed_response_promise<delivery_report> rp,
                    const std::string& user,
@@ -286,7 +287,12 @@ void forward_event(link_ptr self,
       },
       [self, rp, failed, user, ev, h, again](caf::error& err) mutable {
         auto& st = self->state;
-        if (again && err == caf::sec::request_receiver_down) {
+        // A handle that is gone or silent may be a restarted peer's old
+        // one (its down message may never come: seen after a SIGKILL and a
+        // restart on the same address).
+        if (again
+            && (err == caf::sec::request_receiver_down
+                || err == caf::sec::request_timeout)) {
           if (st.closing) {
             rp.deliver(failed);
             call_done(self);
@@ -294,9 +300,10 @@ void forward_event(link_ptr self,
           }
           call_done(self);
           if (st.handle == h) {
-            link_log()->info("gateway {}: node {}'s gateway is gone; "
-                             "connecting again",
-                             st.self_node, st.node);
+            link_log()->info("gateway {}: node {}'s gateway did not take an "
+                             "event ({}); connecting again",
+                             st.self_node, st.node,
+                             self->system().render(err));
             self->demonitor(st.handle.address());
             st.handle = nullptr;
             update_phase(self);

@@ -210,6 +210,13 @@ void virtual_users::apply_state(uint32_t i, const json& j) {
       r.told_session = sid;
     if (r.has(uf::got_event) && !sid.empty() && sid != r.session)
       r.flags |= uf::multi_session;
+  } else if (state == "cancelled" && r.has(uf::cancel_sent)
+             && !r.has(uf::cancel_acked)
+             && str_field(j, "detail") != "shutting_down") {
+    // The server says cancelled to a user who asked to cancel (its cancel
+    // call itself timed out or failed): that is the cancel's answer.
+    r.flags |= uf::cancel_acked;
+    r.counts.cancels_acked++;
   } else if (state == "cancelled" || state == "failed") {
     r.flags |= uf::ended;
     auto detail = str_field(j, "detail");
