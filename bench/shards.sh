@@ -103,6 +103,7 @@ shards_main() {
   shards_duration=${SHARDS_DURATION:-5}
   shards_users=${SHARDS_USERS:-30000}
   shards_secret=shards-bench-secret-0123456789
+  cmake -S "$root" -B "$build" -DMM_BUILD_BENCH=ON >/dev/null
   cmake --build "$build" -j2 --target claim_bench matchd matchctl >/dev/null
   bin=$build/bench/claim_bench
   mkdir -p "$dir/cl"
