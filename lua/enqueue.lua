@@ -39,7 +39,10 @@ if redis.call('HEXISTS', K_TICKETS, ticket) == 1 then
 end
 
 local rs, rk, avoid = ARGV[6] or '', ARGV[7] or '', ARGV[8] or ''
-if #rs > 1024 or #rk > 2048 or #avoid > 4096 then return invalid('rules') end
+if #rs > 1024 or #rk > 2048 or #avoid > 4096 or string.find(rs, '%z')
+    or string.find(rk, '%z') or string.find(avoid, '%z') then
+  return invalid('rules') -- a NUL would break the record (lib/common.lua)
+end
 if rs ~= '' and (not K_IDX or not string.find(rk, '^[%w%._@%-|,+]*$')) then
   return invalid('rules')
 end
@@ -48,5 +51,5 @@ local seq = redis.call('INCR', K_SEQ)
 local rec = {user = user, ticket = ticket, node = node, attrs = attrs,
              score = seq, token = num(seq), deadline = now + ttl, since = now,
              rs = rs, rk = rk, avoid = avoid}
-make_waiting(rec)
+make_waiting(rec, now)
 return {'created', ticket, rec.token, num(rec.score), num(rec.deadline)}

@@ -32,33 +32,55 @@ local function num(x)
   return string.format('%.0f', x)
 end
 
-local FIELDS = {'user', 'ticket', 'node', 'attrs', 'score', 'token', 'state',
-                'deadline', 'hold', 'p_user', 'p_ticket', 'p_node',
-                'p_attrs', 'p_score', 'p_token', 'since', 'rs', 'rk', 'avoid',
-                'cells'}
--- since: store time of the join (rules widen with it); rs, rk, avoid: the
--- queue's rules, the ticket's rule values and recent partners (rules.lua);
--- cells: the index cells the ticket is filed under while waiting.
+-- A ticket record. since: store time of the join (rules widen with it); rs,
+-- rk, avoid: the queue's rules, the ticket's rule values and recent partners
+-- (rules.lua); cells: the index cells the ticket is filed under while
+-- waiting. NUMERIC fields decode to numbers (0 when empty), the rest to
+-- strings ('' when empty).
 local NUMERIC = {score = true, deadline = true, hold = true, since = true}
 
--- Length-prefixed fields: attributes may hold any byte.
-local function encode(rec)
-  local parts = {}
-  for _, f in ipairs(FIELDS) do
-    local v = rec[f]
-    if v == nil then v = '' elseif NUMERIC[f] then v = num(v) end
-    parts[#parts + 1] = #v .. ':' .. v
-  end
-  return table.concat(parts)
+-- The record as one string: '\1', then the fields that never hold a NUL
+-- (ids, numbers, rule strings: all checked on the way in) joined by NULs,
+-- then the length of attrs, then attrs and p_attrs back to back (they may
+-- hold any byte). One table.concat to write and one string.match to read:
+-- the per-field loop of the older layout cost ~20 us of Lua each way
+-- (docs/benchmarks.md "The claim script's cost").
+-- The NUL-free fields, in order: user ticket node score token state deadline
+-- hold p_user p_ticket p_node p_score p_token since rs rk avoid cells; then
+-- the length of attrs.
+-- LAYOUT: '^\1', 19 times '([^%z]*)%z', '(.*)$' (written out: building it
+-- with string.rep on every call cost a microsecond).
+local LAYOUT = '^\1([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z'
+  .. '([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z'
+  .. '([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z([^%z]*)%z'
+  .. '([^%z]*)%z([^%z]*)%z(.*)$'
+
+local function str(v)
+  if v == nil then return '' end
+  return v
 end
 
-local function decode(s)
-  if not s then return nil end
+local function encode(r)
+  local a = str(r.attrs)
+  return table.concat({'\1' .. r.user, r.ticket, r.node, num(r.score),
+    str(r.token), str(r.state), num(r.deadline or 0), num(r.hold or 0),
+    str(r.p_user), str(r.p_ticket), str(r.p_node), str(r.p_score),
+    str(r.p_token), num(r.since or 0), str(r.rs), str(r.rk), str(r.avoid),
+    str(r.cells), #a, a .. str(r.p_attrs)}, '\0')
+end
+
+-- The layout before this one: every field length-prefixed. Records written
+-- by an older build are still read (a rolling upgrade); the field list is
+-- built only then (tables made at the top cost every call of every script).
+local function decode_old(s)
   local rec, pos = {}, 1
-  for _, f in ipairs(FIELDS) do
+  for _, f in ipairs({'user', 'ticket', 'node', 'attrs', 'score', 'token',
+                      'state', 'deadline', 'hold', 'p_user', 'p_ticket',
+                      'p_node', 'p_attrs', 'p_score', 'p_token', 'since',
+                      'rs', 'rk', 'avoid', 'cells'}) do
     local colon = string.find(s, ':', pos, true)
     local v = ''
-    if colon then -- a record of an older layout lacks the newer fields
+    if colon then -- a record of an even older layout lacks the newer fields
       local n = tonumber(string.sub(s, pos, colon - 1))
       v = string.sub(s, colon + 1, colon + n)
       pos = colon + n + 1
@@ -67,6 +89,21 @@ local function decode(s)
     rec[f] = v
   end
   return rec
+end
+
+local function decode(s)
+  if not s then return nil end
+  if string.byte(s, 1) ~= 1 then return decode_old(s) end
+  local u, t, n, sc, tok, st, dl, h, pu, pt, pn, ps, ptk, si, rs, rk, av, ce,
+        al, rest = string.match(s, LAYOUT)
+  if not u then return nil end -- not a record: treated as gone
+  al = tonumber(al) or 0
+  return {user = u, ticket = t, node = n, score = tonumber(sc) or 0,
+          token = tok, state = st, deadline = tonumber(dl) or 0,
+          hold = tonumber(h) or 0, p_user = pu, p_ticket = pt, p_node = pn,
+          p_score = ps, p_token = ptk, since = tonumber(si) or 0, rs = rs,
+          rk = rk, avoid = av, cells = ce, attrs = string.sub(rest, 1, al),
+          p_attrs = string.sub(rest, al + 1)}
 end
 
 local function load_ticket(id)
@@ -89,12 +126,12 @@ local function remove_ticket(rec)
 end
 
 -- Puts a ticket (back) into the waiting set at its score.
-local function make_waiting(rec)
+local function make_waiting(rec, now)
   rec.state = 'waiting'
   rec.hold, rec.p_user, rec.p_ticket, rec.p_node = 0, '', '', ''
   rec.p_attrs, rec.p_score, rec.p_token = '', '', ''
   index_remove(rec)
-  index_add(rec, now_ms())
+  index_add(rec, now or now_ms())
   store_ticket(rec)
   redis.call('HSET', K_USERS, rec.user, rec.ticket)
   redis.call('ZADD', K_WAITING, rec.score, rec.ticket)

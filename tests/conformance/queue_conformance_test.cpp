@@ -121,6 +121,12 @@ TEST_P(queue_conformance, malformed_input_is_named_and_changes_nothing) {
     {script_id::claim, keys, {"bob", "t9", "n1", "", "1000", "x", "10", "0"}},
     {script_id::heartbeat, keys, {"alice", "1", "-5"}},
     {script_id::sweep, keys, {"0"}},
+    // A NUL would end a field of the record (lua/lib/common.lua).
+    {script_id::claim, keys,
+     {"bob", "t9", "n1", "", "1000", "10", "10", "0", "", "",
+      std::string{"a\0b", 3}}},
+    {script_id::enqueue, keys,
+     {"bob", "t9", "n1", "", "1000", "", "", std::string{"a\0b", 3}}},
   };
   for (auto& r : c().conn().run(raw)) {
     ASSERT_EQ(r.code, errc::none);
@@ -157,6 +163,80 @@ TEST_P(queue_conformance, claim_takes_the_oldest_live_waiter) {
   EXPECT_EQ(told->outcome, claim_outcome::claimed_by_other);
   EXPECT_EQ(told->partner.user, "carol");
   EXPECT_EQ(told->partner.ticket, "tc");
+}
+
+TEST_P(queue_conformance, attributes_of_any_byte_survive_the_record) {
+  // The record keeps attrs apart from its NUL-separated fields: the
+  // separators and length digits of either layout inside attrs.
+  const std::string a_attrs{"\x01:7:x|;,\xc3\xa9{}"};
+  const std::string c_attrs{"c:\x01"};
+  auto a = spec(q_, "alice", "ta");
+  a.attrs = a_attrs;
+  ASSERT_OK(c().enqueue(a));
+  auto s = spec(q_, "carol", "tc");
+  s.attrs = c_attrs;
+  auto r = c().claim(s);
+  ASSERT_OK(r);
+  ASSERT_EQ(r->outcome, claim_outcome::matched);
+  EXPECT_EQ(r->partner.attrs, a_attrs);
+  // A retried claim reads the claimer's record: the partner's copy too.
+  auto again = c().claim(s);
+  ASSERT_OK(again);
+  ASSERT_EQ(again->outcome, claim_outcome::matched);
+  EXPECT_EQ(again->partner.attrs, a_attrs);
+  EXPECT_EQ(again->partner.token, r->partner.token);
+  EXPECT_EQ(again->token, r->token);
+  // The engine refuses NUL in attrs (queue_codec); the scripts keep any
+  // byte of a raw call all the same.
+  auto keys = codec::queue_keys(q_);
+  const std::string nul{"x\0y\1", 4};
+  std::vector<script_call> raw{
+    {script_id::enqueue, keys, {"dave", "td", "n1", nul, "30000"}},
+    {script_id::claim, keys, {"erin", "te", "n1", "", "30000", "10", "10",
+                              "0"}},
+  };
+  auto replies = c().conn().run(raw);
+  ASSERT_EQ(replies.size(), 2u);
+  ASSERT_EQ(replies[1].code, errc::none);
+  ASSERT_GE(replies[1].value.elements.size(), 7u);
+  EXPECT_EQ(replies[1].value.elements[0].str, "matched");
+  EXPECT_EQ(replies[1].value.elements[6].str, nul);
+}
+
+TEST_P(queue_conformance, a_record_of_the_previous_layout_is_still_read) {
+  // Written as the build before the NUL-separated layout wrote it (every
+  // field length-prefixed): a rolling upgrade finds such waiters in Redis.
+  auto t = c().command({"TIME"});
+  ASSERT_EQ(t.elements.size(), 2u);
+  auto now = std::stoll(t.elements[0].str) * 1000
+             + std::stoll(t.elements[1].str) / 1000;
+  auto deadline = std::to_string(now + 60000);
+  auto since = std::to_string(now);
+  std::vector<std::string> fields{"old-user", "t-old", "node-old", "{\"k\":1}",
+                                  "7", "7", "waiting", deadline, "0", "", "",
+                                  "", "", "", "", since, "", "", "", ""};
+  std::string rec;
+  for (auto& f : fields)
+    rec += std::to_string(f.size()) + ":" + f;
+  auto keys = codec::queue_keys(q_);
+  c().command({"HSET", keys[2], "t-old", rec});
+  c().command({"HSET", keys[3], "old-user", "t-old"});
+  c().command({"ZADD", keys[0], "7", "t-old"});
+  c().command({"ZADD", keys[4], deadline, "t-old"});
+  c().command({"SET", keys[1], "7"});
+  auto r = c().claim(spec(q_, "bob", "tb"));
+  ASSERT_OK(r);
+  ASSERT_EQ(r->outcome, claim_outcome::matched);
+  EXPECT_EQ(r->partner.user, "old-user");
+  EXPECT_EQ(r->partner.node, "node-old");
+  EXPECT_EQ(r->partner.attrs, "{\"k\":1}");
+  EXPECT_EQ(r->partner.token, "7");
+  EXPECT_EQ(r->partner.score, 7);
+  // The old waiter's record is rewritten in the new layout and still read.
+  auto told = c().claim(spec(q_, "old-user", "t-old"));
+  ASSERT_OK(told);
+  EXPECT_EQ(told->outcome, claim_outcome::claimed_by_other);
+  EXPECT_EQ(told->partner.user, "bob");
 }
 
 TEST_P(queue_conformance, claim_into_an_empty_queue_enqueues) {
