@@ -359,6 +359,7 @@ ws_admission api_router::admit_ws(const std::string& target,
   }
   res.ok = true;
   res.user = check.user;
+  res.token = std::move(tok);
   return res;
 }
 

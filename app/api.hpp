@@ -132,6 +132,7 @@ const std::string& openapi_json();
 struct ws_admission {
   bool ok = false;
   std::string user;
+  std::string token; ///< the bearer token it was admitted with
   api_reply refusal; ///< when !ok
 };
 

@@ -1,5 +1,7 @@
 #include "app/http_client.hpp"
 
+#include <deque>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -440,6 +442,8 @@ struct ws_client::impl {
   phase ph = phase::idle;
   bool by_us = false;
   bool close_sent = false;
+  std::deque<std::string> out; ///< messages to send, the front one on the wire
+  bool writing = false;
 };
 
 ws_client::ws_client(asio::io_context& io, const http_endpoint& where,
@@ -551,6 +555,37 @@ void ws_client::read_next() {
     if (d.ph == impl::phase::open)
       self->read_next();
   });
+}
+
+bool ws_client::send(std::string text) {
+  auto& d = *impl_;
+  if (d.ph != impl::phase::open || d.close_sent)
+    return false;
+  d.out.push_back(std::move(text));
+  if (!d.writing)
+    write_next();
+  return true;
+}
+
+void ws_client::write_next() {
+  auto& d = *impl_;
+  if (d.out.empty() || d.ph != impl::phase::open) {
+    d.writing = false;
+    return;
+  }
+  d.writing = true;
+  d.ws.text(true);
+  d.ws.async_write(asio::buffer(d.out.front()),
+                   [self = shared_from_this()](const error_code& ec,
+                                               std::size_t) {
+                     auto& d = *self->impl_;
+                     if (ec) {
+                       d.writing = false;
+                       return ws_finish(d, ec);
+                     }
+                     d.out.pop_front();
+                     self->write_next();
+                   });
 }
 
 void ws_client::close() {

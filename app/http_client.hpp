@@ -198,6 +198,10 @@ public:
   /// Connects and starts the read loop. Not idempotent: call once.
   void start(ws_handlers handlers);
 
+  /// Sends `text` as one text message after those sent before it; false
+  /// (nothing sent) unless open and not closing. Not idempotent.
+  bool send(std::string text);
+
   /// Sends a normal close and lets the read loop end; `on_close` follows.
   /// Idempotent.
   void close();
@@ -212,6 +216,7 @@ public:
 
 private:
   void read_next();
+  void write_next();
 
   std::unique_ptr<impl> impl_;
 };

@@ -185,7 +185,8 @@ void http_session::upgrade(http::request<http::string_body>&& req,
   stream_.expires_never();
   // The connection keeps its place among --max-connections.
   auto ws = std::make_shared<ws_session>(stream_.release_socket(), core_,
-                                         std::move(conn_), std::move(place));
+                                         std::move(conn_), std::move(place),
+                                         std::move(adm.token));
   ws->run(std::move(req));
 }
 

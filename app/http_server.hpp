@@ -29,6 +29,9 @@ struct server_limits {
   /// sent at half this) arrives for this long is closed.
   uint32_t ws_idle_timeout_ms = 60000;
   double ws_rate = 10; ///< inbound messages and pings per second (burst 2x)
+  /// Requests of one WebSocket being answered at once; one more is refused
+  /// 429 too_many_requests on the socket.
+  size_t ws_requests_in_flight = 32;
 };
 
 /// Counters of the transport, read by /metrics.
@@ -39,6 +42,7 @@ struct server_stats {
   std::atomic<uint64_t> ws_refused{0};     ///< upgrades over the per-user cap
   std::atomic<uint64_t> ws_idle_closed{0}; ///< closed by the idle timeout
   std::atomic<uint64_t> ws_rate_closed{0}; ///< closed for flooding
+  std::atomic<uint64_t> ws_requests{0};    ///< requests sent on WebSockets
   std::atomic<uint64_t> accept_paused{0};  ///< accept failures (then a pause)
   std::atomic<uint64_t> handler_errors{0}; ///< exceptions caught in handlers
   std::atomic<int64_t> open_connections{0};

@@ -48,6 +48,11 @@ struct load_options {
   /// cancels is still keyed by (queue, ticket), so a reused id can get the
   /// verdict of its previous join (open work: ticket ids scoped by user).
   bool reuse_tickets = false;
+  /// Joins, cancels and ends go as requests on the user's WebSocket
+  /// (docs/api.md "Requests on the WebSocket") instead of HTTP requests;
+  /// HTTP while the socket is not open. matchctl: on with --cycles unless
+  /// --http, or with --socket.
+  bool socket = false;
 
   /// The name of virtual user `i`: the prefix and the number.
   std::string user_name(std::size_t i) const {

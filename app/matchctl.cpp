@@ -388,12 +388,24 @@ int main(int argc, char** argv) {
   load_cmd->add_flag("--reuse-tickets", lo.reuse_tickets,
                      "with --cycles: every other join reuses the ticket id "
                      "of the session that ended");
+  bool over_http = false, over_socket = false;
+  auto* http_flag = load_cmd->add_flag(
+    "--http", over_http,
+    "joins, cancels and ends as HTTP requests (the default without "
+    "--cycles)");
+  load_cmd
+    ->add_flag("--socket", over_socket,
+               "joins, cancels and ends as requests on the user's WebSocket "
+               "(the default with --cycles)")
+    ->excludes(http_flag);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
+
+  lo.socket = over_socket || (lo.cycles > 1 && !over_http);
 
   // A dry run of a rules file: no server, no token, so no --secret.
   if (explain_cmd->parsed())

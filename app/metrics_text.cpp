@@ -277,6 +277,10 @@ public:
                            "WebSockets closed for sending over --ws-rate",
                            MetricType::Counter,
                            static_cast<double>(s.ws_rate_closed.load())));
+      out.push_back(scalar("mm_websocket_requests_total",
+                           "Requests sent on WebSockets (join, cancel, ...)",
+                           MetricType::Counter,
+                           static_cast<double>(s.ws_requests.load())));
       out.push_back(scalar("mm_http_accept_paused_total",
                            "Failed accepts (descriptor limit), each followed "
                            "by a pause",

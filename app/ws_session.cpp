@@ -1,5 +1,7 @@
 #include "app/ws_session.hpp"
 
+#include "app/ws_requests.hpp"
+
 #include <algorithm>
 
 namespace mm {
@@ -9,14 +11,16 @@ namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
 ws_session::ws_session(tcp::socket&& sock, std::shared_ptr<server_core> core,
-                       conn_slot conn, ws_slot place)
+                       conn_slot conn, ws_slot place, std::string token)
   : ws_(std::move(sock)),
     core_(std::move(core)),
     conn_(std::move(conn)),
     place_(std::move(place)),
-    user_(place_.user()) {
-  tokens_ = 2 * core_->limits.ws_rate; // burst
-  refilled_ = std::chrono::steady_clock::now();
+    user_(place_.user()),
+    token_(std::move(token)) {
+  auto now = std::chrono::steady_clock::now();
+  frames_ = {2 * core_->limits.ws_rate, now}; // burst
+  requests_ = {2 * core_->limits.rate, now};
 }
 
 ws_session::~ws_session() {
@@ -36,7 +40,8 @@ void ws_session::run(request req) {
   opt.idle_timeout = idle;
   opt.keep_alive_pings = true;
   ws_.set_option(opt);
-  ws_.read_message_max(4096); // clients only send pings and small text
+  // A request frame holds at most an HTTP body and a few fields.
+  ws_.read_message_max(core_->limits.max_body + 1024);
   // Pings never reach do_read: they take from the same bucket here.
   ws_.control_callback([this](websocket::frame_type kind, beast::string_view) {
     if (kind == websocket::frame_type::ping && !take_token())
@@ -77,16 +82,19 @@ void ws_session::close_when_flushed() {
   });
 }
 
-bool ws_session::take_token() {
+bool ws_session::bucket::take(double rate) {
   auto now = std::chrono::steady_clock::now();
-  std::chrono::duration<double> dt = now - refilled_;
-  refilled_ = now;
-  auto rate = core_->limits.ws_rate;
-  tokens_ = std::min(2 * rate, tokens_ + dt.count() * rate);
-  if (tokens_ < 1)
+  std::chrono::duration<double> dt = now - refilled;
+  refilled = now;
+  tokens = std::min(2 * rate, tokens + dt.count() * rate);
+  if (tokens < 1)
     return false;
-  tokens_ -= 1;
+  tokens -= 1;
   return true;
+}
+
+bool ws_session::take_token() {
+  return frames_.take(core_->limits.ws_rate);
 }
 
 void ws_session::over_rate() {
@@ -145,13 +153,87 @@ void ws_session::do_read() {
       self->finished();
       return;
     }
-    self->in_.clear(); // client messages are ignored
-    if (!self->take_token()) {
-      // A flood: the close handshake reads (and drops) what still comes.
-      self->over_rate();
-      return;
+    try {
+      auto text = beast::buffers_to_string(self->in_.data());
+      self->in_.clear();
+      if (!self->on_request(text)) {
+        // A flood: the close handshake reads (and drops) what still comes.
+        self->over_rate();
+        return;
+      }
+    } catch (const std::exception& e) {
+      self->core_->log_handler_error("websocket request", e.what());
     }
     self->do_read();
+  });
+}
+
+bool ws_session::on_request(std::string_view text) {
+  if (closed_ || done_)
+    return true;
+  auto req = parse_ws_request(text, user_);
+  auto answer = [this](const std::string& id, const api_reply& r) {
+    enqueue(std::make_shared<const std::string>(ws_reply_text(id, r)));
+  };
+  if (req.what == ws_request::kind::refused) {
+    // Junk counts against --ws-rate like any other frame.
+    if (!take_token())
+      return false;
+    answer(req.id, req.refusal);
+    return true;
+  }
+  ++core_->stats.ws_requests;
+  if (!requests_.take(core_->limits.rate)) {
+    ++core_->stats.rate_limited;
+    answer(req.id, api_router::error(
+                     429, "rate_limited",
+                     "more than "
+                       + std::to_string(static_cast<int>(core_->limits.rate))
+                       + " requests per second on this connection"));
+    return true;
+  }
+  switch (req.what) {
+    case ws_request::kind::refused:
+      return true; // answered above
+    case ws_request::kind::auth: {
+      // The new token must pass what the upgrade passed, as the same user.
+      auto adm = core_->router->admit_ws("/v1/users/" + user_ + "/events",
+                                         "Bearer " + req.token);
+      if (!adm.ok) {
+        answer(req.id, adm.refusal);
+        return true;
+      }
+      token_ = std::move(adm.token);
+      answer(req.id, api_reply{200, "{\"status\":\"ok\"}"});
+      return true;
+    }
+    case ws_request::kind::http:
+      break;
+  }
+  if (in_flight_ >= core_->limits.ws_requests_in_flight) {
+    answer(req.id,
+           api_router::error(429, "too_many_requests",
+                             std::to_string(in_flight_)
+                               + " requests of this WebSocket are being "
+                                 "answered; wait for a reply"));
+    return true;
+  }
+  ++in_flight_;
+  // The router answers exactly once, maybe on an engine thread.
+  core_->router->handle(
+    req.method, req.target, "Bearer " + token_, req.body,
+    [self = shared_from_this(), id = req.id](api_reply r) {
+      self->reply_later(
+        std::make_shared<const std::string>(ws_reply_text(id, r)));
+    });
+  return true;
+}
+
+void ws_session::reply_later(std::shared_ptr<const std::string> text) {
+  asio::post(ws_.get_executor(), [self = shared_from_this(), text] {
+    if (self->in_flight_ > 0)
+      --self->in_flight_;
+    self->enqueue(text);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -25,6 +26,14 @@ struct virtual_users::active_user {
   uint16_t inflight = 0;
   uint8_t end_attempts = 0; ///< of the current cycle's end
   timer_use timer_armed = timer_use::none;
+  /// Requests sent on the WebSocket, by id, until their reply (or their
+  /// timeout, or the socket's end) calls back.
+  struct pending_call {
+    http_callback cb;
+    std::unique_ptr<asio::steady_timer> timer;
+  };
+  std::unordered_map<uint32_t, pending_call> calls;
+  uint32_t next_call = 0;
 };
 
 } // namespace mm::load

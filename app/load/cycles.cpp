@@ -150,12 +150,11 @@ void virtual_users::send_end(uint32_t i) {
   a->inflight++;
   json body{{"reason", end_reason}};
   auto sid = r.session;
-  pool_of(i).request(verb::post,
-                     user_path(i) + "/sessions/" + path_escape(sid) + "/end",
-                     a->auth, body.dump(),
-                     [this, i, sid](http_result&& res) {
-                       on_end(i, sid, std::move(res));
-                     });
+  auto text = body.dump();
+  call(i, verb::post, user_path(i) + "/sessions/" + path_escape(sid) + "/end",
+       std::move(text),
+       json{{"op", "end"}, {"session", sid}, {"body", std::move(body)}},
+       [this, i, sid](http_result&& res) { on_end(i, sid, std::move(res)); });
 }
 
 void virtual_users::on_end(uint32_t i, const std::string& session,

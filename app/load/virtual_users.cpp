@@ -181,12 +181,10 @@ void virtual_users::send_join(uint32_t i) {
   if (r.cycle == 0)
     connect_ms.push_back((r.t0_us - r.start_us) / 1000.0);
   a->inflight++;
-  pool_of(i).request(verb::post, user_path(i) + "/tickets", a->auth,
-                     body.dump(-1, ' ', false,
-                               json::error_handler_t::replace),
-                     [this, i](http_result&& res) {
-                       on_join(i, std::move(res));
-                     });
+  auto text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  call(i, verb::post, user_path(i) + "/tickets", std::move(text),
+       json{{"op", "join"}, {"body", std::move(body)}},
+       [this, i](http_result&& res) { on_join(i, std::move(res)); });
 }
 
 void virtual_users::apply_state(uint32_t i, const json& j) {
@@ -271,11 +269,9 @@ void virtual_users::on_cancel_timer(uint32_t i) {
   r.flags |= uf::cancel_sent;
   r.counts.cancels_sent++;
   a->inflight++;
-  pool_of(i).request(verb::delete_,
-                     user_path(i) + "/tickets/" + path_escape(r.ticket),
-                     a->auth, {}, [this, i](http_result&& res) {
-                       on_cancel(i, std::move(res));
-                     });
+  call(i, verb::delete_, user_path(i) + "/tickets/" + path_escape(r.ticket),
+       {}, json{{"op", "cancel"}, {"ticket", r.ticket}},
+       [this, i](http_result&& res) { on_cancel(i, std::move(res)); });
 }
 
 void virtual_users::on_cancel(uint32_t i, http_result&& res) {
@@ -317,6 +313,10 @@ void virtual_users::on_message(uint32_t i, std::string_view text) {
   }
   auto& r = recs_[i];
   auto type = str_field(j, "type");
+  if (type == "reply") {
+    on_reply(i, j); // its callback moves the user on
+    return;
+  }
   if (type == "match.created") {
     if (cycling())
       cycle_match(i, j);
@@ -411,6 +411,9 @@ void virtual_users::on_match_created(uint32_t i, const json& j) {
 }
 
 void virtual_users::on_close(uint32_t i, const ws_close_info& info) {
+  // Requests on the socket get no reply any more: they failed as an HTTP
+  // request whose connection broke would have.
+  fail_calls(i, info.ec ? info.ec : error_code{asio::error::connection_reset});
   auto* a = active(i);
   auto& r = recs_[i];
   if (a != nullptr)
@@ -454,7 +457,8 @@ void virtual_users::maybe_done(uint32_t i) {
     return;
   }
   stop_timer(*a);
-  if (a->ws) {
+  // Requests on the socket are answered on it: close it after their replies.
+  if (a->ws && a->calls.empty()) {
     if (opts_.abrupt_close)
       a->ws->abort();
     else

@@ -174,6 +174,17 @@ private:
     return *pools_[i % pools_.size()];
   }
 
+  /// One request of user `i`: as `ws_msg` (an "id" added) on its
+  /// WebSocket when --socket and the socket is open, else over HTTP. `cb`
+  /// runs once either way (a socket request: its reply, request_timeout, or
+  /// the socket's end as a transport error).
+  void call(uint32_t i, boost::beast::http::verb method, std::string target,
+            std::string body, nlohmann::json&& ws_msg, http_callback cb);
+  /// Handles a reply frame on user `i`'s socket.
+  void on_reply(uint32_t i, const nlohmann::json& j);
+  /// Fails every socket request of user `i` still without its reply.
+  void fail_calls(uint32_t i, error_code ec);
+
   /// A non-2xx answer: counted by its error name; a 503 shutting_down also
   /// tells the user that its node is going away.
   void count_refusal(user_record& r, const http_result& res);

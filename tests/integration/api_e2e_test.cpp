@@ -10,109 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "app/token.hpp"
-#include "tests/support/api_client.hpp"
-#include "tests/support/matchd_process.hpp"
-#include "tests/support/pg_client.hpp"
-#include "tests/support/test_env.hpp"
+#include "tests/support/api_e2e_fixture.hpp"
 
 using namespace mm;
 using namespace mm::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-const std::string secret = "e2e-secret-0123456789";
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
-}
-
-std::string token(const std::string& user) {
-  return sign_token(secret, user, now_s() + 3600);
-}
-
-std::string unique(const std::string& prefix) {
-  static std::mt19937_64 rng{std::random_device{}()};
-  return prefix + std::to_string(rng() % 1000000000);
-}
-
-/// A counter's value in the /metrics text ("name{...} value").
-double metric(http_conn& c, const std::string& name) {
-  auto text = c.request(http::verb::get, "/metrics").body;
-  auto pos = text.find("\n" + name + "{");
-  if (pos == std::string::npos)
-    return -1;
-  auto eol = text.find('\n', pos + 1);
-  auto line = text.substr(pos + 1, eol - pos - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
-}
-
-/// Polls `pred` every 100 ms for at most `bound`; answers its last value.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(100ms);
-  }
-  return true;
-}
-
-class api_e2e : public ::testing::TestWithParam<std::string> {
-protected:
-  /// Options of this suite's matchd besides the common ones.
-  virtual std::vector<std::string> extra_args() const {
-    return {};
-  }
-
-  void SetUp() override {
-    std::vector<std::string> args{"--secret", secret, "--client-ttl", "2000",
-                                  "--log-level", "warn"};
-    for (auto& a : extra_args())
-      args.push_back(a);
-    if (GetParam() == "redis_pg") {
-      args.push_back("--redis");
-      args.push_back("127.0.0.1:" + std::to_string(redis_port()));
-      args.push_back("--postgres");
-      args.push_back(pg_conninfo(fresh_database("api_e2e")));
-    }
-    // Each test's own queue, declared (the node serves no other).
-    queue_ = unique("q");
-    args.push_back("--queues");
-    args.push_back(queue_);
-    auto log = std::string{::testing::TempDir()} + "matchd_e2e_" + GetParam()
-               + ".log";
-    node_ = std::make_unique<matchd_process>(args, log);
-    http_ = std::make_unique<http_conn>(node_->port());
-  }
-
-  std::string path(const std::string& user, const std::string& rest = "") {
-    return "/v1/users/" + user + rest;
-  }
-
-  http_answer join(const std::string& user, const std::string& ticket,
-                   const std::string& tok = {}) {
-    json body{{"queue", queue_}, {"ticket", ticket}};
-    return http_->request(http::verb::post, path(user, "/tickets"),
-                          tok.empty() ? token(user) : tok, body.dump());
-  }
-
-  http_answer like(const std::string& from, const std::string& to) {
-    return http_->request(http::verb::post, path(from, "/swipes"), token(from),
-                          json{{"to", to}, {"action", "LIKE"}}.dump());
-  }
-
-  double gauge(const std::string& name) {
-    return metric(*http_, name);
-  }
-
-  std::unique_ptr<matchd_process> node_;
-  std::unique_ptr<http_conn> http_;
-  std::string queue_;
-};
 
 TEST_P(api_e2e, two_websocket_users_receive_the_same_session) {
   auto alice = unique("alice"), bob = unique("bob");

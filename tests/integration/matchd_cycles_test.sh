@@ -2,13 +2,15 @@
 # matchd under `matchctl load --cycles`: 200 users live through 10 cycles
 # each (join, match, hold the session, one member ends it, both see
 # session.ended, join again with the same ticket or a new one; 5% of the
-# joins cancelled), once on the embedded stores and once on the private
-# Redis + PostgreSQL.
+# joins cancelled), on the embedded stores and on the private Redis +
+# PostgreSQL with the requests on each user's WebSocket (matchctl's default
+# with --cycles), and once more on Redis + PostgreSQL over HTTP (--http).
 #   matchd_cycles_test.sh MATCHD MATCHCTL REDIS_DIR PG_DIR
 # Passes when matchctl exits 0 with verdict=ok and (nearly) every cycle
 # completed on both, and PostgreSQL agrees: no user in two active sessions,
 # no session of the run left active, as many sessions as the clients saw,
-# every outbox row delivered. Both stores run even when the first fails.
+# every outbox row delivered; mm_websocket_requests_total shows which
+# transport carried them. Every run runs even when one before it fails.
 set -euo pipefail
 matchd=$1 matchctl=$2 redis_dir=$3 pg_dir=$4
 redis_port=$(cat "$redis_dir/port")
@@ -26,12 +28,13 @@ problem() { echo "FAIL: $*"; problems+=("$*"); }
 
 # One store, in a subshell of its own: a failure ends only this store's run.
 run_store() {
-  local store=$1 prefix="cyc$$-$1-" port db= pid=
-  local stores=()
+  local store=$1 transport=$2 prefix="cyc$$-$1-$2-" port db= pid=
+  local stores=() over=()
+  [ "$transport" = http ] && over=(--http)
   trap '[ -n "${pid:-}" ] && kill -KILL "$pid" 2>/dev/null || true' EXIT
   port=$(free_port)
   if [ "$store" = redis_pg ]; then
-    db="cycles_$$"
+    db="cycles_$$_$transport"
     "${psql[@]}" -d postgres -c "CREATE DATABASE $db" >/dev/null
     stores=(--redis "127.0.0.1:$redis_port"
             --postgres "host=127.0.0.1 port=$pg_port user=postgres dbname=$db")
@@ -54,7 +57,7 @@ run_store() {
   "$matchctl" load --url "http://127.0.0.1:$port" --secret "$secret" \
     --users "$users" --cycles "$cycles" --hold-ms 200 --rate 1000 \
     --cancel-rate 0.05 --cancel-delay-ms 10 --queues "$queues" \
-    --prefix "$prefix" --settle-ms 3000 --no-progress \
+    --prefix "$prefix" --settle-ms 3000 --no-progress "${over[@]}" \
     --json "$work/report-$store.json" \
     | tee "$work/load-$store.out"
   rc=${PIPESTATUS[0]}
@@ -105,16 +108,28 @@ PY
     [ "$sessions" = "$reported" ] || problem "the clients saw $reported sessions, the database has $sessions"
     [ "$undelivered" = 0 ] || problem "$undelivered committed events were never delivered"
   fi
+  # Which transport carried the joins, cancels and ends.
+  local on_ws
+  on_ws=$(curl -fsS "http://127.0.0.1:$port/metrics" |
+            awk '/^mm_websocket_requests_total/ { print int($NF) }')
+  echo "$store/$transport: ${on_ws:-?} requests on WebSockets"
+  if [ "$transport" = socket ]; then
+    [ "${on_ws:-0}" -ge $((users * cycles * 9 / 10)) ] \
+      || problem "$store/$transport: only ${on_ws:-0} requests on WebSockets"
+  else
+    [ "${on_ws:-x}" = 0 ] \
+      || problem "$store/$transport: ${on_ws:-?} requests on WebSockets"
+  fi
   kill -TERM "$pid"
   wait "$pid" || fail "$store: matchd exit status $?"
   pid=
   [ ${#problems[@]} = 0 ] || exit 1
-  echo "PASS ($store)"
+  echo "PASS ($store/$transport)"
 }
 
 failed=()
-for store in embedded redis_pg; do
-  ( run_store "$store" ) || failed+=("$store")
+for run in embedded:socket redis_pg:socket redis_pg:http; do
+  ( run_store "${run%%:*}" "${run##*:}" ) || failed+=("$run")
 done
 [ ${#failed[@]} = 0 ] || fail "on ${failed[*]}"
 echo PASS

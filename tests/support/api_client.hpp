@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -146,6 +147,43 @@ public:
     auto m = std::move(inbox_.front());
     inbox_.pop_front();
     return m;
+  }
+
+  /// Sends one text message (a request, docs/api.md "Requests on the
+  /// WebSocket"); false when the socket is not open.
+  bool send(std::string text) {
+    std::promise<bool> sent;
+    auto f = sent.get_future();
+    asio::post(io_, [this, &sent, t = std::move(text)]() mutable {
+      sent.set_value(ws_->send(std::move(t)));
+    });
+    return f.get();
+  }
+
+  /// The reply to request `id` within `timeout`; other messages stay queued.
+  std::optional<json> reply_to(const json& id,
+                               std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    std::optional<json> found;
+    cv_.wait_for(guard, timeout, [&] {
+      for (auto i = inbox_.begin(); i != inbox_.end(); ++i) {
+        if (i->is_object() && (*i)["type"] == "reply" && (*i)["id"] == id) {
+          found = std::move(*i);
+          inbox_.erase(i);
+          return true;
+        }
+      }
+      return closed_;
+    });
+    return found;
+  }
+
+  /// Sends request `msg` (with its "id") and waits for its reply.
+  std::optional<json> request(const json& msg,
+                              std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    if (!send(msg.dump()))
+      return std::nullopt;
+    return reply_to(msg.at("id"), timeout);
   }
 
   /// True once the server closed the connection (after what it queued).

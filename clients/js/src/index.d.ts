@@ -125,7 +125,9 @@ export class EventStream {
   on(name: 'open', fn: () => void): this;
   on(name: 'close', fn: (info: CloseInfo) => void): this;
   on(name: 'error', fn: (err: unknown) => void): this;
-  off(name: 'event' | 'open' | 'close' | 'error', fn: (...args: any[]) => void): this;
+  /** A reply frame to a request sent on the socket (docs/api.md "Requests on the WebSocket"). */
+  on(name: 'reply', fn: (reply: { type: 'reply'; id: string | number | null; status: number; body: unknown }) => void): this;
+  off(name: 'event' | 'open' | 'close' | 'error' | 'reply', fn: (...args: any[]) => void): this;
   next<T extends MatchmakerEvent = MatchmakerEvent>(
     match?: (ev: MatchmakerEvent) => boolean,
     opts?: { timeoutMs?: number },

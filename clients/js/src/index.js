@@ -173,7 +173,7 @@ export class MatchmakerClient {
 export class EventStream {
   constructor(client, handlers = {}) {
     this.client = client;
-    this._listeners = { event: [], open: [], close: [], error: [] };
+    this._listeners = { event: [], open: [], close: [], error: [], reply: [] };
     if (handlers.onEvent) this.on('event', handlers.onEvent);
     if (handlers.onOpen) this.on('open', handlers.onOpen);
     if (handlers.onClose) this.on('close', handlers.onClose);
@@ -277,6 +277,12 @@ export class EventStream {
       ev = JSON.parse(typeof data === 'string' ? data : String(data));
     } catch (err) {
       this._emit('error', err);
+      return;
+    }
+    // Replies to requests sent on the socket (docs/api.md "Requests on the
+    // WebSocket") are no events.
+    if (ev && ev.type === 'reply') {
+      this._emit('reply', ev);
       return;
     }
     if (ev && typeof ev.event_id === 'string' && ev.event_id) {
