@@ -1,0 +1,312 @@
+// floor_bench: the floor of `bench/run e2e` (issue 16) — the least work any
+// correct matcher on Redis + PostgreSQL does per match, with no actors, no
+// relay and no client: two atomic claims of the minimal claim script
+// (bench/lua/minimal_claim.lua; the first files a waiter, the second takes
+// it), pipelined over one hiredis connection, and the match's rows — one
+// session, two members, one outbox row — written by libpq in multi-row
+// INSERTs of --batch matches per transaction, on a second thread while the
+// claims go on. Tables with their primary keys only (no guard index: the
+// floor is cheaper than a matcher that also keeps I1 of docs/design.md in
+// the database).
+//
+// Prints the matches per second and the CPU per match of this process, of
+// Redis (INFO cpu) and of PostgreSQL (the postmaster and its children, from
+// /proc), the script's server time per call (INFO commandstats), and as
+// last line: floor_matches_per_s=N floor_cpu_us_per_match=X.
+//
+//   floor_bench --port P --conninfo "host=... dbname=..." --script FILE
+//               [--matches N] [--pipeline PAIRS] [--batch MATCHES]
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <hiredis/hiredis.h>
+
+#include "bench/bench_common.hpp"
+#include "bench/bench_pg.hpp"
+
+namespace {
+
+using namespace mm::bench;
+
+struct options {
+  uint16_t port = 6379;
+  std::string conninfo;
+  std::string script;
+  uint64_t matches = 100000;
+  uint32_t pipeline = 128; ///< pairs (two claims each) per round trip
+  uint32_t batch = 100;    ///< matches per transaction
+};
+
+/// One hiredis connection; throws on any error.
+class redis_conn {
+public:
+  explicit redis_conn(uint16_t port) : c_(redisConnect("127.0.0.1", port)) {
+    if (c_ == nullptr || c_->err != 0)
+      throw std::runtime_error("redis connect failed");
+  }
+  ~redis_conn() {
+    redisFree(c_);
+  }
+  redis_conn(const redis_conn&) = delete;
+  redis_conn& operator=(const redis_conn&) = delete;
+
+  /// Runs one command; its reply as text (status, string or integer).
+  std::string run(const std::vector<std::string>& argv) {
+    append(argv);
+    return read();
+  }
+
+  void append(const std::vector<std::string>& argv) {
+    std::vector<const char*> p;
+    std::vector<size_t> n;
+    for (auto& a : argv) {
+      p.push_back(a.data());
+      n.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c_, static_cast<int>(p.size()), p.data(),
+                               n.data())
+        != REDIS_OK)
+      throw std::runtime_error("redis append failed");
+  }
+
+  /// The next reply: its text, or for an array its first element.
+  std::string read() {
+    void* raw = nullptr;
+    if (redisGetReply(c_, &raw) != REDIS_OK || raw == nullptr)
+      throw std::runtime_error("redis read failed");
+    auto* r = static_cast<redisReply*>(raw);
+    std::string out;
+    if (r->type == REDIS_REPLY_ERROR) {
+      out = std::string(r->str, r->len);
+      freeReplyObject(r);
+      throw std::runtime_error("redis: " + out);
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements > 0
+        && r->element[0]->type == REDIS_REPLY_STRING)
+      out.assign(r->element[0]->str, r->element[0]->len);
+    else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+      out.assign(r->str, r->len);
+    else if (r->type == REDIS_REPLY_INTEGER)
+      out = std::to_string(r->integer);
+    freeReplyObject(r);
+    return out;
+  }
+
+private:
+  redisContext* c_;
+};
+
+/// A "name:value" field of INFO `section`.
+double info_field(redis_conn& c, const char* section, const std::string& key) {
+  std::istringstream in(c.run({"INFO", section}));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0)
+      return std::stod(line.substr(key.size() + 1));
+  }
+  return 0;
+}
+
+uint64_t redis_cpu(redis_conn& c) {
+  return static_cast<uint64_t>(
+    (info_field(c, "cpu", "used_cpu_user") + info_field(c, "cpu", "used_cpu_sys"))
+    * 1e9);
+}
+
+/// EVALSHA calls and usec from INFO commandstats.
+std::pair<double, double> evalsha_stats(redis_conn& c) {
+  std::istringstream in(c.run({"INFO", "commandstats"}));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("cmdstat_evalsha:", 0) != 0)
+      continue;
+    double calls = 0, usec = 0;
+    std::sscanf(line.c_str(), "cmdstat_evalsha:calls=%lf,usec=%lf", &calls,
+                &usec);
+    return {calls, usec};
+  }
+  return {0, 0};
+}
+
+/// Matched pairs from the Redis thread to the PostgreSQL thread.
+struct pair_queue {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::deque<uint64_t> pairs; ///< pair k: users fa<k> and fb<k>
+  bool done = false;
+};
+
+void claim_loop(const options& o, const std::string& sha, pair_queue& q,
+                std::atomic<uint64_t>& refused) {
+  redis_conn c{o.port};
+  const std::vector<std::string> keys{"mm:{floor}:waiting", "mm:{floor}:seq",
+                                      "mm:{floor}:users"};
+  for (uint64_t base = 0; base < o.matches; base += o.pipeline) {
+    auto end = std::min<uint64_t>(o.matches, base + o.pipeline);
+    for (auto k = base; k < end; ++k) {
+      for (const char* side : {"fa", "fb"})
+        c.append({"EVALSHA", sha, "3", keys[0], keys[1], keys[2],
+                  side + std::to_string(k), "30000"});
+    }
+    std::vector<uint64_t> matched;
+    for (auto k = base; k < end; ++k) {
+      auto first = c.read();
+      auto second = c.read();
+      if (first == "queued" && second == "matched")
+        matched.push_back(k);
+      else
+        ++refused;
+    }
+    std::lock_guard<std::mutex> guard{q.mtx};
+    q.pairs.insert(q.pairs.end(), matched.begin(), matched.end());
+    q.cv.notify_one();
+  }
+  std::lock_guard<std::mutex> guard{q.mtx};
+  q.done = true;
+  q.cv.notify_one();
+}
+
+/// One transaction: the sessions, members and outbox rows of `pairs`.
+std::string batch_sql(const std::vector<uint64_t>& pairs) {
+  std::string s = "BEGIN;INSERT INTO floor_sessions(id,user_a,user_b) VALUES ";
+  std::string m = ";INSERT INTO floor_members(session_id,user_id) VALUES ";
+  std::string x = ";INSERT INTO floor_outbox(session_id,payload) VALUES ";
+  bool first = true;
+  for (auto k : pairs) {
+    auto id = "'s" + std::to_string(k) + "'";
+    auto a = "'fa" + std::to_string(k) + "'";
+    auto b = "'fb" + std::to_string(k) + "'";
+    auto sep = first ? "" : ",";
+    s += sep + ("(" + id + "," + a + "," + b + ")");
+    m += sep + ("(" + id + "," + a + "),(" + id + "," + b + ")");
+    x += sep + ("(" + id + ",'{\"type\":\"match.created\",\"users\":[" + a
+                + "," + b + "]}')");
+    first = false;
+  }
+  return s + m + x + ";COMMIT";
+}
+
+uint64_t write_loop(const options& o, pair_queue& q) {
+  mm::bench::pg_conn db{o.conninfo};
+  uint64_t written = 0;
+  for (;;) {
+    std::vector<uint64_t> batch;
+    {
+      std::unique_lock<std::mutex> guard{q.mtx};
+      q.cv.wait(guard, [&] { return q.pairs.size() >= o.batch || q.done; });
+      while (!q.pairs.empty() && batch.size() < o.batch) {
+        batch.push_back(q.pairs.front());
+        q.pairs.pop_front();
+      }
+      if (batch.empty() && q.done)
+        return written;
+    }
+    if (batch.empty())
+      continue;
+    db.query(batch_sql(batch));
+    written += batch.size();
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  CLI::App app{"floor_bench: the least work per match on Redis + PostgreSQL "
+               "(bench/run e2e)"};
+  app.add_option("--port", o.port, "Redis port on 127.0.0.1")->required();
+  app.add_option("--conninfo", o.conninfo, "libpq conninfo of an empty database")
+    ->required();
+  app.add_option("--script", o.script, "the minimal claim script (Lua)")
+    ->required();
+  app.add_option("--matches", o.matches, "matches to make")->capture_default_str();
+  app.add_option("--pipeline", o.pipeline, "pairs per Redis round trip")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 10000));
+  app.add_option("--batch", o.batch, "matches per transaction")
+    ->capture_default_str()
+    ->check(CLI::Range(1, 10000));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::ifstream in(o.script);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().empty())
+      throw std::runtime_error("empty script " + o.script);
+    redis_conn admin{o.port};
+    auto sha = admin.run({"SCRIPT", "LOAD", text.str()});
+    admin.run({"UNLINK", "mm:{floor}:waiting", "mm:{floor}:seq",
+               "mm:{floor}:users"});
+    mm::bench::pg_conn db{o.conninfo};
+    db.query("DROP TABLE IF EXISTS floor_sessions, floor_members, floor_outbox;"
+             "CREATE TABLE floor_sessions(id text PRIMARY KEY, user_a text NOT "
+             "NULL, user_b text NOT NULL, created_at timestamptz NOT NULL "
+             "DEFAULT now());"
+             "CREATE TABLE floor_members(session_id text, user_id text, "
+             "PRIMARY KEY (session_id, user_id));"
+             "CREATE TABLE floor_outbox(id bigserial PRIMARY KEY, session_id "
+             "text NOT NULL, payload text NOT NULL, created_at timestamptz NOT "
+             "NULL DEFAULT now())");
+    int postmaster = postmaster_of(db);
+    auto r0 = redis_cpu(admin);
+    auto e0 = evalsha_stats(admin);
+    auto p0 = server_cpu_ns(postmaster);
+    auto s0 = process_cpu_ns();
+    auto m0 = machine_busy_ns();
+    auto t0 = now_s();
+    pair_queue q;
+    std::atomic<uint64_t> refused{0};
+    uint64_t written = 0;
+    std::thread writer([&] { written = write_loop(o, q); });
+    claim_loop(o, sha, q, refused);
+    writer.join();
+    auto dt = now_s() - t0;
+    auto self = process_cpu_ns() - s0;
+    auto pg = server_cpu_ns(postmaster) - p0;
+    auto machine = machine_busy_ns() - m0;
+    auto redis = redis_cpu(admin) - r0;
+    auto e1 = evalsha_stats(admin);
+    auto rows = db.count("SELECT count(*) FROM floor_sessions");
+    auto n = static_cast<double>(written);
+    if (written == 0 || refused.load() != 0 || rows != written) {
+      std::fprintf(stderr,
+                   "floor_bench: VIOLATION written=%llu refused=%llu rows=%llu\n",
+                   static_cast<unsigned long long>(written),
+                   static_cast<unsigned long long>(refused.load()),
+                   static_cast<unsigned long long>(rows));
+      return 1;
+    }
+    auto us = [&](uint64_t ns) { return static_cast<double>(ns) / 1e3 / n; };
+    auto total = self + redis + pg;
+    auto other = machine > total ? machine - total : 0;
+    std::printf("floor: %llu matches in %.2f s: %.0f matches/s | CPU per match "
+                "%.1f us (bench %.1f, redis %.1f, postgres %.1f; other "
+                "processes %.1f) | claim script %.2f us per call (server), "
+                "%.2f calls per match | %u pairs per round trip, %u matches "
+                "per transaction\n",
+                static_cast<unsigned long long>(written), dt, n / dt,
+                us(total), us(self), us(redis), us(pg), us(other),
+                (e1.second - e0.second) / std::max(1.0, e1.first - e0.first),
+                (e1.first - e0.first) / n, o.pipeline, o.batch);
+    std::printf("floor_matches_per_s=%.0f floor_cpu_us_per_match=%.1f\n",
+                n / dt, us(total));
+    db.query("DROP TABLE floor_sessions, floor_members, floor_outbox");
+    admin.run({"UNLINK", "mm:{floor}:waiting", "mm:{floor}:seq",
+               "mm:{floor}:users"});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "floor_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
