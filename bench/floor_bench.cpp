@@ -184,14 +184,15 @@ std::string batch_sql(const std::vector<uint64_t>& pairs) {
   std::string x = ";INSERT INTO floor_outbox(session_id,payload) VALUES ";
   bool first = true;
   for (auto k : pairs) {
-    auto id = "'s" + std::to_string(k) + "'";
-    auto a = "'fa" + std::to_string(k) + "'";
-    auto b = "'fb" + std::to_string(k) + "'";
+    auto n = std::to_string(k);
+    auto id = "'s" + n + "'";
+    auto a = "'fa" + n + "'";
+    auto b = "'fb" + n + "'";
     auto sep = first ? "" : ",";
     s += sep + ("(" + id + "," + a + "," + b + ")");
     m += sep + ("(" + id + "," + a + "),(" + id + "," + b + ")");
-    x += sep + ("(" + id + ",'{\"type\":\"match.created\",\"users\":[" + a
-                + "," + b + "]}')");
+    x += sep + ("(" + id + ",'{\"type\":\"match.created\",\"users\":[\"fa" + n
+                + "\",\"fb" + n + "\"]}')");
     first = false;
   }
   return s + m + x + ";COMMIT";
@@ -268,9 +269,18 @@ int main(int argc, char** argv) {
     pair_queue q;
     std::atomic<uint64_t> refused{0};
     uint64_t written = 0;
-    std::thread writer([&] { written = write_loop(o, q); });
+    std::string write_error;
+    std::thread writer([&] {
+      try {
+        written = write_loop(o, q);
+      } catch (const std::exception& e) {
+        write_error = e.what();
+      }
+    });
     claim_loop(o, sha, q, refused);
     writer.join();
+    if (!write_error.empty())
+      throw std::runtime_error("writing the rows: " + write_error.substr(0, 300));
     auto dt = now_s() - t0;
     auto self = process_cpu_ns() - s0;
     auto pg = server_cpu_ns(postmaster) - p0;
