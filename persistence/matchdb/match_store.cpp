@@ -135,6 +135,42 @@ match_store::active_session_of(const std::string& user) {
   return do_active_session_of(user);
 }
 
+std::vector<outcome<std::optional<match_record>>>
+match_store::active_sessions_of(const std::vector<std::string>& users) {
+  std::vector<outcome<std::optional<match_record>>> out;
+  out.reserve(users.size());
+  std::vector<std::string> valid;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < users.size(); ++i) {
+    auto f = check_id("user", users[i]);
+    out.emplace_back(f.code == errc::none
+                       ? outcome<std::optional<match_record>>{std::optional<match_record>{}}
+                       : outcome<std::optional<match_record>>{f});
+    if (f.code == errc::none) {
+      valid.push_back(users[i]);
+      where.push_back(i);
+    }
+  }
+  if (valid.empty())
+    return out;
+  auto res = do_active_sessions_of(valid);
+  for (size_t k = 0; k < where.size(); ++k)
+    out[where[k]] = k < res.size()
+                      ? std::move(res[k])
+                      : outcome<std::optional<match_record>>{
+                        errc::protocol_error, "the store gave fewer answers"};
+  return out;
+}
+
+std::vector<outcome<std::optional<match_record>>>
+match_store::do_active_sessions_of(const std::vector<std::string>& users) {
+  std::vector<outcome<std::optional<match_record>>> out;
+  out.reserve(users.size());
+  for (auto& u : users)
+    out.push_back(do_active_session_of(u));
+  return out;
+}
+
 outcome<std::optional<match_record>>
 match_store::find_session(const std::string& session_id) {
   if (auto f = check_id("session id", session_id); f.code != errc::none)

@@ -171,6 +171,12 @@ public:
   outcome<std::optional<match_record>>
   active_session_of(const std::string& user);
 
+  /// `active_session_of` for each of `users`, answers in the same order, in
+  /// one round trip where the store can (PostgreSQL: one statement). A bad
+  /// id fails its own entry only. Reads only.
+  std::vector<outcome<std::optional<match_record>>>
+  active_sessions_of(const std::vector<std::string>& users);
+
   /// Returns the session `session_id`, active or closed, if it exists.
   outcome<std::optional<match_record>>
   find_session(const std::string& session_id);
@@ -301,6 +307,12 @@ protected:
 
   virtual outcome<std::optional<match_record>>
   do_active_session_of(const std::string& user) = 0;
+
+  /// Valid ids only, one answer each in order. The default asks
+  /// do_active_session_of for each (a decorator that does not forward this
+  /// stays correct).
+  virtual std::vector<outcome<std::optional<match_record>>>
+  do_active_sessions_of(const std::vector<std::string>& users);
 
   virtual outcome<std::optional<match_record>>
   do_find_session(const std::string& session_id) = 0;

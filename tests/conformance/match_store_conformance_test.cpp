@@ -328,6 +328,42 @@ TEST_P(match_store_conformance, an_active_user_is_refused_the_rest_commits) {
   EXPECT_EQ(sessions.count(res[3]->session_id), 1u);
 }
 
+TEST_P(match_store_conformance, many_users_are_looked_up_at_once) {
+  auto a = s().commit_matches({req(q_, "u1", "u2"), req(q_, "u3", "u4")});
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_OK(a[0]);
+  ASSERT_OK(a[1]);
+  ASSERT_OK(s().close_session(a[1]->session_id, "done"));
+  // In order, a user asked twice answered twice, a bad id failing alone.
+  std::vector<std::string> users{"u1", "nobody", "u4", "", "u2", "u1"};
+  auto res = s().active_sessions_of(users);
+  ASSERT_EQ(res.size(), users.size());
+  ASSERT_OK(res[0]);
+  ASSERT_TRUE(res[0]->has_value());
+  EXPECT_EQ((*res[0])->session_id, a[0]->session_id);
+  ASSERT_OK(res[1]);
+  EXPECT_FALSE(res[1]->has_value());
+  ASSERT_OK(res[2]);
+  EXPECT_FALSE(res[2]->has_value()) << "a closed session is not active";
+  ASSERT_FALSE(res[3]);
+  EXPECT_EQ(res[3].error().code, errc::invalid_argument);
+  ASSERT_OK(res[4]);
+  ASSERT_TRUE(res[4]->has_value());
+  EXPECT_EQ((*res[4])->session_id, a[0]->session_id);
+  EXPECT_EQ((*res[4])->user_b, "u2");
+  ASSERT_OK(res[5]);
+  ASSERT_TRUE(res[5]->has_value());
+  EXPECT_EQ((*res[5])->session_id, a[0]->session_id);
+  // The same as one at a time.
+  for (size_t i = 0; i < users.size(); ++i) {
+    auto one = s().active_session_of(users[i]);
+    ASSERT_EQ(static_cast<bool>(one), static_cast<bool>(res[i])) << users[i];
+    if (one)
+      EXPECT_EQ(one->has_value(), res[i]->has_value()) << users[i];
+  }
+  EXPECT_TRUE(s().active_sessions_of({}).empty());
+}
+
 TEST_P(match_store_conformance, malformed_requests_are_refused_alone) {
   std::vector<match_request> batch;
   batch.push_back(req(q_, "self", "self"));

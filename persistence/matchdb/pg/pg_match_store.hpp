@@ -72,6 +72,9 @@ public:
   outcome<std::optional<match_record>>
   do_active_session_of(const std::string& user) override;
 
+  std::vector<outcome<std::optional<match_record>>>
+  do_active_sessions_of(const std::vector<std::string>& users) override;
+
   outcome<std::optional<match_record>>
   do_find_session(const std::string& session_id) override;
 

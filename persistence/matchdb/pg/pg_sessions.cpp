@@ -1,7 +1,11 @@
 // The PostgreSQL match store's session calls: closing a session and looking
-// one up by id or by an active member.
+// one up by id or by an active member (one or many at once).
 
 #include "persistence/matchdb/pg/pg_match_store.hpp"
+
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 namespace mm::pg {
 
@@ -22,6 +26,36 @@ pg_match_store::do_active_session_of(const std::string& user) {
     return one_session(exec_prepared(st_active_of, {&user}),
                        "active session");
   });
+}
+
+std::vector<outcome<std::optional<match_record>>>
+pg_match_store::do_active_sessions_of(const std::vector<std::string>& users) {
+  using found = std::vector<std::optional<match_record>>;
+  auto arg = nlohmann::json(users).dump();
+  auto r = run<found>("active sessions", [&] {
+    auto res = exec_prepared(st_active_of_many, {&arg});
+    must(res, "active sessions");
+    std::unordered_map<std::string, match_record> by_user;
+    for (int i = 0; i < PQntuples(res.get()); ++i)
+      by_user.emplace(text(res.get(), i, 11), read_session(res.get(), i));
+    found out;
+    for (auto& u : users) {
+      auto i = by_user.find(u);
+      if (i == by_user.end())
+        out.emplace_back();
+      else
+        out.emplace_back(i->second);
+    }
+    return outcome<found>{std::move(out)};
+  });
+  std::vector<outcome<std::optional<match_record>>> out;
+  for (size_t i = 0; i < users.size(); ++i) {
+    if (r)
+      out.emplace_back(std::move((*r)[i]));
+    else
+      out.emplace_back(r.error());
+  }
+  return out;
 }
 
 outcome<std::optional<match_record>>

@@ -148,6 +148,12 @@ const statement statements[st_count] = {
    "SELECT " MM_SESSION_COLS
    " FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
    " WHERE m.user_id = $1 AND m.active"},
+  // $1: JSON array of user ids; the user after the session's columns.
+  {"mm_active_of_many",
+   "SELECT " MM_SESSION_COLS ", m.user_id"
+   " FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
+   " WHERE m.user_id IN (SELECT jsonb_array_elements_text($1::jsonb))"
+   "   AND m.active"},
   {"mm_by_id", "SELECT " MM_SESSION_COLS " FROM match_sessions s"
                " WHERE s.id = $1"},
   // The first statement of end_session: locks the session for the rest of

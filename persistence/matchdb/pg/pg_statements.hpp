@@ -17,6 +17,7 @@ enum stmt : size_t {
   st_conflicts,
   st_close,
   st_active_of,
+  st_active_of_many,
   st_by_id,
   st_lock_session,
   st_lock_sessions,
