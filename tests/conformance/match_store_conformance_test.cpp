@@ -358,8 +358,9 @@ TEST_P(match_store_conformance, many_users_are_looked_up_at_once) {
   for (size_t i = 0; i < users.size(); ++i) {
     auto one = s().active_session_of(users[i]);
     ASSERT_EQ(static_cast<bool>(one), static_cast<bool>(res[i])) << users[i];
-    if (one)
+    if (one) {
       EXPECT_EQ(one->has_value(), res[i]->has_value()) << users[i];
+    }
   }
   EXPECT_TRUE(s().active_sessions_of({}).empty());
 }

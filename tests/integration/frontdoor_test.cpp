@@ -59,27 +59,10 @@ matchd_process node(const std::string& name, std::vector<std::string> extra = {}
   return matchd_process{args, log_path(name), nofile};
 }
 
-/// A metric's value in the /metrics text ("name{...} value"); -1 if absent.
+/// A metric's value in the /metrics text of the node on `port`; -1 if absent.
 double metric(uint16_t port, const std::string& name) {
   http_conn c{port};
-  auto text = c.request(http::verb::get, "/metrics").body;
-  auto pos = text.find("\n" + name + "{");
-  if (pos == std::string::npos)
-    return -1;
-  auto eol = text.find('\n', pos + 1);
-  auto line = text.substr(pos + 1, eol - pos - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
+  return mm::test::metric(c, name);
 }
 
 /// True while the process runs (not exited, not killed by a signal).

@@ -76,17 +76,6 @@ int redis_keys(const std::string& pattern) {
   return ::pclose(f) == 0 ? lines : -1;
 }
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(100ms);
-  }
-  return true;
-}
-
 /// The acceptance case: a node with the default configuration on Redis +
 /// PostgreSQL; 10,000 joins of invented queue names by 10,000 users, over
 /// four keep-alive connections at once, are all refused 404 unknown_queue

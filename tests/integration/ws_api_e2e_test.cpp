@@ -165,8 +165,9 @@ TEST_P(ws_api_e2e, bad_frames_get_the_http_errors_and_change_nothing) {
     auto r = w.request(c.msg);
     EXPECT_EQ(status_of(r), std::make_pair(c.status, std::string{c.error}))
       << c.what << ": " << (r ? r->dump() : "none");
-    if (r)
+    if (r) {
       EXPECT_EQ((*r)["id"], c.msg["id"]) << c.what;
+    }
   }
   // Nothing changed, and the socket still serves.
   EXPECT_EQ(metric(*http_, "mm_joins_total"), joins_before);

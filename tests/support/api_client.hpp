@@ -267,4 +267,28 @@ inline unsigned ws_handshake_status(uint16_t port, const std::string& target,
   return status;
 }
 
+/// A counter's or gauge's value in /metrics ("name{...} value"); -1 when
+/// absent.
+inline double metric(http_conn& c, const std::string& name) {
+  auto text = c.request(http::verb::get, "/metrics").body;
+  auto pos = text.find("\n" + name + "{");
+  if (pos == std::string::npos)
+    return -1;
+  auto eol = text.find('\n', pos + 1);
+  auto line = text.substr(pos + 1, eol - pos - 1);
+  return std::stod(line.substr(line.rfind(' ') + 1));
+}
+
+/// Polls `pred` every 50 ms for at most `bound`; answers its last value.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 } // namespace mm::test

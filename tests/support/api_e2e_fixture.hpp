@@ -43,29 +43,6 @@ inline std::string unique(const std::string& prefix) {
   return prefix + std::to_string(rng() % 1000000000);
 }
 
-/// A counter's value in the /metrics text ("name{...} value").
-inline double metric(http_conn& c, const std::string& name) {
-  auto text = c.request(http::verb::get, "/metrics").body;
-  auto pos = text.find("\n" + name + "{");
-  if (pos == std::string::npos)
-    return -1;
-  auto eol = text.find('\n', pos + 1);
-  auto line = text.substr(pos + 1, eol - pos - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
-}
-
-/// Polls `pred` every 100 ms for at most `bound`; answers its last value.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(100ms);
-  }
-  return true;
-}
-
 class api_e2e : public ::testing::TestWithParam<std::string> {
 protected:
   /// Options of this suite's matchd besides the common ones.
