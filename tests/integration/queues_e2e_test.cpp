@@ -51,14 +51,9 @@ http_answer join(http_conn& c, const std::string& user,
                    token(user), body.dump());
 }
 
-/// A metric's value in the /metrics text ("name{...} value"); -1 if absent.
+/// A metric's value in the /metrics text; -1 if absent.
 double metric(const std::string& text, const std::string& name) {
-  auto pos = text.find("\n" + name + "{");
-  if (pos == std::string::npos)
-    return -1;
-  auto eol = text.find('\n', pos + 1);
-  auto line = text.substr(pos + 1, eol - pos - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
+  return metric_in(text, name);
 }
 
 /// How many keys of the private Redis match `pattern` (SCAN, not KEYS);

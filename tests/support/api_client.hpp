@@ -267,16 +267,19 @@ inline unsigned ws_handshake_status(uint16_t port, const std::string& target,
   return status;
 }
 
-/// A counter's or gauge's value in /metrics ("name{...} value"); -1 when
-/// absent.
-inline double metric(http_conn& c, const std::string& name) {
-  auto text = c.request(http::verb::get, "/metrics").body;
+/// A metric's value in a /metrics text ("name{...} value"); -1 when absent.
+inline double metric_in(const std::string& text, const std::string& name) {
   auto pos = text.find("\n" + name + "{");
   if (pos == std::string::npos)
     return -1;
   auto eol = text.find('\n', pos + 1);
   auto line = text.substr(pos + 1, eol - pos - 1);
   return std::stod(line.substr(line.rfind(' ') + 1));
+}
+
+/// A counter's or gauge's value in the node's /metrics; -1 when absent.
+inline double metric(http_conn& c, const std::string& name) {
+  return metric_in(c.request(http::verb::get, "/metrics").body, name);
 }
 
 /// Polls `pred` every 50 ms for at most `bound`; answers its last value.
