@@ -285,7 +285,7 @@ soak_sample() {
   soak_rss[$pct]=$rss
   read -ra pg <<<"$(psql -X -q -t -A -F ' ' -h 127.0.0.1 -p "$soak_pgport" -U postgres \
           -d "$soak_db" -c "SELECT pg_database_size(current_database()),
-            (SELECT count(*) FROM match_sessions),
+            (SELECT count(*) FROM all_sessions),
             (SELECT count(*) FROM match_sessions WHERE status = 'active'),
             (SELECT count(*) FROM session_members),
             (SELECT count(*) FROM outbox),
@@ -298,7 +298,7 @@ soak_sample() {
            'BEGIN { printf "%.0f", (t > s) ? (n - m) / (t - s) : 0 }')
   printf '# soak %s%%: %s of %s cycles at %.0f s (%s cycles/s since the last'\
 ' line); matchd rss %.1f MiB (peak %.1f), cpu %s s; postgres %.1f MiB:'\
-' match_sessions %s (active %s), session_members %s, outbox %s'\
+' sessions %s (active %s), session_members %s, outbox %s'\
 ' (undelivered %s); redis used_memory %.1f MiB, dbsize %s\n' \
     "$pct" "$n" "$soak_total" "$(awk -v t="$t" -v s="$soak_t0" 'BEGIN { print t - s }')" \
     "$rate" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \

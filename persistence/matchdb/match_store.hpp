@@ -240,17 +240,19 @@ public:
   /// count equals `limit`, more may be left. Idempotent.
   outcome<prune_counts> prune(uint32_t retention_ms, uint32_t limit);
 
-  /// Keeps the outbox small without row-by-row deletes (PostgreSQL; other
-  /// stores have no partitions and answer an empty report). The outbox is
-  /// partitioned by `created_at` into windows of `width_s` (1..2592000)
-  /// seconds aligned to the epoch, plus a default partition that takes any
-  /// row no window holds (so a commit never fails for want of a
-  /// partition; `prune` deletes delivered rows there as before). This
-  /// creates the windows from the current one to `ahead` (1..64) ahead
-  /// that are missing (a window that rows in the default partition
-  /// overlap is left to the default), and drops each window that ended
-  /// more than `retention_s` (0: never) ago and holds no undelivered event
-  /// (one holding one is `kept`). Every DDL statement is its own short
+  /// Keeps the outbox and the ended sessions small without row-by-row
+  /// deletes (PostgreSQL; other stores have no partitions and answer an
+  /// empty report). The outbox is partitioned by `created_at`, the history
+  /// of ended sessions by `closed_at`, each into windows of `width_s`
+  /// (1..2592000) seconds aligned to the epoch, plus a default partition
+  /// that takes any row no window holds (so a commit or an end never fails
+  /// for want of a partition; `prune` deletes rows there as before). For
+  /// each table this creates the windows from the current one to `ahead`
+  /// (1..64) ahead that are missing (a window that rows in the default
+  /// partition overlap is left to the default), and drops each window that
+  /// ended more than `retention_s` (0: never) ago and holds no undelivered
+  /// event, nor a session that one names (such a window is `kept`); the
+  /// report's counts are the sums over both tables. Every DDL statement is its own short
   /// transaction with a lock timeout: commits wait a moment for a drop,
   /// never fail. Concurrent callers (several nodes) are serialized by an
   /// advisory lock; a caller that does not get it does nothing

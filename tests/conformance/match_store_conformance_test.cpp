@@ -2175,7 +2175,7 @@ TEST_P(match_store_conformance, commits_racing_prune_never_fail) {
   EXPECT_EQ(pruned.sessions, size_t{rounds * pairs});
   EXPECT_EQ(pruned.outbox, size_t{2 * rounds * pairs});
   if (auto db = pg_of(GetParam(), *maker_)) {
-    EXPECT_EQ(db->count("SELECT count(*) FROM match_sessions"), 0);
+    EXPECT_EQ(db->count("SELECT count(*) FROM all_sessions"), 0);
     EXPECT_EQ(db->count("SELECT count(*) FROM session_members"), 0);
     EXPECT_EQ(db->count("SELECT count(*) FROM outbox"), 0);
   }

@@ -1,11 +1,13 @@
-// The outbox's time partitions on a real PostgreSQL (migration 0004,
-// match_store::maintain_partitions): windows created ahead, rows in them,
-// a window with rows in the default partition left to it, and old windows
-// dropped whole while commits, leases and marks run — with no failed
-// commit and no event lost (issue 15: "Partition maintenance drops an old
-// partition while commits run, with 0 failed commits"). The in-memory store
-// has no partitions: it answers an empty report, and both refuse bad
-// arguments.
+// The time partitions on a real PostgreSQL (migrations 0004 and 0005,
+// match_store::maintain_partitions) of the outbox and of the ended
+// sessions' history: windows created ahead, rows in them, a window with
+// rows in the default partition left to it, and old windows dropped whole
+// while commits, ends, leases and marks run — with no failed commit or end
+// and no event lost (issue 15: "Partition maintenance drops an old
+// partition while commits run, with 0 failed commits"); ended sessions
+// leave match_sessions for the history, also those that ended before
+// migration 0005. The in-memory store has no partitions: it answers an
+// empty report, and both refuse bad arguments.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "mm_migrations.hpp" // generated from persistence/matchdb/migrations/
 #include "persistence/matchdb/match_store.hpp"
 #include "tests/support/pg_client.hpp"
 #include "tests/support/test_env.hpp"
@@ -44,10 +47,12 @@ protected:
     return sql_->count("SELECT count(*) FROM " + table);
   }
 
-  int64_t windows() {
+  /// The time windows of `parent` (not its default partition).
+  int64_t windows(const std::string& parent = "outbox") {
     return sql_->count("SELECT count(*) FROM pg_inherits i JOIN pg_class c"
-                       " ON c.oid = i.inhrelid WHERE i.inhparent ="
-                       " 'outbox'::regclass AND c.relname <> 'outbox_default'");
+                       " ON c.oid = i.inhrelid WHERE i.inhparent = '"
+                       + parent + "'::regclass AND c.relname <> '" + parent
+                       + "_default'");
   }
 
   match_request pair(const std::string& tag) {
@@ -63,13 +68,15 @@ protected:
 TEST_F(pg_partitions, windows_are_created_ahead_and_take_the_rows) {
   auto r = store_->maintain_partitions(3600, 86400, 3);
   ASSERT_TRUE(r) << r.error().detail;
-  EXPECT_EQ(r->created, 4u); // the current window and three ahead
-  EXPECT_EQ(r->partitions, 4u);
+  // The current window and three ahead, of each table.
+  EXPECT_EQ(r->created, 8u);
+  EXPECT_EQ(r->partitions, 8u);
   EXPECT_EQ(windows(), 4);
+  EXPECT_EQ(windows("session_history"), 4);
   auto again = store_->maintain_partitions(3600, 86400, 3);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->created, 0u); // idempotent
-  EXPECT_EQ(again->partitions, 4u);
+  EXPECT_EQ(again->partitions, 8u);
   auto c = store_->commit_matches({pair("x")});
   ASSERT_TRUE(c.at(0));
   EXPECT_EQ(rows_in("outbox"), 1);
@@ -84,10 +91,43 @@ TEST_F(pg_partitions, windows_are_created_ahead_and_take_the_rows) {
   EXPECT_EQ(sql_->count("SELECT count(*) FROM outbox WHERE delivered_at"
                         " IS NULL"),
             0);
+  // An ended session leaves the live table for its window of the history,
+  // and answers from there.
+  const auto sid = c.at(0)->session_id;
+  auto e = store_->end_session(sid, "xa", "done");
+  ASSERT_TRUE(e) << e.error().detail;
+  EXPECT_TRUE(e->ended_now);
+  EXPECT_EQ(rows_in("match_sessions"), 0);
+  EXPECT_EQ(rows_in("session_members"), 0);
+  EXPECT_EQ(rows_in("session_history"), 1);
+  EXPECT_EQ(rows_in("session_history_default"), 0);
+  auto f = store_->find_session(sid);
+  ASSERT_TRUE(f && f->has_value());
+  EXPECT_EQ((*f)->status, session_status::closed);
+  auto twice = store_->end_session(sid, "xb", "again");
+  ASSERT_TRUE(twice) << twice.error().detail;
+  EXPECT_FALSE(twice->ended_now);
+  EXPECT_EQ(twice->ended_by, "xa");
+  EXPECT_EQ(twice->reason, "done");
+  auto stranger = store_->end_session(sid, "zz", "no");
+  ASSERT_FALSE(stranger);
+  EXPECT_EQ(stranger.error().code, errc::forbidden);
+  auto closed = store_->close_session(sid, "late");
+  ASSERT_TRUE(closed) << closed.error().detail;
+  EXPECT_FALSE(*closed); // ended already
+  auto batch = store_->end_sessions({end_request{sid, "xb", "b"}});
+  ASSERT_TRUE(batch.at(0)) << batch.at(0).error().detail;
+  EXPECT_FALSE(batch.at(0)->ended_now);
+  EXPECT_EQ(batch.at(0)->ended_by, "xa");
+  // The users are free: the same pair matches again.
+  auto re = store_->commit_matches({pair("x")});
+  ASSERT_TRUE(re.at(0)) << re.at(0).error().detail;
+  EXPECT_TRUE(re.at(0)->created);
   // Another width overlaps those windows: left alone, nothing fails.
   auto other = store_->maintain_partitions(600, 86400, 3);
   ASSERT_TRUE(other) << other.error().detail;
-  EXPECT_EQ(windows(), 4 + static_cast<int64_t>(other->created));
+  EXPECT_EQ(windows() + windows("session_history"),
+            8 + static_cast<int64_t>(other->created));
 }
 
 TEST_F(pg_partitions, a_window_with_rows_in_the_default_is_left_to_it) {
@@ -98,7 +138,8 @@ TEST_F(pg_partitions, a_window_with_rows_in_the_default_is_left_to_it) {
   ASSERT_TRUE(c.at(0));
   auto r = store_->maintain_partitions(3600, 86400, 3);
   ASSERT_TRUE(r) << r.error().detail;
-  EXPECT_EQ(r->created, 3u);
+  EXPECT_EQ(r->created, 3u + 4u); // the outbox's current window is left
+  EXPECT_EQ(windows(), 3);
   EXPECT_EQ(rows_in("outbox_default"), 1);
   auto evs = store_->fetch_undelivered(10, 30000);
   ASSERT_TRUE(evs);
@@ -113,16 +154,19 @@ TEST_F(pg_partitions, a_window_with_rows_in_the_default_is_left_to_it) {
 
 TEST_F(pg_partitions, old_windows_go_whole_while_commits_run) {
   // 1 s windows, dropped 2 s after they end, three ahead; two committers,
-  // a relay that leases and marks, and the maintenance every 200 ms, for
+  // an ender that ends what they committed (the history's windows), a
+  // relay that leases and marks, and the maintenance every 200 ms, for
   // 8 s. A window is dropped only when all its events were delivered.
   constexpr uint32_t width_s = 1, retention_s = 2;
   auto r = store_->maintain_partitions(width_s, retention_s, 3);
   ASSERT_TRUE(r) << r.error().detail;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> commits{0}, failed{0}, maint_failed{0};
+  std::atomic<uint64_t> ends{0}, end_failed{0};
   std::atomic<uint64_t> dropped{0}, kept{0};
   std::mutex mtx;
-  std::set<std::string> committed, delivered;
+  std::set<std::string> committed, delivered, ended, ended_delivered;
+  std::vector<end_request> to_end;
   std::vector<std::string> errors;
   auto committer = [&](int k) {
     auto s = factory_->connect();
@@ -142,6 +186,7 @@ TEST_F(pg_partitions, old_windows_go_whole_while_commits_run) {
         }
         ++commits;
         committed.insert(x->session_id);
+        to_end.push_back(end_request{x->session_id, x->user_a, "done"});
       }
     }
   };
@@ -160,7 +205,33 @@ TEST_F(pg_partitions, old_windows_go_whole_while_commits_run) {
         continue; // leased: delivered again after the lease
       std::lock_guard<std::mutex> guard{mtx};
       for (auto& e : *evs)
-        delivered.insert(e.aggregate_id);
+        (e.type == "session.ended" ? ended_delivered : delivered)
+          .insert(e.aggregate_id);
+    }
+  };
+  auto ender = [&] {
+    auto s = factory_->connect();
+    while (!stop) {
+      std::vector<end_request> batch;
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        batch.swap(to_end);
+      }
+      if (batch.empty()) {
+        std::this_thread::sleep_for(5ms);
+        continue;
+      }
+      auto res = s->end_sessions(batch);
+      std::lock_guard<std::mutex> guard{mtx};
+      for (size_t i = 0; i < res.size(); ++i) {
+        if (!res[i] || !res[i]->ended_now) {
+          ++end_failed;
+          errors.push_back(res[i] ? "not ended now" : res[i].error().detail);
+          continue;
+        }
+        ++ends;
+        ended.insert(batch[i].session_id);
+      }
     }
   };
   auto maintainer = [&] {
@@ -180,6 +251,7 @@ TEST_F(pg_partitions, old_windows_go_whole_while_commits_run) {
   ts.emplace_back(committer, 0);
   ts.emplace_back(committer, 1);
   ts.emplace_back(relay);
+  ts.emplace_back(ender);
   ts.emplace_back(maintainer);
   std::this_thread::sleep_for(8s);
   stop = true;
@@ -194,28 +266,41 @@ TEST_F(pg_partitions, old_windows_go_whole_while_commits_run) {
     std::vector<std::string> ids;
     for (auto& e : *evs) {
       ids.push_back(e.event_id);
-      delivered.insert(e.aggregate_id);
+      (e.type == "session.ended" ? ended_delivered : delivered)
+        .insert(e.aggregate_id);
     }
     ASSERT_TRUE(store_->mark_delivered(ids));
   }
   EXPECT_EQ(failed.load(), 0u) << (errors.empty() ? "" : errors.front());
+  EXPECT_EQ(end_failed.load(), 0u) << (errors.empty() ? "" : errors.front());
   EXPECT_EQ(maint_failed.load(), 0u);
   EXPECT_GT(commits.load(), 100u);
-  EXPECT_GE(dropped.load(), 3u) << "old windows were not dropped";
+  EXPECT_GT(ends.load(), 100u);
+  // Old windows of both tables (three each at least).
+  EXPECT_GE(dropped.load(), 6u) << "old windows were not dropped";
   // Nothing lost: every committed match's event was delivered (a window
   // goes only when all of its events were).
   size_t lost = 0;
   for (auto& id : committed)
     lost += delivered.count(id) == 0 ? 1 : 0;
   EXPECT_EQ(lost, 0u);
+  size_t lost_ends = 0;
+  for (auto& id : ended)
+    lost_ends += ended_delivered.count(id) == 0 ? 1 : 0;
+  EXPECT_EQ(lost_ends, 0u);
   // The windows ahead took every row: none in the default partition, and
   // the outbox holds only the last seconds (not all `commits` rows).
   EXPECT_EQ(rows_in("outbox_default"), 0);
   EXPECT_LT(rows_in("outbox"), static_cast<int64_t>(commits.load()));
   EXPECT_LE(windows(), 3 + 1 + 3 + 1); // kept + current + ahead
-  std::cout << "commits " << commits << ", windows dropped " << dropped
-            << ", kept a while " << kept << ", rows now "
-            << rows_in("outbox") << "\n";
+  // Likewise the ended sessions: in their windows, only the last seconds.
+  EXPECT_EQ(rows_in("session_history_default"), 0);
+  EXPECT_LT(rows_in("session_history"), static_cast<int64_t>(ends.load()));
+  EXPECT_LE(windows("session_history"), 3 + 1 + 3 + 1);
+  std::cout << "commits " << commits << ", ends " << ends
+            << ", windows dropped " << dropped << ", kept a while " << kept
+            << ", rows now " << rows_in("outbox") << " (outbox), "
+            << rows_in("session_history") << " (history)\n";
 }
 
 TEST(partitions_memory_store, no_partitions_and_the_same_refusals) {
@@ -236,6 +321,86 @@ TEST_F(pg_partitions, bad_arguments_are_refused) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, errc::invalid_argument);
   EXPECT_EQ(windows(), 0);
+}
+
+/// SQL text as a literal ('' for ').
+std::string literal(const std::string& text) {
+  std::string out = "'";
+  for (char c : text)
+    out += c == '\'' ? std::string{"''"} : std::string(1, c);
+  return out + "'";
+}
+
+TEST(pg_session_history_migration, sessions_that_ended_before_it_move) {
+  // A database as the migrations before 0005 left it, recorded as the
+  // store records them, with one session of each kind.
+  auto conninfo = test::fresh_database("mm_mig5");
+  test::pg_client sql{conninfo};
+  sql.query("CREATE TABLE schema_migrations (version int PRIMARY KEY,"
+            " name text NOT NULL, checksum text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())");
+  for (const auto& m : migration_sources) {
+    if (m.version >= 5)
+      break;
+    sql.query(std::string{"BEGIN;\n"} + m.sql + "\n;COMMIT");
+    sql.query("INSERT INTO schema_migrations (version, name, checksum)"
+              " VALUES (" + std::to_string(m.version) + ", "
+              + literal(m.name) + ", md5(" + literal(m.sql) + "))");
+  }
+  auto session = [&](const std::string& id, const std::string& key,
+                     bool closed, const std::string& ended_by) {
+    sql.query("INSERT INTO match_sessions (id, match_key, queue, user_a,"
+              " ticket_a, user_b, ticket_b, status, closed_at, ended_by)"
+              " VALUES ('" + id + "', '" + key + "', 'q', '" + id + "a', 't',"
+              " '" + id + "b', 't', " + (closed ? "'closed', now()" :
+                                                  "'active', NULL")
+              + ", " + (ended_by.empty() ? "NULL" : "'" + ended_by + "'")
+              + ")");
+    sql.query("INSERT INTO session_members (session_id, user_id, active)"
+              " VALUES ('" + id + "', '" + id + "a', " + (closed ? "false" :
+                                                           "true")
+              + "), ('" + id + "', '" + id + "b', "
+              + (closed ? "false" : "true") + ")");
+  };
+  session("ended", "k1#ended", true, "endeda"); // by a member
+  session("expired", "k2#expired", true, "");   // by the engine
+  session("closed", "k3", true, "");            // close_session
+  session("active", "k4", false, "");
+  session("mutual", "k5#mutual", true, "mutuala");
+  sql.query("INSERT INTO mutual_matches (pair_min, pair_max, session_id)"
+            " VALUES ('mutuala', 'mutualb', 'mutual')");
+  pg_options o;
+  o.conninfo = conninfo;
+  auto store = make_pg_match_store(o)->connect();
+  auto m = store->apply_migrations();
+  ASSERT_TRUE(m) << m.error().detail;
+  ASSERT_EQ(m->size(), 1u);
+  EXPECT_EQ(m->at(0), "0005_session_history");
+  auto ids = [&](const std::string& table) {
+    std::set<std::string> out;
+    for (auto& row : sql.query("SELECT id FROM " + table))
+      out.insert(row.at(0));
+    return out;
+  };
+  EXPECT_EQ(ids("session_history"),
+            (std::set<std::string>{"ended", "expired"}));
+  EXPECT_EQ(ids("match_sessions"),
+            (std::set<std::string>{"closed", "active", "mutual"}));
+  EXPECT_EQ(sql.count("SELECT count(*) FROM session_members"
+                      " WHERE session_id IN ('ended', 'expired')"),
+            0);
+  EXPECT_EQ(sql.count("SELECT count(*) FROM all_sessions"), 5);
+  // They answer as before.
+  auto f = store->find_session("expired");
+  ASSERT_TRUE(f && f->has_value());
+  EXPECT_EQ((*f)->status, session_status::closed);
+  auto e = store->end_session("ended", "endedb", "again");
+  ASSERT_TRUE(e) << e.error().detail;
+  EXPECT_FALSE(e->ended_now);
+  EXPECT_EQ(e->ended_by, "endeda");
+  auto a = store->active_session_of("activea");
+  ASSERT_TRUE(a && a->has_value());
+  EXPECT_EQ((*a)->session_id, "active");
 }
 
 } // namespace

@@ -93,7 +93,7 @@ PY
     local double active sessions reported undelivered
     double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members WHERE active AND user_id LIKE '${prefix}%' GROUP BY user_id HAVING count(*) > 1) d")
     active=$(q "SELECT count(*) FROM match_sessions WHERE status = 'active' AND user_a LIKE '${prefix}%'")
-    sessions=$(q "SELECT count(*) FROM match_sessions WHERE user_a LIKE '${prefix}%'")
+    sessions=$(q "SELECT count(*) FROM all_sessions WHERE user_a LIKE '${prefix}%'")
     reported=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sessions'])" "$work/report-$store.json")
     # The relay marks a row delivered just after pushing it: give the last
     # session.ended rows a moment.

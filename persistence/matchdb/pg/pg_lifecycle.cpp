@@ -2,13 +2,15 @@
 // the engine expires old ones, and prune deletes what is over.
 //
 // Ending is lock, then write, in one transaction: the session row is locked
-// first (`mm_lock_session`, or `mm_expire_pick` with SKIP LOCKED for many),
+// first (`mm_lock_session`, or `mm_expire_pick` with SKIP LOCKED for many;
+// a session that is not live is looked up in the history, `mm_ended_of`),
 // the event payloads are built here from what the lock read (the same
 // function as the in-memory store's: one payload format), and `mm_end`
-// closes the sessions, frees their members and inserts one `session.ended`
-// event each; NOTIFY and COMMIT go in one round trip. Of two concurrent
-// ends, the second waits for the first's row lock and then reads the
-// session closed: it answers that state and writes nothing.
+// ends the sessions (moved to session_history, members freed; a mutual
+// match's stays, closed) and inserts one `session.ended` event each; NOTIFY
+// and COMMIT go in one round trip. Of two concurrent ends, the second waits
+// for the first's row lock and then finds the session ended: it answers
+// that state and writes nothing.
 
 #include "persistence/matchdb/pg/pg_match_store.hpp"
 
@@ -74,8 +76,18 @@ outcome<end_record> pg_match_store::do_end_session(
     auto r = exec_prepared(st_lock_session, {&session_id});
     must(r, "lock session");
     if (PQntuples(r.get()) == 0) {
+      // Not live: ended (moved to the history) or unknown.
+      auto arg = nlohmann::json::array({session_id}).dump();
+      r = exec_prepared(st_ended_of, {&arg});
+      must(r, "ended session");
       must(exec("ROLLBACK"), "ROLLBACK");
-      return outcome<end_record>{errc::not_found, "no session " + session_id};
+      if (PQntuples(r.get()) == 0)
+        return outcome<end_record>{errc::not_found,
+                                   "no session " + session_id};
+      auto e = read_ended(r.get(), 0);
+      if (auto f = check_member(e.session, user); f.code != errc::none)
+        return f;
+      return e; // ended before: the recorded state
     }
     auto e = read_ended(r.get(), 0);
     if (auto f = check_member(e.session, user); f.code != errc::none) {
@@ -108,10 +120,24 @@ pg_match_store::do_end_sessions(const std::vector<end_request>& requests) {
     must(r, "lock sessions");
     // By id: each session as it is now, then as this batch leaves it.
     std::unordered_map<std::string, end_record> now;
-    for (int i = 0; i < PQntuples(r.get()); ++i) {
-      auto e = read_ended(r.get(), i);
-      auto id = e.session.session_id;
-      now.emplace(std::move(id), std::move(e));
+    auto take = [&now](const PGresult* res) {
+      for (int i = 0; i < PQntuples(res); ++i) {
+        auto e = read_ended(res, i);
+        auto id = e.session.session_id;
+        now.emplace(std::move(id), std::move(e));
+      }
+    };
+    take(r.get());
+    // The ones not live: ended (in the history) or unknown.
+    auto gone = nlohmann::json::array();
+    for (const auto& q : requests)
+      if (now.count(q.session_id) == 0)
+        gone.push_back(q.session_id);
+    if (!gone.empty()) {
+      auto garg = gone.dump();
+      auto h = exec_prepared(st_ended_of, {&garg});
+      must(h, "ended sessions");
+      take(h.get());
     }
     answers out(requests.size(), outcome<end_record>{errc::none});
     std::vector<end_record> todo;
@@ -209,9 +235,17 @@ outcome<prune_counts> pg_match_store::do_prune(uint32_t retention_ms,
   auto sessions = one(st_prune_sessions, "prune sessions");
   if (!sessions)
     return sessions.error();
+  // At most `limit` sessions in all: the history gets what is left.
+  outcome<size_t> history{size_t{0}};
+  if (*sessions < limit) {
+    lim = std::to_string(limit - *sessions);
+    history = one(st_prune_history, "prune ended sessions");
+    if (!history)
+      return history.error();
+  }
   prune_counts out;
   out.outbox = *outbox;
-  out.sessions = *sessions;
+  out.sessions = *sessions + *history;
   return out;
 }
 

@@ -199,9 +199,9 @@ private:
   std::string last_error_;
   std::array<bool, st_count> prepared_{};
   bool listening_ = false;
-  /// Outbox windows (their start) whose rows are in the default partition:
-  /// not created again by this connection (pg_partitions.cpp).
-  std::set<int64_t> refused_windows_;
+  /// Time windows (by name) whose rows are in their table's default
+  /// partition: not created again by this connection (pg_partitions.cpp).
+  std::set<std::string> refused_windows_;
 };
 
 /// One limiter for the "unavailable" lines of every call of every

@@ -143,7 +143,8 @@ const statement statements[st_count] = {
    "  WHERE session_id IN (SELECT id FROM s) AND active"
    ")"
    " SELECT (SELECT count(*) FROM s),"
-   "        EXISTS (SELECT 1 FROM match_sessions WHERE id = $1)"},
+   "        EXISTS (SELECT 1 FROM match_sessions WHERE id = $1)"
+   "        OR EXISTS (SELECT 1 FROM session_history WHERE id = $1)"},
   {"mm_active_of",
    "SELECT " MM_SESSION_COLS
    " FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
@@ -159,12 +160,17 @@ const statement statements[st_count] = {
    " CROSS JOIN LATERAL (SELECT " MM_SESSION_COLS
    "   FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
    "   WHERE m.user_id = u.user_id AND m.active LIMIT 1) x"},
+  // Live or ended: one statement, one snapshot, so a session moved by a
+  // concurrent end is found on one side or the other.
   {"mm_by_id", "SELECT " MM_SESSION_COLS " FROM match_sessions s"
-               " WHERE s.id = $1"},
+               " WHERE s.id = $1"
+               " UNION ALL SELECT " MM_SESSION_COLS " FROM session_history s"
+               " WHERE s.id = $1 LIMIT 1"},
   // The first statement of end_session: locks the session for the rest of
   // the transaction. Of two concurrent ends, the second waits here and then
-  // reads the row as the first left it (READ COMMITTED re-reads a row that
-  // changed while it waited): closed, with the first one's ended_by.
+  // finds the row gone (the first moved it to session_history) or, for a
+  // mutual match's session, re-reads it as the first left it (READ
+  // COMMITTED): closed, with the first one's ended_by.
   {"mm_lock_session", "SELECT " MM_ENDED_COLS " FROM match_sessions s"
                       " WHERE s.id = $1 FOR UPDATE"},
   // $1: JSON array of session ids. The same for a batch of ends, locked in
@@ -174,28 +180,54 @@ const statement statements[st_count] = {
    "SELECT " MM_ENDED_COLS " FROM match_sessions s"
    " WHERE s.id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
    " ORDER BY s.id FOR UPDATE"},
+  // $1: JSON array of session ids that the lock did not find: those that
+  // ended (the end's answer is their recorded state). A new statement, so
+  // it sees a move committed while the lock waited.
+  {"mm_ended_of",
+   "SELECT " MM_ENDED_COLS " FROM session_history s"
+   " WHERE s.id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"},
   // $1: JSON array of sessions this transaction locked while active, each
   // with idx (event order), ended_by ('' for the engine), reason, event id
-  // and payload. Closes them, frees their members and writes one
-  // session.ended event each; answers the sessions it closed. The sessions
-  // are looked up by primary key (`= ANY`): joined with the JSON rows alone
-  // (estimated at 100), the planner hashed every active session instead,
-  // once per end.
+  // and payload. Ends them and writes one session.ended event each; answers
+  // the sessions it ended. A session moves to session_history (members go
+  // by ON DELETE CASCADE, which frees them), its key retired ('#' and its
+  // id, so the pair may match again); a mutual match's stays, closed (its
+  // pair row names it; its members are inactive from the start). The
+  // sessions are looked up by primary key (`= ANY`): joined with the JSON
+  // rows alone (estimated at 100), the planner hashed every active session
+  // instead, once per end.
   {"mm_end",
    "WITH e AS ("
    "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
    "    idx int, id text, ended_by text, reason text, event_id text,"
    "    payload text)"
-   "), s AS ("
+   "), t AS MATERIALIZED ("
+   "  SELECT x.id, EXISTS (SELECT 1 FROM mutual_matches p"
+   "                       WHERE p.session_id = x.id) AS mutual"
+   "  FROM match_sessions x"
+   "  WHERE x.id = ANY (ARRAY(SELECT id FROM e)) AND x.status = 'active'"
+   "), k AS ("
    "  UPDATE match_sessions x SET status = 'closed', closed_at = now(),"
    "    close_reason = e.reason, ended_by = nullif(e.ended_by, ''),"
    "    match_key = x.match_key || '#' || x.id"
-   "  FROM e WHERE x.id = e.id AND x.status = 'active'"
-   "    AND x.id = ANY (ARRAY(SELECT id FROM e))"
+   "  FROM e WHERE x.id = e.id"
+   "    AND x.id = ANY (ARRAY(SELECT id FROM t WHERE mutual))"
    "  RETURNING x.id, x.closed_at"
-   "), m AS ("
-   "  UPDATE session_members SET active = false"
-   "  WHERE session_id IN (SELECT id FROM s) AND active"
+   "), g AS ("
+   "  DELETE FROM match_sessions x"
+   "  WHERE x.id = ANY (ARRAY(SELECT id FROM t WHERE NOT mutual))"
+   "  RETURNING x.*"
+   "), h AS ("
+   "  INSERT INTO session_history (id, match_key, queue, user_a, ticket_a,"
+   "    attrs_a, user_b, ticket_b, attrs_b, created_at, closed_at,"
+   "    close_reason, ended_by)"
+   "  SELECT g.id, g.match_key || '#' || g.id, g.queue, g.user_a,"
+   "    g.ticket_a, g.attrs_a, g.user_b, g.ticket_b, g.attrs_b,"
+   "    g.created_at, now(), e.reason, nullif(e.ended_by, '')"
+   "  FROM g JOIN e ON e.id = g.id"
+   "  RETURNING id, closed_at"
+   "), s AS ("
+   "  SELECT id, closed_at FROM k UNION ALL SELECT id, closed_at FROM h"
    "), o AS ("
    "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
    "  SELECT e.event_id, s.id, 'session.ended', e.payload::jsonb, s.closed_at"
@@ -244,6 +276,19 @@ const statement statements[st_count] = {
    "  FOR UPDATE OF s SKIP LOCKED"
    ")"
    " DELETE FROM match_sessions s USING c WHERE s.id = c.id"},
+  // The same for ended sessions, in session_history's default partition
+  // only: its time windows are dropped whole (maintain_partitions).
+  {"mm_prune_history",
+   "WITH c AS ("
+   "  SELECT h.id, h.closed_at FROM session_history_default h"
+   "  WHERE " MM_OLDER("h.closed_at")
+   "    AND h.id NOT IN (SELECT o.aggregate_id FROM outbox o"
+   "                     WHERE o.delivered_at IS NULL)"
+   "  ORDER BY h.closed_at LIMIT $2"
+   "  FOR UPDATE SKIP LOCKED"
+   ")"
+   " DELETE FROM session_history_default h USING c"
+   " WHERE h.id = c.id AND h.closed_at = c.closed_at"},
   // Lease, not an open transaction: the rows are picked with FOR UPDATE
   // SKIP LOCKED (a concurrent fetcher skips what this one is taking) and
   // leased in the same statement, which commits at once. A row whose lease
