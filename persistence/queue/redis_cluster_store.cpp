@@ -208,16 +208,29 @@ private:
       std::vector<item> next;
       bool reread = false;
       bool wait = false;
+      // Every primary's part is written before any reply is read: the
+      // shards work at once, and a batch waits for the slowest, not for
+      // the sum.
+      std::vector<std::vector<link_request>> parts;
+      std::vector<redis_link*> links;
+      parts.reserve(groups.size());
+      links.reserve(groups.size());
       for (auto& [key, g] : groups) {
-        auto& link = link_for(g.first);
-        std::vector<link_request> part;
+        links.push_back(&link_for(g.first));
+        auto& part = parts.emplace_back();
         part.reserve(g.second.size());
         for (const auto& it : g.second) {
           auto r = reqs[it.index];
           r.asking = it.ask.has_value();
           part.push_back(r);
         }
-        auto replies = link.exchange(part);
+        links.back()->send(part);
+      }
+      size_t n = 0;
+      for (auto& [key, g] : groups) {
+        auto& link = *links[n];
+        auto replies = link.receive(parts[n]);
+        ++n;
         for (size_t k = 0; k < replies.size(); ++k) {
           auto& r = replies[k];
           auto idx = g.second[k].index;

@@ -344,64 +344,105 @@ bool redis_link::append(const link_request& req) {
 
 std::vector<store_reply>
 redis_link::exchange(const std::vector<link_request>& reqs) {
-  std::vector<store_reply> out(reqs.size());
-  if (reqs.empty())
-    return out;
-  sigpipe_guard guard;
-  std::vector<size_t> todo;
-  todo.reserve(reqs.size());
+  send(reqs);
+  return receive(reqs);
+}
+
+bool redis_link::append_all(const std::vector<link_request>& reqs,
+                            in_flight& f) {
+  f.sent.clear();
+  for (auto i : f.todo) {
+    const auto& req = reqs[i];
+    if (req.call != nullptr) {
+      auto id = static_cast<size_t>(req.call->script);
+      if (sha_[id].empty()) {
+        f.out[i].value.type = store_value::kind::error;
+        f.out[i].value.str = opts_.load_scripts ? load_error_[id]
+                                                : "ERR scripts not loaded";
+        continue;
+      }
+    }
+    if (!append(req))
+      return false;
+    f.sent.push_back(i);
+  }
+  return true;
+}
+
+void redis_link::send(const std::vector<link_request>& reqs) {
+  flight_ = in_flight{};
+  flight_.out.resize(reqs.size());
+  flight_.todo.reserve(reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i)
-    if (valid(reqs[i], out[i]))
-      todo.push_back(i);
+    if (valid(reqs[i], flight_.out[i]))
+      flight_.todo.push_back(i);
+  if (flight_.todo.empty() || ctx_ == nullptr)
+    return; // receive connects, as exchange always did
+  sigpipe_guard guard;
+  if (!append_all(reqs, flight_)) {
+    drop_connection(); // nothing was written: receive sends it all
+    return;
+  }
+  // Write it all now (hiredis would write at the first read).
+  int done = 0;
+  while (done == 0)
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
+      // What went out may have run; receive sends every request again,
+      // as after a connection lost before its replies.
+      drop_connection();
+      return;
+    }
+  flight_.written = true;
+}
+
+std::vector<store_reply>
+redis_link::receive(const std::vector<link_request>& reqs) {
+  in_flight f = std::move(flight_);
+  flight_ = in_flight{};
+  if (f.out.size() != reqs.size()) { // no send before: do its part
+    send(reqs);
+    f = std::move(flight_);
+    flight_ = in_flight{};
+  }
+  auto& out = f.out;
+  auto& todo = f.todo;
+  if (todo.empty())
+    return std::move(out);
+  sigpipe_guard guard;
   const uint32_t max_attempts = std::max<uint32_t>(1, opts_.max_attempts);
   uint32_t failures = 0;
   bool pause_before_connect = false;
   int noscript_rounds = 0;
-  std::vector<size_t> sent;
+  auto& sent = f.sent;
   std::vector<size_t> retry;
+  bool written = f.written; // the first round was sent by send()
   while (!todo.empty()) {
-    if (ctx_ == nullptr) {
-      // Reconnect at once after a drop; pause between failed connects.
-      if (pause_before_connect && opts_.retry_delay_ms > 0)
-        std::this_thread::sleep_for(
-          std::chrono::milliseconds(opts_.retry_delay_ms));
-      if (!connect_now()) {
-        store_logger()->debug("redis {}: connect failed: {}", where_,
-                              last_error_);
-        pause_before_connect = true;
-        if (++failures >= max_attempts || auth_refused_)
-          break;
-        continue;
-      }
-    }
-    // Pipeline: append everything, then read every reply in order.
-    sent.clear();
     retry.clear();
-    bool append_failed = false;
-    for (auto i : todo) {
-      const auto& req = reqs[i];
-      if (req.call != nullptr) {
-        auto id = static_cast<size_t>(req.call->script);
-        if (sha_[id].empty()) {
-          out[i].value.type = store_value::kind::error;
-          out[i].value.str = opts_.load_scripts ? load_error_[id]
-                                                : "ERR scripts not loaded";
+    if (!written) {
+      if (ctx_ == nullptr) {
+        // Reconnect at once after a drop; pause between failed connects.
+        if (pause_before_connect && opts_.retry_delay_ms > 0)
+          std::this_thread::sleep_for(
+            std::chrono::milliseconds(opts_.retry_delay_ms));
+        if (!connect_now()) {
+          store_logger()->debug("redis {}: connect failed: {}", where_,
+                                last_error_);
+          pause_before_connect = true;
+          if (++failures >= max_attempts || auth_refused_)
+            break;
           continue;
         }
       }
-      if (!append(req)) {
-        append_failed = true;
-        break;
+      // Pipeline: append everything, then read every reply in order.
+      if (!append_all(reqs, f)) {
+        drop_connection();
+        pause_before_connect = false;
+        if (++failures >= max_attempts)
+          break;
+        continue; // nothing was read: `todo` is still complete
       }
-      sent.push_back(i);
     }
-    if (append_failed) {
-      drop_connection();
-      pause_before_connect = false;
-      if (++failures >= max_attempts)
-        break;
-      continue; // nothing was read: `todo` is still complete
-    }
+    written = false;
     std::array<bool, script_count> reload{};
     bool need_reload = false;
     size_t got = 0;
@@ -479,7 +520,7 @@ redis_link::exchange(const std::vector<link_request>& reqs) {
       out[i].detail = detail;
     }
   }
-  return out;
+  return std::move(out);
 }
 
 } // namespace mm

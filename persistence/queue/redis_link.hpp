@@ -54,6 +54,16 @@ public:
   /// saying so. Idempotent exactly when the requests are.
   std::vector<store_reply> exchange(const std::vector<link_request>& reqs);
 
+  /// `exchange` in two halves, so that a caller with links to several
+  /// servers has all of them working at once: `send` appends `reqs` and
+  /// writes them out without waiting for a reply (when connected; else it
+  /// leaves everything to `receive`), `receive` reads the replies and does
+  /// the rest of what `exchange` does (NOSCRIPT, reconnects, re-sends). Each
+  /// `send` must be followed by `receive` with the same `reqs` before any
+  /// other call on this link. Idempotent exactly when the requests are.
+  void send(const std::vector<link_request>& reqs);
+  std::vector<store_reply> receive(const std::vector<link_request>& reqs);
+
   /// Connects now unless connected. Returns false with last_error().
   bool ensure_connected();
 
@@ -77,6 +87,20 @@ private:
   bool authenticate();
   bool load_scripts(const std::array<bool, script_count>& which);
   bool append(const link_request& req);
+
+  /// What `send` did, for `receive`: the replies known without the server
+  /// (refused requests), the requests to send and, when `written`, those
+  /// already written on this connection.
+  struct in_flight {
+    std::vector<store_reply> out;
+    std::vector<size_t> todo;
+    std::vector<size_t> sent;
+    bool written = false;
+  };
+  /// Appends the requests of `f.todo` whose script is loaded (the others
+  /// get their error in `f.out`) to `f.sent`; false when hiredis refused.
+  bool append_all(const std::vector<link_request>& reqs, in_flight& f);
+  in_flight flight_;
 
   redis_link_options opts_;
   std::string where_;
