@@ -7,10 +7,13 @@
 #   (b) end to end: one matchd (HTTP + WebSocket, in-memory persistence so
 #       that the queue store is what differs) driven by `matchctl load
 #       --queues 100`, matches/s, and matchd's and Redis's CPU per match.
-# Order ABBA for both, each variant counting with its better run.
+# Order ABBA for both (the claims ABBA SHARDS_ROUNDS times: this machine's
+# runs of one variant differ by up to 40 %), each variant counting with its
+# best run.
 # Last line: shards_3_vs_1_claims_ratio=X.XX.
 # Knobs: SHARDS_DURATION (s per claim run, default 5), SHARDS_USERS (per e2e
-# run, default 30000).
+# run, default 30000), SHARDS_ROUNDS (ABBA rounds of claims, default 2),
+# SHARDS_WORKERS and SHARDS_MAX_BATCH (the broker's, default 4 and 64).
 
 shards_rate=""   # of the last run
 shards_rcpu=""   # Redis CPU µs per claim / per match of the last run
@@ -45,8 +48,8 @@ shards_claims() { # one|three
   local c0 c1
   c0=$(shards_redis_cpu_ms "${pids[@]}")
   bench '^$' "${args[@]}" broker "${sub[@]}" --store redis --form single --levels 256,1024 \
-    --queues 100 --duration "$shards_duration" --warmup 0.5 --workers 4 \
-    --max-batch 64 --scheduler-threads 1 --queue "sh$v"
+    --queues 100 --duration "$shards_duration" --warmup 0.5 --workers "${SHARDS_WORKERS:-4}" \
+    --max-batch "${SHARDS_MAX_BATCH:-64}" --scheduler-threads 1 --queue "sh$v"
   c1=$(shards_redis_cpu_ms "${pids[@]}")
   shards_rate=$(awk '/^summary / { for (i = 1; i <= NF; ++i)
                      if ($i ~ /^best_claims_per_s=/) { sub(/.*=/, "", $i); print $i } }' "$dir/out")
@@ -102,6 +105,7 @@ shards_e2e() { # one|three
 shards_main() {
   shards_duration=${SHARDS_DURATION:-5}
   shards_users=${SHARDS_USERS:-30000}
+  shards_rounds=${SHARDS_ROUNDS:-2}
   shards_secret=shards-bench-secret-0123456789
   cmake -S "$root" -B "$build" -DMM_BUILD_BENCH=ON >/dev/null
   cmake --build "$build" -j2 --target claim_bench matchd matchctl >/dev/null
@@ -114,7 +118,9 @@ shards_main() {
 " one Redis on 127.0.0.1:$port vs a cluster of 3 primaries ($(cat "$dir/cl/seeds")), 100 queues"
   local -A claims=() crcpu=() e2e=() ercpu=() emcpu=()
   local v
-  for v in one three three one; do
+  local order=() r
+  for ((r = 0; r < shards_rounds; ++r)); do order+=(one three three one); done
+  for v in "${order[@]}"; do
     shards_claims "$v"
     if awk -v a="$shards_rate" -v b="${claims[$v]:-0}" 'BEGIN { exit !(a > b) }'; then
       claims[$v]=$shards_rate; crcpu[$v]=$shards_rcpu
@@ -126,7 +132,7 @@ shards_main() {
       e2e[$v]=$shards_rate; ercpu[$v]=$shards_rcpu; emcpu[$v]=$shards_mcpu
     fi
   done
-  echo "# claims/s (better of two): one Redis ${claims[one]} (Redis ${crcpu[one]} us/claim), 3 primaries ${claims[three]} (${crcpu[three]} us/claim over the 3)"
+  echo "# claims/s (best of ${shards_rounds}x2): one Redis ${claims[one]} (Redis ${crcpu[one]} us/claim), 3 primaries ${claims[three]} (${crcpu[three]} us/claim over the 3)"
   echo "# e2e matches/s (better of two): one Redis ${e2e[one]} (matchd ${emcpu[one]} us, Redis ${ercpu[one]} us per match), 3 primaries ${e2e[three]} (matchd ${emcpu[three]} us, Redis ${ercpu[three]} us per match)"
   # One core per shard: the Redis side could serve 3 cores' worth; what the
   # clients here leave of the 2 cores bounds this run.
