@@ -1,97 +1,27 @@
-// The node gateway (interface in actors/node_gateway.hpp): membership, the
-// shared user -> node map, routing of events and cancels to the peers' links
-// (actors/peer_link.hpp), the replay on registration, the checks of what
-// peers send; its store workers are in actors/gateway_store.hpp.
+// The node gateway (interface in actors/node_gateway.hpp): its behaviour,
+// store access, peers and membership (the shared user -> node map); the
+// routing of events and cancels to the peers' links (actors/peer_link.hpp)
+// and the checks of what peers send are in actors/node_gateway_routing.cpp,
+// the state both share in actors/gateway_data.hpp, its store workers in
+// actors/gateway_store.hpp.
 
+#include "actors/gateway_data.hpp"
 #include "actors/worker_bound.hpp"
-#include "actors/node_gateway.hpp"
 
 #include <chrono>
-#include <functional>
-#include <map>
-#include <optional>
-#include <set>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/gateway_store.hpp"
 #include "actors/peer_events.hpp"
-#include "actors/peer_link.hpp"
 #include "core/logger.hpp"
-#include "persistence/matchdb/match_store.hpp"
-#include "persistence/queue/queue_store.hpp"
 
-namespace mm {
-
-namespace {
+namespace mm::gateway_detail {
 
 std::shared_ptr<spdlog::logger> gw_log() {
   static auto log = logger("gateway");
   return log;
 }
 
-// -- state ------------------------------------------------------------------------
-
-/// The gateway's own handle type: the public interface, its heartbeat timer
-/// and its links' reports.
-using gateway_impl_actor = node_gateway_actor::extend<
-  caf::reacts_to<tick_atom>, caf::reacts_to<link_report>>;
-
-/// One peer node. Its connection is its link's (actors/peer_link.hpp):
-///
-///   unknown --membership / route / hello / peer_atom / static--> known
-///      ^          (a link is spawned, monitored; calls go through it)  |
-///      +--------- lapsed (not static): the link is dropped ------------+
-///
-/// A peer known only by a route's address hint is dropped at a heartbeat
-/// that does not list it, unless its link is connected, connecting or busy
-/// with a call.
-struct peer_entry {
-  std::string address; ///< host:port; empty when only a handle is known
-  peer_link_actor link;
-  link_phase phase = link_phase::idle; ///< as the link last reported it
-  uint32_t calls = 0; ///< calls handed to the link, not answered yet
-  bool static_peer = false;
-  bool member = false; ///< live in the last membership answer
-};
-
-struct queue_op {
-  script_call call;
-  std::function<void(const store_reply&)> done;
-};
-
-struct match_op {
-  gw_lookup lookup;
-  std::function<void(outcome<std::optional<match_record>>&)> done;
-};
-
-struct gateway_state {
-  std::string node;
-  std::string address; ///< ours, advertised
-  cluster_config cfg;
-  gateway_links links;
-  std::shared_ptr<queue_store> queue_inline; ///< non-blocking queue store
-  queue_worker_actor queue_worker;           ///< blocking queue store
-  std::vector<queue_op> queue_pending;
-  bool queue_busy = false;
-  std::shared_ptr<match_store> match_inline; ///< non-blocking match store
-  match_worker_actor match_worker;           ///< blocking match store
-  std::vector<match_op> match_pending;
-  bool match_busy = false;
-  std::map<std::string, peer_entry> peers; ///< by node id
-  /// Users whose sessions registered here (mapped to this node in
-  /// mm:{cluster}:users): written again when a beat finds this node's
-  /// record gone. As many as the node's live sessions.
-  std::set<std::string> mapped;
-  bool beat_failing = false;
-  uint64_t refused = 0; ///< peer messages refused (logged sparsely)
-  static inline const char* name = "node_gateway";
-};
-
-using gw_ptr = gateway_impl_actor::stateful_pointer<gateway_state>;
-
-/// The string fields of a script reply, or why there are none.
 outcome<std::vector<std::string>> fields_of(const store_reply& r) {
   if (r.code != errc::none)
     return failure{r.code, r.detail};
@@ -108,6 +38,8 @@ outcome<std::vector<std::string>> fields_of(const store_reply& r) {
 }
 
 // -- store access: one pipeline per round, inline or on a worker --------------------
+
+namespace {
 
 void finish_queue_ops(std::vector<queue_op>& ops,
                       std::vector<store_reply>& replies) {
@@ -165,6 +97,8 @@ void pump_queue(gw_ptr self) {
       });
 }
 
+} // namespace
+
 void call_queue(gw_ptr self, script_call call,
                 std::function<void(const store_reply&)> done) {
   self->state.queue_pending.push_back(
@@ -218,6 +152,8 @@ bool live(const gateway_state& st, const peer_entry& p) {
          || (!st.cfg.membership && p.phase == link_phase::connected);
 }
 
+namespace {
+
 peer_link_actor spawn_link(gw_ptr self, const std::string& node,
                            const std::string& address) {
   auto& st = self->state;
@@ -228,7 +164,8 @@ peer_link_actor spawn_link(gw_ptr self, const std::string& node,
   return link;
 }
 
-/// The entry of `node`; a new one gets its link.
+} // namespace
+
 peer_entry& peer(gw_ptr self, const std::string& node) {
   auto& st = self->state;
   auto i = st.peers.find(node);
@@ -239,13 +176,14 @@ peer_entry& peer(gw_ptr self, const std::string& node) {
   return p;
 }
 
-/// Records where the gateway of a peer is published, and tells its link.
 void locate(gw_ptr self, peer_entry& p, const std::string& address) {
   if (p.address == address)
     return;
   p.address = address;
   self->send(p.link, link_address{address});
 }
+
+namespace {
 
 /// Drops a peer and its link (calls waiting for a connection there are
 /// answered as unreachable; calls at the peer finish).
@@ -264,31 +202,6 @@ void hand_over(gw_ptr self, const std::string& node, node_gateway_actor h,
   auto& p = peer(self, node);
   p.phase = link_phase::connected; // as the link reports next
   self->send(p.link, how, std::move(h));
-}
-
-/// Hands the call `xs...` to the link of `node` and answers `rp` with the
-/// link's answer, or with `on_error(err)` when the link ends first.
-template <class Result, class OnError, class... Ts>
-void call_link(gw_ptr self, caf::typed_response_promise<Result> rp,
-               const std::string& node, OnError on_error, Ts... xs) {
-  auto& p = peer(self, node);
-  ++p.calls;
-  auto link = p.link;
-  auto done = [self, node, link] {
-    auto i = self->state.peers.find(node);
-    if (i != self->state.peers.end() && i->second.link == link)
-      --i->second.calls;
-  };
-  self->request(link, caf::infinite, std::move(xs)...)
-    .then(
-      [rp, done](Result& r) mutable {
-        done();
-        rp.deliver(std::move(r));
-      },
-      [rp, done, on_error](caf::error& err) mutable {
-        done();
-        rp.deliver(on_error(err));
-      });
 }
 
 // -- membership ------------------------------------------------------------------------
@@ -374,133 +287,6 @@ void beat(gw_ptr self, std::function<void()> then) {
     if (then)
       then();
   });
-}
-
-// -- routing --------------------------------------------------------------------------
-
-void route_to(gw_ptr self, caf::typed_response_promise<delivery_report> rp,
-              std::string user, std::shared_ptr<match_event> ev,
-              const std::string& node, const std::string& address,
-              bool member) {
-  auto& st = self->state;
-  if (node.empty()) {
-    // No node known: connected nowhere, or the store forgot the map (a
-    // Redis restart) and the user's node has not mapped it again yet.
-    delivery_report unknown;
-    unknown.unrouted = 1;
-    rp.deliver(unknown);
-    return;
-  }
-  if (node == st.node) {
-    rp.deliver(delivery_report{}); // no session anywhere
-    return;
-  }
-  auto i = st.peers.find(node);
-  bool is_live = member || (i != st.peers.end() && live(st, i->second));
-  if (!is_live) {
-    rp.deliver(delivery_report{}); // its node is gone: connected nowhere
-    return;
-  }
-  auto& p = peer(self, node);
-  if (!address.empty() && !p.static_peer)
-    locate(self, p, address);
-  auto unreachable = [](const caf::error&) {
-    delivery_report failed;
-    failed.failed = 1;
-    return failed;
-  };
-  call_link(self, rp, node, unreachable, deliver_atom_v, std::move(user),
-            std::move(*ev));
-}
-
-/// Hands the user's active match (if any) to the directory: a session that
-/// starts here gets the match it may have missed elsewhere.
-void replay(gw_ptr self, const std::string& user) {
-  self->state.match_pending.push_back(match_op{
-    gw_lookup{false, user},
-    [self, user](outcome<std::optional<match_record>>& found) {
-      auto& st = self->state;
-      if (!found) {
-        gw_log()->warn("gateway {}: active match of '{}' not looked up: {}",
-                       st.node, user, found.error().detail);
-        return;
-      }
-      if (!*found)
-        return;
-      // Its answer (a delivery_report) is of no use here.
-      caf::anon_send(st.links.directory, deliver_atom_v, user,
-                     event_of(**found));
-    }});
-  pump_matches(self);
-}
-
-// -- what peers may send ------------------------------------------------------------
-//
-// The gateway is published: anybody who connects to the cluster port (with a
-// certificate of the cluster's CA, when TLS is on) can send it every message
-// of its interface. Host and directory messages are taken from actors of
-// this node only; an event from a peer is delivered only as the database
-// has it.
-
-/// True when the current message comes from an actor of this node (a
-/// message from another node, or without a sender, is not).
-bool from_here(gw_ptr self) {
-  auto& src = self->current_sender();
-  return src != nullptr && src->node() == self->node();
-}
-
-/// Logs a refused peer message: the first, then every power of two.
-void refuse(gw_ptr self, const std::string& what) {
-  auto& st = self->state;
-  auto n = ++st.refused;
-  if ((n & (n - 1)) == 0)
-    gw_log()->warn("gateway {}: refused {} (refused so far: {})", st.node,
-                   what, n);
-}
-
-/// A peer's (user, event): to the directory once the database confirms the
-/// session and the user's part in it; refused (all counts zero, nothing
-/// delivered) otherwise; `failed = 1` when the database cannot answer (the
-/// sending relay tries again).
-void deliver_checked(gw_ptr self,
-                     caf::typed_response_promise<delivery_report> rp,
-                     std::string user, std::shared_ptr<match_event> ev) {
-  auto& st = self->state;
-  if (!(st.match_inline || st.match_worker)) {
-    refuse(self, "an event from a peer (no database to check it)");
-    rp.deliver(delivery_report{});
-    return;
-  }
-  st.match_pending.push_back(match_op{
-    gw_lookup{true, ev->session_id},
-    [self, rp, user, ev](outcome<std::optional<match_record>>& found) mutable {
-      auto& st = self->state;
-      if (!found) {
-        gw_log()->warn("gateway {}: event {} for '{}' not checked: {}",
-                       st.node, ev->event_id, user, found.error().detail);
-        delivery_report failed;
-        failed.failed = 1;
-        rp.deliver(failed);
-        return;
-      }
-      auto checked = *found ? as_recorded(user, *ev, **found) : std::nullopt;
-      if (!checked) {
-        refuse(self, "event '" + ev->event_id + "' for '" + user
-                       + "': not in the database");
-        rp.deliver(delivery_report{});
-        return;
-      }
-      rp.delegate(st.links.directory, deliver_atom_v, user,
-                  std::move(*checked));
-    }});
-  pump_matches(self);
-}
-
-/// Asks the finalizer of `node` (a live peer) for a verdict.
-void cancel_at_peer(gw_ptr self, caf::typed_response_promise<cancel_verdict> rp,
-                    const std::string& node, inflight_cancel c) {
-  auto pass = [](const caf::error& err) { return err; };
-  call_link(self, rp, node, pass, cancel_atom_v, node, std::move(c));
 }
 
 // -- the actor -------------------------------------------------------------------------
@@ -724,6 +510,10 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
 
 } // namespace
 
+} // namespace mm::gateway_detail
+
+namespace mm {
+
 node_gateway_actor spawn_node_gateway(
   caf::actor_system& sys, std::string node, cluster_config cfg,
   std::shared_ptr<queue_store_factory> queue,
@@ -737,7 +527,7 @@ node_gateway_actor spawn_node_gateway(
   std::shared_ptr<match_store> match_conn;
   if (cfg.enabled() && matches)
     match_conn = matches->connect();
-  auto hdl = sys.spawn(gateway_impl, std::move(node), std::move(cfg),
+  auto hdl = sys.spawn(gateway_detail::gateway_impl, std::move(node), std::move(cfg),
                        std::move(queue_conn), std::move(match_conn),
                        std::move(links));
   return caf::actor_cast<node_gateway_actor>(hdl);
