@@ -340,6 +340,7 @@ int run(const matchd_config& mc) {
   ec.rules = mc.rules;
   ec.broker.queue_idle_ms = mc.queue_idle_ms;
   ec.relay.stream_maxlen = mc.stream_maxlen;
+  ec.relay.lease_ms = mc.outbox_lease_ms;
   ec.broker.workers = mc.redis_workers;
   ec.finalizer.workers = mc.pg_workers;
   ec.worker_timeout_ms = mc.worker_timeout_ms;

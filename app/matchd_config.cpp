@@ -173,6 +173,10 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   app.add_option("--parked-ttl", cfg.parked_ttl_ms,
                  "ms an event is kept for a user with no session on this node")
     ->capture_default_str();
+  app.add_option("--outbox-lease", cfg.outbox_lease_ms,
+                 "ms a relay holds the events it fetched; another node's "
+                 "relay delivers them after this when the node died")
+    ->capture_default_str();
   app.add_option("--retention", cfg.retention_s,
                  "Seconds delivered events and closed sessions are kept "
                  "(0: forever)")
@@ -415,6 +419,8 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("trim-interval", "must be 0 (never) or at least 1000 ms");
   if (cfg.parked_ttl_ms < 1000 || cfg.parked_ttl_ms > 3600000)
     complain("parked-ttl", "must be 1000-3600000 ms");
+  if (cfg.outbox_lease_ms < 1000 || cfg.outbox_lease_ms > 600000)
+    complain("outbox-lease", "must be 1000-600000 ms");
   if (cfg.redis_workers < 1 || cfg.redis_workers > 64)
     complain("redis-workers", "must be 1-64");
   if (cfg.pg_workers < 1 || cfg.pg_workers > 64)

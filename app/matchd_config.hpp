@@ -63,6 +63,7 @@ struct matchd_config {
   uint32_t trim_ms = 10000;  ///< free heap returned to the system (0: never)
   uint32_t worker_timeout_ms = 60000; ///< a store worker silent this long is stuck
   uint32_t parked_ttl_ms = 60000;    ///< events kept for users not here
+  uint32_t outbox_lease_ms = 30000;  ///< a relay's hold on fetched events
   uint32_t retention_s = 7 * 86400;  ///< delivered events, closed sessions
   /// Outbox time partitions: "auto" (a quarter of the retention, 60 s to a
   /// day), "off", or seconds; resolved into `outbox_partition_s` (0: off).

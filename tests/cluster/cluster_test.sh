@@ -14,7 +14,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 trap '"$cluster" stop "$dir" >/dev/null 2>&1 || true' EXIT
 # Short presence windows so that the dead node's tickets lapse within the
 # test (the environment sits below the command line, docs/matchd.md).
+# A short outbox lease likewise: the dead node's leased events are
+# delivered by another node's relay once it runs out.
 export MATCHD_TICKET_TTL=3000 MATCHD_HEARTBEAT=1000 MATCHD_LOG_LEVEL=warn
+export MATCHD_OUTBOX_LEASE=8000
 # The nodes serve the loads' queues q0..q99 (matchctl load --queues 100, 4).
 MATCHD_QUEUES=$(seq -s, -f 'q%g' 0 99)
 export MATCHD_QUEUES
@@ -25,12 +28,18 @@ while read -r u; do urls+=(--url "$u"); done <"$dir/urls"
 pg_port=$(cat "$dir/pg/port")
 q() { psql -X -q -t -A -h 127.0.0.1 -p "$pg_port" -U postgres -d matchmaker -c "$1"; }
 prefix="c$$-"
+# How long matchctl waits after the last join for events: a killed node's
+# leased events come back after their lease (8 s); with every node alive
+# they take milliseconds, and the users left waiting at the end (their
+# partner cancelled) hold the run for the whole wait.
+settle=20000
+[ "$mode" = load ] && settle=8000
 load=("$matchctl" load "${urls[@]}" --secret "$secret" --users 30000
       --rate 2000 --queues 100 --cancel-rate 0.05 --cancel-delay-ms 10
-      --prefix "$prefix" --no-progress --json "$dir/report.json" --settle-ms 45000)
+      --prefix "$prefix" --no-progress --json "$dir/report.json" --settle-ms "$settle")
 
 # Every committed event is delivered (a dead node's leased events come back
-# after their lease, 30 s, and another node's relay delivers them).
+# after their lease, 8 s, and another node's relay delivers them).
 wait_delivered() {
   local n
   for _ in $(seq 90); do

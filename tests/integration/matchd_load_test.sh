@@ -42,9 +42,14 @@ for _ in $(seq 200); do
 done
 curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || fail "matchd not ready"
 
+# The wait after the last join: the users left waiting at the end (their
+# partner cancelled) hold the run for all of it; events take milliseconds
+# (under SIGTERM, the drain's answers more).
+settle=15000
+[ "$mode" = load ] && settle=8000
 load=("$matchctl" load --url "http://127.0.0.1:$port" --secret "$secret"
       --users 20000 --cancel-rate 0.05 --queues "$queue_count" --prefix "$prefix"
-      --no-progress --json "$work/report.json" --settle-ms 15000)
+      --no-progress --json "$work/report.json" --settle-ms "$settle")
 if [ "$mode" = load ]; then
   set +e
   "${load[@]}" --rate 2000 --cancel-delay-ms 10 | tee "$work/load.out"

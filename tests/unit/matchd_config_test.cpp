@@ -182,6 +182,28 @@ TEST_F(matchd_config_test, queue_and_stream_bounds) {
   EXPECT_NE(res2.output.find("a{b}"), std::string::npos) << res2.output;
 }
 
+TEST_F(matchd_config_test, outbox_lease_bounds) {
+  args d{"--secret", "0123456789abcdef"};
+  matchd_config def;
+  ASSERT_FALSE(parse_matchd_config(d.argc(), d.argv.data(), def).exit_now);
+  EXPECT_EQ(def.outbox_lease_ms, 30000u);
+  args ok{"--secret", "0123456789abcdef", "--outbox-lease", "5000"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(ok.argc(), ok.argv.data(), cfg);
+  ASSERT_FALSE(res.exit_now) << res.output;
+  EXPECT_EQ(cfg.outbox_lease_ms, 5000u);
+  for (auto bad : {"999", "600001", "0"}) {
+    args b{"--secret", "0123456789abcdef", "--outbox-lease", bad};
+    matchd_config c;
+    auto r = parse_matchd_config(b.argc(), b.argv.data(), c);
+    ASSERT_TRUE(r.exit_now) << bad;
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.output.find("bad value for --outbox-lease"),
+              std::string::npos)
+      << r.output;
+  }
+}
+
 TEST_F(matchd_config_test, queues_are_declared_open_mode_only_explicitly) {
   // '*' alone: any well-formed name (bounded by --max-queues).
   args open{"--secret", "0123456789abcdef", "--queues", "*"};
