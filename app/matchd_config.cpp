@@ -419,8 +419,15 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("trim-interval", "must be 0 (never) or at least 1000 ms");
   if (cfg.parked_ttl_ms < 1000 || cfg.parked_ttl_ms > 3600000)
     complain("parked-ttl", "must be 1000-3600000 ms");
-  if (cfg.outbox_lease_ms < 1000 || cfg.outbox_lease_ms > 600000)
-    complain("outbox-lease", "must be 1000-600000 ms");
+  // An unrouted event is delivered again one lease later, when the users'
+  // nodes have mapped them again at their next heartbeat: the lease must
+  // outlast a heartbeat (docs/cluster.md, "When Redis forgets").
+  const bool heartbeat_ok = cfg.heartbeat_ms >= 100
+                            && cfg.heartbeat_ms < cfg.ticket_ttl_ms;
+  if (cfg.outbox_lease_ms < 1000 || cfg.outbox_lease_ms > 600000
+      || (heartbeat_ok && cfg.outbox_lease_ms <= cfg.heartbeat_ms))
+    complain("outbox-lease", "must be 1000-600000 ms and more than "
+                             "--heartbeat");
   if (cfg.redis_workers < 1 || cfg.redis_workers > 64)
     complain("redis-workers", "must be 1-64");
   if (cfg.pg_workers < 1 || cfg.pg_workers > 64)

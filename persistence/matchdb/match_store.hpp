@@ -82,7 +82,9 @@ public:
   /// serialized across processes by an advisory lock so concurrent starters
   /// do not race. Returns the names this call applied (empty when up to
   /// date). Fails with `protocol_error` when an applied migration's text
-  /// changed since. Idempotent.
+  /// changed since, or when the database holds a migration newer than any
+  /// this binary knows (an older node after a newer one migrated: it does
+  /// not start). Idempotent.
   virtual outcome<std::vector<std::string>> apply_migrations() = 0;
 
   /// Group commit: commits all `requests` in ONE transaction and answers one

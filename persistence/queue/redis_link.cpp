@@ -370,7 +370,13 @@ bool redis_link::append_all(const std::vector<link_request>& reqs,
 }
 
 void redis_link::send(const std::vector<link_request>& reqs) {
+  if (flight_.pending && flight_.written) {
+    // Sent and never received (the caller gave up on it): its replies must
+    // not answer these requests.
+    drop_connection();
+  }
   flight_ = in_flight{};
+  flight_.pending = true;
   flight_.out.resize(reqs.size());
   flight_.todo.reserve(reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i)
@@ -381,6 +387,7 @@ void redis_link::send(const std::vector<link_request>& reqs) {
   sigpipe_guard guard;
   if (!append_all(reqs, flight_)) {
     drop_connection(); // nothing was written: receive sends it all
+    ++flight_.failures;
     return;
   }
   // Write it all now (hiredis would write at the first read).
@@ -390,6 +397,7 @@ void redis_link::send(const std::vector<link_request>& reqs) {
       // What went out may have run; receive sends every request again,
       // as after a connection lost before its replies.
       drop_connection();
+      ++flight_.failures;
       return;
     }
   flight_.written = true;
@@ -397,26 +405,23 @@ void redis_link::send(const std::vector<link_request>& reqs) {
 
 std::vector<store_reply>
 redis_link::receive(const std::vector<link_request>& reqs) {
+  if (!flight_.pending || flight_.out.size() != reqs.size())
+    send(reqs); // no send before: do its part
   in_flight f = std::move(flight_);
   flight_ = in_flight{};
-  if (f.out.size() != reqs.size()) { // no send before: do its part
-    send(reqs);
-    f = std::move(flight_);
-    flight_ = in_flight{};
-  }
   auto& out = f.out;
   auto& todo = f.todo;
   if (todo.empty())
     return std::move(out);
   sigpipe_guard guard;
   const uint32_t max_attempts = std::max<uint32_t>(1, opts_.max_attempts);
-  uint32_t failures = 0;
+  uint32_t failures = f.failures;
   bool pause_before_connect = false;
   int noscript_rounds = 0;
   auto& sent = f.sent;
   std::vector<size_t> retry;
   bool written = f.written; // the first round was sent by send()
-  while (!todo.empty()) {
+  while (!todo.empty() && failures < max_attempts) {
     retry.clear();
     if (!written) {
       if (ctx_ == nullptr) {

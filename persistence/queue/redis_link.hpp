@@ -96,6 +96,8 @@ private:
     std::vector<size_t> todo;
     std::vector<size_t> sent;
     bool written = false;
+    bool pending = false;  ///< sent, not received yet
+    uint32_t failures = 0; ///< of the connection, while sending
   };
   /// Appends the requests of `f.todo` whose script is loaded (the others
   /// get their error in `f.out`) to `f.sent`; false when hiredis refused.

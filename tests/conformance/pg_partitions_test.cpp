@@ -403,4 +403,23 @@ TEST(pg_session_history_migration, sessions_that_ended_before_it_move) {
   EXPECT_EQ((*a)->session_id, "active");
 }
 
+TEST(pg_session_history_migration, a_newer_schema_is_refused) {
+  // An older binary after a newer one migrated: it would look for ended
+  // sessions where they no longer are, so it refuses to start.
+  auto conninfo = test::fresh_database("mm_mig6");
+  pg_options o;
+  o.conninfo = conninfo;
+  auto store = make_pg_match_store(o)->connect();
+  ASSERT_TRUE(store->apply_migrations());
+  test::pg_client sql{conninfo};
+  sql.query("INSERT INTO schema_migrations (version, name, checksum)"
+            " VALUES (9999, '9999_later', 'x')");
+  auto r = store->apply_migrations();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::protocol_error);
+  EXPECT_NE(r.error().detail.find("newer than this binary"),
+            std::string::npos)
+    << r.error().detail;
+}
+
 } // namespace

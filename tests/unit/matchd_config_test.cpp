@@ -187,12 +187,14 @@ TEST_F(matchd_config_test, outbox_lease_bounds) {
   matchd_config def;
   ASSERT_FALSE(parse_matchd_config(d.argc(), d.argv.data(), def).exit_now);
   EXPECT_EQ(def.outbox_lease_ms, 30000u);
-  args ok{"--secret", "0123456789abcdef", "--outbox-lease", "5000"};
+  args ok{"--secret", "0123456789abcdef", "--heartbeat", "1000",
+          "--outbox-lease", "5000"};
   matchd_config cfg;
   auto res = parse_matchd_config(ok.argc(), ok.argv.data(), cfg);
   ASSERT_FALSE(res.exit_now) << res.output;
   EXPECT_EQ(cfg.outbox_lease_ms, 5000u);
-  for (auto bad : {"999", "600001", "0"}) {
+  // At most a heartbeat (default 10000 ms) is refused too.
+  for (auto bad : {"999", "600001", "0", "10000"}) {
     args b{"--secret", "0123456789abcdef", "--outbox-lease", bad};
     matchd_config c;
     auto r = parse_matchd_config(b.argc(), b.argv.data(), c);

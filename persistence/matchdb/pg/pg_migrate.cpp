@@ -53,6 +53,19 @@ outcome<std::vector<std::string>> pg_match_store::apply_migrations() {
       store_logger()->info("{}: applied migration {}", where_, m.name);
       applied.emplace_back(m.name);
     }
+    // A schema newer than this binary (a node of an older version started
+    // after a newer one migrated): its statements would miss what the
+    // newer migrations moved (0005: ended sessions), so it does not start.
+    auto newest = exec("SELECT coalesce(max(version), 0) FROM"
+                       " schema_migrations");
+    must(newest, "read schema_migrations");
+    const int64_t known = migration_sources[migration_count - 1].version;
+    if (int_of(newest.get(), 0, 0) > known)
+      throw db_refusal{failure{
+        errc::protocol_error,
+        "the database has migration " + text(newest.get(), 0, 0)
+          + ", newer than this binary's newest (" + std::to_string(known)
+          + "): run the newer binary"}};
     return outcome<std::vector<std::string>>{std::move(applied)};
   });
 }
