@@ -1,6 +1,7 @@
 // The Redis queue store against a private redis-server (CTest fixture
 // "redis", tests/support/redis_server.sh): script replies, pipelining,
-// NOSCRIPT recovery, reconnects, bounded failures and plain commands.
+// NOSCRIPT recovery, reconnects, bounded failures and plain commands; and
+// its connection's two halves (redis_link send/receive).
 
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "persistence/queue/queue_store.hpp"
+#include "persistence/queue/redis_link.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/test_env.hpp"
 
@@ -518,6 +520,36 @@ TEST_F(RedisStore, EmptyCommandIsRefusedWithoutShiftingReplies) {
   EXPECT_EQ(r[1].value.str, "PONG");
   EXPECT_EQ(r[2].value.type, kind::string);
   EXPECT_EQ(r[2].value.str, "x");
+}
+
+TEST(RedisLink, ABatchSentButNeverReceivedAnswersNothingLater) {
+  // The cluster store sends to every primary before it reads any reply; a
+  // batch whose replies were never read (its caller gave up on it) must
+  // not answer the next batch on that connection.
+  mm::redis_link_options o;
+  o.port = mm::test::redis_port();
+  o.load_scripts = false;
+  mm::redis_link link{o};
+  ASSERT_TRUE(link.ensure_connected()) << link.last_error();
+  mm::store_command first{"ECHO", "first"};
+  mm::store_command second{"ECHO", "second"};
+  std::vector<mm::link_request> a{mm::link_request{nullptr, &first}};
+  std::vector<mm::link_request> b{mm::link_request{nullptr, &second}};
+  link.send(a);
+  link.send(b);
+  auto r = link.receive(b);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].code, errc::none) << r[0].detail;
+  EXPECT_EQ(r[0].value.str, "second");
+  link.send(a);
+  auto e = link.exchange(b);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].value.str, "second");
+  // Both halves in order answer as one exchange does.
+  link.send(a);
+  auto f = link.receive(a);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].value.str, "first");
 }
 
 } // namespace
