@@ -407,7 +407,9 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("drain-timeout", "must be 100-600000 ms");
   if (cfg.ticket_ttl_ms < 1000)
     complain("ticket-ttl", "must be at least 1000 ms");
-  if (cfg.heartbeat_ms < 100 || cfg.heartbeat_ms >= cfg.ticket_ttl_ms)
+  const bool heartbeat_ok = cfg.heartbeat_ms >= 100
+                            && cfg.heartbeat_ms < cfg.ticket_ttl_ms;
+  if (!heartbeat_ok)
     complain("heartbeat", "must be at least 100 ms and less than --ticket-ttl");
   if (cfg.client_ttl_ms != 0 && cfg.client_ttl_ms < 1000)
     complain("client-ttl", "must be 0 (off) or at least 1000 ms");
@@ -422,8 +424,6 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   // An unrouted event is delivered again one lease later, when the users'
   // nodes have mapped them again at their next heartbeat: the lease must
   // outlast a heartbeat (docs/cluster.md, "When Redis forgets").
-  const bool heartbeat_ok = cfg.heartbeat_ms >= 100
-                            && cfg.heartbeat_ms < cfg.ticket_ttl_ms;
   if (cfg.outbox_lease_ms < 1000 || cfg.outbox_lease_ms > 600000
       || (heartbeat_ok && cfg.outbox_lease_ms <= cfg.heartbeat_ms))
     complain("outbox-lease", "must be 1000-600000 ms and more than "
