@@ -362,7 +362,7 @@ int run_broker(const redis_target& redis, const broker_options& opts);
 /// Runs `claim_bench naive`; returns the process exit code.
 int run_naive(const redis_target& redis, const naive_options& opts);
 
-/// The generated claim script: lua/lib/common.lua + lua/claim.lua.
-const char* claim_script_text();
+/// The claim function of the generated library (lua/), mm_claim_<hash>.
+const char* claim_function_name();
 
 } // namespace mm::bench

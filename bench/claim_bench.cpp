@@ -2,9 +2,10 @@
 //   broker   the queue broker's claim path at increasing concurrency, on the
 //            Redis or the embedded store (bench/broker_bench.cpp)
 //   naive    the two-step ZRANGE + ZREM baseline that double-books
-// and helpers for the redis-benchmark ceiling: --print-claim-script prints
-// the generated claim script (common prelude included), --load-claim-script
-// loads it into Redis and prints its sha1.
+// and helpers for the redis-benchmark ceiling: --print-library prints the
+// generated function library (lua/), --load-library loads it into Redis
+// (FUNCTION LOAD; already loaded is fine) and prints the claim function's
+// name, for `FCALL name 5 keys... args...`.
 // bench/run claim drives all of it against one private redis-server.
 
 #include <CLI/CLI.hpp>
@@ -200,8 +201,8 @@ int run_naive(const redis_target& redis, const naive_options& o) {
   return 0;
 }
 
-const char* claim_script_text() {
-  return script_sources[static_cast<size_t>(script_id::claim)].text;
+const char* claim_function_name() {
+  return script_sources[static_cast<size_t>(script_id::claim)].function;
 }
 
 } // namespace mm::bench
@@ -231,12 +232,11 @@ int main(int argc, char** argv) {
   app.add_option("--port", redis.port, "Redis port");
   app.add_option("--redis-dir", redis_dir,
                  "directory of a private redis-server (reads DIR/port)");
-  app.add_flag("--print-claim-script", print_script,
-               "print the generated claim script (with the common prelude) "
-               "and exit");
-  app.add_flag("--load-claim-script", load_script,
-               "SCRIPT LOAD the claim script into Redis, print its sha1 and "
-               "exit");
+  app.add_flag("--print-library", print_script,
+               "print the generated function library (lua/) and exit");
+  app.add_flag("--load-library", load_script,
+               "FUNCTION LOAD the library into Redis, print the claim "
+               "function's name and exit");
 
   broker_options bo;
   auto* broker = app.add_subcommand(
@@ -303,7 +303,7 @@ int main(int argc, char** argv) {
     bo.cluster = true;
 
   if (print_script) {
-    std::fputs(claim_script_text(), stdout);
+    std::fputs(mm::script_library, stdout);
     return 0;
   }
   if (!redis_dir.empty() && redis.port == 0 && !read_port(redis_dir, redis.port))
@@ -320,15 +320,18 @@ int main(int argc, char** argv) {
     ro.host = redis.host;
     ro.port = redis.port;
     auto conn = mm::make_redis_store(ro)->connect();
-    auto r = conn->execute({{"SCRIPT", "LOAD", claim_script_text()}});
-    if (r.empty() || r[0].code != mm::errc::none
-        || r[0].value.type != mm::store_value::kind::string) {
-      std::fprintf(stderr, "SCRIPT LOAD failed: %s\n",
+    auto r = conn->execute({{"FUNCTION", "LOAD", mm::script_library}});
+    bool ok = !r.empty() && r[0].code == mm::errc::none
+              && (r[0].value.type == mm::store_value::kind::string
+                  || r[0].value.str.find("already exists")
+                       != std::string::npos);
+    if (!ok) {
+      std::fprintf(stderr, "FUNCTION LOAD failed: %s\n",
                    r.empty() ? "no reply"
                              : (r[0].detail + r[0].value.str).c_str());
       return 1;
     }
-    std::printf("%s\n", r[0].value.str.c_str());
+    std::printf("%s\n", claim_function_name());
     return 0;
   }
   if (broker->parsed())

@@ -124,12 +124,13 @@ command_figures count_commands(const sample& a, const sample& b,
     if (name == "info" || st.calls <= was.calls)
       continue;
     auto n = static_cast<double>(st.calls - was.calls);
-    if (name == "evalsha" || name == "eval") {
+    if (name == "evalsha" || name == "eval" || name == "fcall") {
       out.evalsha += n / matches;
       out.evalsha_us += static_cast<double>(st.usec - was.usec);
     } else if (name == "xadd") {
       out.xadd += n / matches;
-    } else if (name == "script" || name == "unlink" || name == "ping") {
+    } else if (name == "script" || name == "function" || name == "unlink"
+               || name == "ping") {
       out.other_top += n / matches;
     } else {
       out.inner += n / matches;

@@ -84,7 +84,7 @@ void print_figures(const options& o, const std::string& tag, run_record& r) {
     auto c = count_commands(s0, s1, per_match);
     auto calls = (c.evalsha + c.xadd + c.other_top) * per_match;
     auto reads = static_cast<double>(s1.redis_reads - s0.redis_reads);
-    std::printf("[%s]   redis per match: %.2f EVALSHA (%.1f us each inside "
+    std::printf("[%s]   redis per match: %.2f FCALL (%.1f us each inside "
                 "the server, their script's commands included), %.2f XADD, "
                 "%.2f other calls; the scripts ran %.1f commands (%s); %.2f "
                 "socket reads (%.1f calls per read: the pipelining)\n",

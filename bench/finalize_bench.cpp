@@ -621,7 +621,7 @@ int run(const options& o) {
     redis_admin = qf->connect();
     release_path = "queue broker on Redis " + o.redis_host + ":"
                    + std::to_string(o.redis_port)
-                   + " (real EVALSHA release calls; the bench's tickets "
+                   + " (real FCALL release calls; the bench's tickets "
                      "were never enqueued, so each answers 'gone')";
   } else {
     qf = make_embedded_store({});

@@ -223,7 +223,7 @@ void quality(const variant& v, const std::vector<person>& people,
 double redis_usec_per_call(queue_store& conn) {
   auto r = conn.execute({{"INFO", "commandstats"}}).at(0);
   auto& s = r.value.str;
-  auto at = s.find("cmdstat_evalsha:");
+  auto at = s.find("cmdstat_fcall:");
   if (at == std::string::npos)
     return 0;
   auto u = s.find("usec_per_call=", at);

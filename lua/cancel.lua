@@ -18,11 +18,11 @@ if not valid_id(user, MAX_ID) then return invalid('user') end
 if type(token) ~= 'string' or not string.find(token, '^%d+$') then
   return invalid('token')
 end
-local current = redis.call('HGET', K_USERS, user)
+local current = pointer_of(user)
 if not current then return {'not_found'} end
 local rec = load_ticket(current)
 if not rec then
-  redis.call('HDEL', K_USERS, user)
+  redis.call('HDEL', K_TICKETS, pointer_field(user))
   return {'not_found'}
 end
 if rec.token ~= token then return {'stale_token', current} end

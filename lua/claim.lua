@@ -27,41 +27,44 @@
 -- and the 'queued' reply gains: windows, ms until they change next (-1:
 -- never). The scan then walks only the index cells where a compatible
 -- waiter can be, oldest first across them, `scan` candidates at most.
-local args, refused = ticket_args()
-if not args then return refused end
-local user, ticket, node, attrs, ttl =
-  args.user, args.ticket, args.node, args.attrs, args.ttl
+local user, ticket, node, attrs, ttl = ticket_args(ARGV)
+if not user then return ticket end -- the refusal
 local scan = int_arg(ARGV[6], 1, MAX_SCAN)
 if not scan then return invalid('scan') end
 local hold = int_arg(ARGV[7], 1, MAX_HOLD)
 if not hold then return invalid('hold') end
 local rescan = ARGV[8] == '1'
-local rs, rk, avoid = ARGV[9] or '', ARGV[10] or '', ARGV[11] or ''
-if #rs > 1024 or #rk > 2048 or #avoid > 4096 or string.find(rs, '%z')
-    or string.find(rk, '%z') or string.find(avoid, '%z') then
-  return invalid('rules') -- a NUL would break the record (lib/common.lua)
-end
-if rs ~= '' and (not K_IDX or not string.find(rk, '^[%w%._@%-|,+]*$')) then
-  return invalid('rules')
-end
+local rs, rk, avoid = rule_args(ARGV, 9)
+if not rs then return rk end -- the refusal
 local rules = nil
 if rs ~= '' then rules = parse_rules(rs) end
 
 local now = now_ms()
+-- The common case first (lib/claim_fast.lua); it hands back what it cannot
+-- decide, with the stale waiters it removed on the way.
+local fast_stale = 0
+if not rules and not rescan then
+  local reply
+  reply, fast_stale = claim_fast(user, ticket, node, attrs, ttl, scan, hold,
+                                 now)
+  if reply then return reply end
+end
 local own = nil
-local current = redis.call('HGET', K_USERS, user)
+local current, mine = pointer_and_record(user, ticket)
 if current then
-  local rec = load_ticket(current)
+  local rec
+  if current == ticket then rec = decode(mine) else rec = load_ticket(current) end
   if not rec then
-    redis.call('HDEL', K_USERS, user)
+    redis.call('HDEL', K_TICKETS, pointer_field(user))
   elseif current == ticket and rec.state ~= 'waiting' and rec.hold < now then
     -- The pair was never settled within its hold (its claimer died): the
     -- record lapses here as it would on a heartbeat or sweep.
-    remove_ticket(rec)
+    remove_ticket(rec, true)
+    mine = nil
   elseif current == ticket then
     if rec.state == 'claimed' then
       -- Still being finalized: the re-scan counts as presence.
-      rec.deadline = now + ttl
+      rec.deadline, rec.dl_s = now + ttl, nil
       store_ticket(rec)
       return {'claimed', ticket, rec.token, rec.p_user, rec.p_ticket, rec.p_node}
     elseif rec.state == 'claimer' then
@@ -78,10 +81,10 @@ if current then
     return {'duplicate', current}
   end
 end
+-- A ticket id in use (by a record the user does not point to, or by
+-- another user) is refused; its record came with the pointer.
 if not own then
-  if redis.call('HEXISTS', K_TICKETS, ticket) == 1 then
-    return invalid('ticket id in use')
-  end
+  if mine then return invalid('ticket id in use') end
   if rescan then
     return {'claimed', ticket, '', '', '', ''}
   end
@@ -90,22 +93,34 @@ end
 local own_wait = 0
 if own then own_wait = now - own.since end
 
-local stale, partner, looked = 0, nil, 0
+local stale, partner, looked = fast_stale, nil, 0
 if not rules then
-  local window = redis.call('ZRANGE', K_WAITING, 0, scan - 1)
-  looked = #window
-  for _, id in ipairs(window) do
+  -- The oldest `scan` waiters, popped one by one: a stale one is removed
+  -- (problem 2 / I6: never claimed, cleaned up), the first live one of
+  -- another user is the partner, a live one of this user (an older ticket
+  -- it no longer points to) goes back at its place.
+  local back = nil
+  while looked < scan do
+    local head = redis.call('ZPOPMIN', K_WAITING)
+    local id = head[1]
+    if not id then break end
+    looked = looked + 1
     local cand = load_ticket(id)
     if not cand then
-      redis.call('ZREM', K_WAITING, id)
+      -- an id whose record is gone: popped is removed
     elseif cand.deadline < now then
-      remove_ticket(cand) -- problem 2 / I6: never claimed, cleaned up
+      remove_ticket(cand, true)
       stale = stale + 1
-    elseif cand.user ~= user and redis.call('ZREM', K_WAITING, id) == 1 then
+    elseif cand.user ~= user then
       partner = cand
       break
+    else
+      back = back or {}
+      back[#back + 1] = head[2]
+      back[#back + 1] = id
     end
   end
+  if back then redis.call('ZADD', K_WAITING, unpack(back)) end
 else
   -- Oldest first across the cells a compatible waiter can be in (problem
   -- 11, I7): a merge of their heads, each read lazily in pages.
@@ -164,30 +179,35 @@ end
 if own then
   own.attrs, own.node = attrs, node
 else
-  local seq = redis.call('INCR', K_SEQ)
+  local seq = int_s(redis.call('INCR', K_SEQ))
   own = {user = user, ticket = ticket, node = node, attrs = attrs,
-         score = seq, token = num(seq), since = now}
+         score = seq, token = seq, since = now}
 end
-own.deadline = now + ttl
+local dl_s = int_s(now + ttl)
+own.deadline, own.dl_s = now + ttl, dl_s
 own.rs, own.rk, own.avoid = rs, rk, avoid
+local stale_s = stale == 0 and '0' or int_s(stale)
 
 if partner then
-  partner.state, partner.hold = 'claimed', now + hold
+  local at = now + hold
+  local at_s = int_s(at)
+  partner.state, partner.hold, partner.hold_s = 'claimed', at, at_s
   partner.p_user, partner.p_ticket, partner.p_node = user, ticket, node
-  partner.p_attrs, partner.p_score, partner.p_token = attrs, num(own.score), own.token
+  partner.p_attrs, partner.p_score, partner.p_token = attrs, own.score,
+    own.token
 
-  own.state, own.hold = 'claimer', now + hold
-  own.p_user, own.p_ticket, own.p_node = partner.user, partner.ticket, partner.node
-  own.p_attrs, own.p_score, own.p_token = partner.attrs, num(partner.score), partner.token
-  -- Both records and both holds in one call each (every call costs ~2 us).
+  own.state, own.hold, own.hold_s = 'claimer', at, at_s
+  own.p_user, own.p_ticket, own.p_node = partner.user, partner.ticket,
+    partner.node
+  own.p_attrs, own.p_score, own.p_token = partner.attrs, partner.score,
+    partner.token
+  -- Both records, the pointer and both holds in two calls (every call
+  -- counts).
   redis.call('HSET', K_TICKETS, partner.ticket, encode(partner), ticket,
-             encode(own))
-  redis.call('HSET', K_USERS, user, ticket)
-  redis.call('ZADD', K_DEADLINES, partner.hold, partner.ticket, own.hold,
-             ticket)
+             encode(own), pointer_field(user), ticket)
+  redis.call('ZADD', K_DEADLINES, at_s, partner.ticket, at_s, ticket)
   return {'matched', ticket, own.token, partner.user, partner.ticket,
-          partner.node, partner.attrs, num(partner.score), partner.token,
-          num(stale)}
+          partner.node, partner.attrs, partner.score, partner.token, stale_s}
 end
 
 make_waiting(own, now)
@@ -197,9 +217,7 @@ if not rules and looked >= scan then more = '1' end
 -- look: incompatible ones would be the same again.
 if rules and stale >= scan then more = '1' end
 if rules then
-  return {'queued', ticket, own.token, num(own.score), num(own.deadline),
-          num(stale), more, describe_windows(rules, own_wait),
-          num(next_change(rules, own_wait))}
+  return {'queued', ticket, own.token, own.score, dl_s, stale_s, more,
+          describe_windows(rules, own_wait), num(next_change(rules, own_wait))}
 end
-return {'queued', ticket, own.token, num(own.score), num(own.deadline),
-        num(stale), more}
+return {'queued', ticket, own.token, own.score, dl_s, stale_s, more}

@@ -13,17 +13,16 @@
 --   {'exists',  ticket, token, score, deadline, state}  same ticket again: no-op
 --   {'duplicate', other_ticket}  the user already has another live ticket
 --   {'invalid', what}
-local args, refused = ticket_args()
-if not args then return refused end
-local user, ticket, node, attrs, ttl =
-  args.user, args.ticket, args.node, args.attrs, args.ttl
+local user, ticket, node, attrs, ttl = ticket_args(ARGV)
+if not user then return ticket end -- the refusal
 
 local now = now_ms()
-local current = redis.call('HGET', K_USERS, user)
+local current, mine = pointer_and_record(user, ticket)
 if current then
-  local rec = load_ticket(current)
+  local rec
+  if current == ticket then rec = decode(mine) else rec = load_ticket(current) end
   if current == ticket and rec then
-    return {'exists', ticket, rec.token, num(rec.score), num(rec.deadline),
+    return {'exists', ticket, rec.token, rec.score, num(rec.deadline),
             rec.state}
   end
   if rec and rec.state == 'waiting' and rec.deadline < now then
@@ -31,25 +30,20 @@ if current then
   elseif rec then
     return {'duplicate', current}
   else
-    redis.call('HDEL', K_USERS, user)
+    redis.call('HDEL', K_TICKETS, pointer_field(user))
   end
 end
-if redis.call('HEXISTS', K_TICKETS, ticket) == 1 then
+if mine then
   return invalid('ticket id in use')
 end
 
-local rs, rk, avoid = ARGV[6] or '', ARGV[7] or '', ARGV[8] or ''
-if #rs > 1024 or #rk > 2048 or #avoid > 4096 or string.find(rs, '%z')
-    or string.find(rk, '%z') or string.find(avoid, '%z') then
-  return invalid('rules') -- a NUL would break the record (lib/common.lua)
-end
-if rs ~= '' and (not K_IDX or not string.find(rk, '^[%w%._@%-|,+]*$')) then
-  return invalid('rules')
-end
+local rs, rk, avoid = rule_args(ARGV, 6)
+if not rs then return rk end -- the refusal
 
-local seq = redis.call('INCR', K_SEQ)
+local seq = int_s(redis.call('INCR', K_SEQ))
+local dl_s = int_s(now + ttl)
 local rec = {user = user, ticket = ticket, node = node, attrs = attrs,
-             score = seq, token = num(seq), deadline = now + ttl, since = now,
-             rs = rs, rk = rk, avoid = avoid}
+             score = seq, token = seq, deadline = now + ttl, dl_s = dl_s,
+             since = now, rs = rs, rk = rk, avoid = avoid}
 make_waiting(rec, now)
-return {'created', ticket, rec.token, num(rec.score), num(rec.deadline)}
+return {'created', ticket, rec.token, seq, dl_s}

@@ -17,7 +17,7 @@ end
 local ttl = int_arg(ARGV[3], 1, MAX_TTL)
 if not ttl then return invalid('ttl') end
 local now = now_ms()
-local current = redis.call('HGET', K_USERS, user)
+local current = pointer_of(user)
 if not current then return {'gone'} end
 local rec = load_ticket(current)
 if not rec or rec.token ~= token then return {'gone'} end
@@ -26,15 +26,16 @@ if rec.state == 'waiting' then
     remove_ticket(rec)
     return {'gone'}
   end
-  rec.deadline = now + ttl
+  rec.deadline, rec.dl_s = now + ttl, num(now + ttl)
   store_ticket(rec)
-  redis.call('ZADD', K_DEADLINES, rec.deadline, rec.ticket)
+  redis.call('ZADD', K_DEADLINES, rec.dl_s, rec.ticket)
 else
   if rec.hold < now then
     remove_ticket(rec)
     return {'gone'}
   end
-  rec.deadline = now + ttl -- presence only; the hold bound stays in force
+  -- presence only; the hold bound stays in force
+  rec.deadline, rec.dl_s = now + ttl, num(now + ttl)
   store_ticket(rec)
 end
-return {'alive', rec.ticket, rec.state, num(rec.deadline)}
+return {'alive', rec.ticket, rec.state, rec.dl_s}

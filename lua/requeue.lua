@@ -17,7 +17,7 @@ local ticket = ARGV[1]
 if not valid_id(ticket, MAX_TICKET) then return invalid('ticket') end
 local rec = load_ticket(ticket)
 if not rec then return {'gone'} end
-if rec.state == 'waiting' then return {'waiting', ticket, num(rec.score)} end
+if rec.state == 'waiting' then return {'waiting', ticket, rec.score} end
 if rec.state ~= 'claimed' and rec.state ~= 'claimer' then
   return invalid('not a claimed ticket')
 end
@@ -26,4 +26,4 @@ if rec.deadline < now_ms() then
   return {'stale', ticket}
 end
 make_waiting(rec)
-return {'requeued', ticket, num(rec.score)}
+return {'requeued', ticket, rec.score}

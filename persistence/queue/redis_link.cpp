@@ -1,8 +1,9 @@
 // One hiredis connection: every batch pipelined in one round trip
-// (STACK-NOTES: pipelining is the lever). Scripts are loaded once per
-// connection and run with EVALSHA; a NOSCRIPT reply reloads them, a dropped
-// connection reconnects and re-sends the calls whose replies were not
-// received yet.
+// (STACK-NOTES: pipelining is the lever). The function library of lua/ is
+// loaded once per connection (FUNCTION LOAD) and its functions run with
+// FCALL; a "Function not found" reply (FUNCTION FLUSH, a restarted Redis)
+// loads it again, a dropped connection reconnects and re-sends the calls
+// whose replies were not received yet.
 
 #include "persistence/queue/redis_link.hpp"
 
@@ -41,9 +42,9 @@ using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
 constexpr uint32_t default_connect_timeout_ms = 2000;
 constexpr uint32_t default_command_timeout_ms = 5000;
 
-/// How often one batch reloads scripts after NOSCRIPT before it hands the
-/// NOSCRIPT error to the caller as an ordinary error reply.
-constexpr int max_noscript_rounds = 3;
+/// How often one batch loads the library again after "Function not found"
+/// before it hands the error to the caller as an ordinary error reply.
+constexpr int max_reload_rounds = 3;
 
 timeval to_timeval(uint32_t ms, uint32_t fallback_ms) {
   if (ms == 0)
@@ -93,9 +94,11 @@ bool convert(const redisReply& r, store_value& v) {
   }
 }
 
-bool is_noscript(const redisReply& r) {
-  return r.type == REDIS_REPLY_ERROR && r.len >= 8
-         && std::memcmp(r.str, "NOSCRIPT", 8) == 0;
+/// The server does not know the function: its library is not loaded there.
+bool is_missing_function(const redisReply& r) {
+  static constexpr char text[] = "ERR Function not found";
+  return r.type == REDIS_REPLY_ERROR && r.len >= sizeof(text) - 1
+         && std::memcmp(r.str, text, sizeof(text) - 1) == 0;
 }
 
 /// Checks a request before it is sent; fills `out` and returns false when
@@ -215,9 +218,7 @@ bool redis_link::connect_now() {
     return false;
   if (!opts_.load_scripts)
     return true;
-  std::array<bool, script_count> all;
-  all.fill(true);
-  return load_scripts(all);
+  return load_library();
 }
 
 bool redis_link::authenticate() {
@@ -271,40 +272,33 @@ void redis_link::drop_connection() {
   ctx_ = nullptr;
 }
 
-bool redis_link::load_scripts(const std::array<bool, script_count>& which) {
-  std::vector<size_t> sent;
-  for (size_t i = 0; i < script_count; ++i) {
-    if (!which[i])
-      continue;
-    const char* text = script_sources[i].text;
-    const char* argv[] = {"SCRIPT", "LOAD", text};
-    const size_t argvlen[] = {6, 4, std::strlen(text)};
-    if (redisAppendCommandArgv(ctx_, 3, argv, argvlen) != REDIS_OK) {
-      drop_connection();
-      return false;
-    }
-    sent.push_back(i);
+bool redis_link::load_library() {
+  const char* argv[] = {"FUNCTION", "LOAD", script_library};
+  const size_t argvlen[] = {8, 4, std::strlen(script_library)};
+  void* raw = redisCommandArgv(ctx_, 3, argv, argvlen);
+  if (raw == nullptr) {
+    drop_connection();
+    return false;
   }
-  for (auto i : sent) {
-    void* raw = nullptr;
-    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-      drop_connection();
-      return false;
-    }
-    reply_ptr r{static_cast<redisReply*>(raw)};
-    if (r->type == REDIS_REPLY_STRING) {
-      sha_[i].assign(r->str, r->len);
-      load_error_[i].clear();
-    } else {
-      sha_[i].clear();
-      if (r->type == REDIS_REPLY_ERROR)
-        load_error_[i].assign(r->str, r->len);
-      else
-        load_error_[i] = "ERR unexpected reply to SCRIPT LOAD";
-      store_logger()->error("redis {} refused script '{}': {}", where_,
-                            script_sources[i].name, load_error_[i]);
-    }
+  reply_ptr r{static_cast<redisReply*>(raw)};
+  std::string text = r->type == REDIS_REPLY_ERROR
+                       ? std::string{r->str, r->len}
+                       : std::string{};
+  if (r->type == REDIS_REPLY_STRING
+      || (r->type == REDIS_REPLY_ERROR
+          && text.find("already exists") != std::string::npos)) {
+    // Loaded now, or by another connection (or node of this build) before.
+    library_error_.clear();
+    return true;
   }
+  // Not loadable here (an ACL without FUNCTION, a Redis before 7.0): the
+  // calls still go out, in case somebody else loaded it; if the server does
+  // not know them, they answer this.
+  library_error_ = r->type == REDIS_REPLY_ERROR
+                     ? "ERR cannot load the function library: " + text
+                     : "ERR unexpected reply to FUNCTION LOAD";
+  store_logger()->error("redis {} refused the function library {}: {}",
+                        where_, script_library_name, library_error_);
   return true;
 }
 
@@ -323,11 +317,13 @@ bool redis_link::append(const link_request& req) {
   };
   std::string numkeys;
   if (req.call != nullptr) {
-    const auto& sha = sha_[static_cast<size_t>(req.call->script)];
+    const char* fn = script_sources[static_cast<size_t>(req.call->script)]
+                       .function;
     numkeys = std::to_string(req.call->keys.size());
-    argv_.push_back("EVALSHA");
-    argvlen_.push_back(7);
-    add(sha);
+    argv_.push_back("FCALL");
+    argvlen_.push_back(5);
+    argv_.push_back(fn);
+    argvlen_.push_back(std::strlen(fn));
     add(numkeys);
     for (const auto& k : req.call->keys)
       add(k);
@@ -353,15 +349,6 @@ bool redis_link::append_all(const std::vector<link_request>& reqs,
   f.sent.clear();
   for (auto i : f.todo) {
     const auto& req = reqs[i];
-    if (req.call != nullptr) {
-      auto id = static_cast<size_t>(req.call->script);
-      if (sha_[id].empty()) {
-        f.out[i].value.type = store_value::kind::error;
-        f.out[i].value.str = opts_.load_scripts ? load_error_[id]
-                                                : "ERR scripts not loaded";
-        continue;
-      }
-    }
     if (!append(req))
       return false;
     f.sent.push_back(i);
@@ -417,7 +404,7 @@ redis_link::receive(const std::vector<link_request>& reqs) {
   const uint32_t max_attempts = std::max<uint32_t>(1, opts_.max_attempts);
   uint32_t failures = f.failures;
   bool pause_before_connect = false;
-  int noscript_rounds = 0;
+  int reload_rounds = 0;
   auto& sent = f.sent;
   std::vector<size_t> retry;
   bool written = f.written; // the first round was sent by send()
@@ -448,7 +435,6 @@ redis_link::receive(const std::vector<link_request>& reqs) {
       }
     }
     written = false;
-    std::array<bool, script_count> reload{};
     bool need_reload = false;
     size_t got = 0;
     for (; got < sent.size(); ++got) {
@@ -464,14 +450,21 @@ redis_link::receive(const std::vector<link_request>& reqs) {
       if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr)
         break;
       reply_ptr r{static_cast<redisReply*>(raw)};
-      if (reqs[i].call != nullptr && is_noscript(*r)
-          && noscript_rounds < max_noscript_rounds) {
-        // The server forgot the script (SCRIPT FLUSH, restart): the call
-        // did not run. Reload it and send the call again.
-        reload[static_cast<size_t>(reqs[i].call->script)] = true;
-        need_reload = true;
-        retry.push_back(i);
-        continue;
+      if (reqs[i].call != nullptr && is_missing_function(*r)) {
+        if (reload_rounds < max_reload_rounds && opts_.load_scripts) {
+          // The server forgot the library (FUNCTION FLUSH, a restart
+          // without persistence): the call did not run. Load it again and
+          // send the call again.
+          need_reload = true;
+          retry.push_back(i);
+          continue;
+        }
+        if (!library_error_.empty()) {
+          out[i] = store_reply{};
+          out[i].value.type = store_value::kind::error;
+          out[i].value.str = library_error_; // why it is not there
+          continue;
+        }
       }
       out[i] = to_store_reply(*r);
     }
@@ -490,8 +483,8 @@ redis_link::receive(const std::vector<link_request>& reqs) {
       continue;
     }
     if (need_reload) {
-      ++noscript_rounds;
-      if (!load_scripts(reload)) {
+      ++reload_rounds;
+      if (!load_library()) {
         pause_before_connect = false;
         if (++failures >= max_attempts) {
           todo.swap(retry);

@@ -26,7 +26,7 @@ struct redis_link_options {
   uint32_t retry_delay_ms = 100;
   std::string user;            ///< AUTH user; empty: the default user
   std::string password;        ///< AUTH password; empty: no AUTH. Never logged
-  bool load_scripts = true;    ///< SCRIPT LOAD every script on connect
+  bool load_scripts = true;    ///< FUNCTION LOAD the library on connect
 };
 
 /// One entry of a batch: a script call or a plain command, optionally after
@@ -47,7 +47,8 @@ public:
   redis_link& operator=(const redis_link&) = delete;
 
   /// Pipelines `reqs` in one round trip and returns one reply per request,
-  /// in order. Reloads scripts the server forgot (NOSCRIPT) and reconnects
+  /// in order. Loads the library again when the server forgot it ("Function
+  /// not found") and reconnects
   /// after a drop, re-sending what got no reply, up to max_attempts; what
   /// still has no reply then is `store_unavailable` (the detail names no
   /// address). A refused AUTH fails every request the same way, its detail
@@ -58,7 +59,7 @@ public:
   /// servers has all of them working at once: `send` appends `reqs` and
   /// writes them out without waiting for a reply (when connected; else it
   /// leaves everything to `receive`), `receive` reads the replies and does
-  /// the rest of what `exchange` does (NOSCRIPT, reconnects, re-sends). Each
+  /// the rest of what `exchange` does (reloads, reconnects, re-sends). Each
   /// `send` must be followed by `receive` with the same `reqs` before any
   /// other call on this link. Idempotent exactly when the requests are.
   void send(const std::vector<link_request>& reqs);
@@ -85,7 +86,9 @@ private:
   bool connect_now();
   void drop_connection();
   bool authenticate();
-  bool load_scripts(const std::array<bool, script_count>& which);
+  /// FUNCTION LOAD of the library (an "already exists" is fine); false
+  /// only when the connection failed. A refusal is kept in library_error_.
+  bool load_library();
   bool append(const link_request& req);
 
   /// What `send` did, for `receive`: the replies known without the server
@@ -109,8 +112,7 @@ private:
   redisContext* ctx_ = nullptr; ///< null while disconnected
   bool auth_refused_ = false;
   std::string last_error_;
-  std::array<std::string, script_count> sha_;        ///< empty: not loaded
-  std::array<std::string, script_count> load_error_; ///< why not loaded
+  std::string library_error_; ///< why FUNCTION LOAD failed; empty: it did not
   std::vector<const char*> argv_;                    ///< scratch for append
   std::vector<size_t> argvlen_;
 };

@@ -139,7 +139,9 @@ for s in ${seeds//,/ }; do # the killed primary is one of the seeds
 done
 [ -n "$live" ] || fail "no Redis Cluster node answers"
 for q in $(seq 0 $((queue_count - 1))); do
-  redis-cli -c -h "${live%:*}" -p "${live#*:}" hkeys "mm:{q$q}:users"
+  # The users' pointers: '#' .. user fields of the tickets hash
+  # (lua/lib/common.lua).
+  redis-cli -c -h "${live%:*}" -p "${live#*:}" --raw hkeys "mm:{q$q}:tickets" | sed -n 's/^#//p'
 done | sort >"$work/queued.txt"
 both=$(comm -12 "$work/active.txt" "$work/queued.txt" | wc -l)
 echo "users in an active session and in a queue: $both"

@@ -103,7 +103,8 @@ echo "database: $sessions sessions (clients saw $reported), $double users in two
 # No ticket is left half-claimed: what is left in Redis is waiting.
 half=0
 for i in $(seq 0 $((queue_count - 1))); do
-  n=$(redis-cli -p "$redis_port" --raw HVALS "mm:{q$i}:tickets" | grep -c -e '7:claimed' -e '7:claimer' || true)
+  # A record's state is a NUL-separated field (lua/lib/common.lua).
+  n=$(redis-cli -p "$redis_port" --raw HVALS "mm:{q$i}:tickets" | grep -a -c -P '\x00claim(ed|er)\x00' || true)
   half=$((half + n))
 done
 echo "redis: $half tickets claimed but not settled"

@@ -1,6 +1,6 @@
 // The Redis queue store against a private redis-server (CTest fixture
 // "redis", tests/support/redis_server.sh): script replies, pipelining,
-// NOSCRIPT recovery, reconnects, bounded failures and plain commands; and
+// library reloads (FUNCTION FLUSH), reconnects, bounded failures and plain commands; and
 // its connection's two halves (redis_link send/receive).
 
 #include <gtest/gtest.h>
@@ -309,21 +309,22 @@ TEST_F(RedisStore, ThousandPipelinedCallsAnswerInOrder) {
   EXPECT_EQ(admin.command({"ZCARD", queue_keys(q_)[0]}).integer, 1000);
 }
 
-/// How many NOSCRIPT errors the server has answered so far (INFO errorstats).
-long long noscript_errors(admin_connection& admin) {
+/// How many "ERR ..." errors the server has answered so far (INFO
+/// errorstats); a call of a function it does not know is one.
+long long err_errors(admin_connection& admin) {
   auto info = admin.command({"INFO", "errorstats"}).str;
-  auto pos = info.find("errorstat_NOSCRIPT:count=");
+  auto pos = info.find("errorstat_ERR:count=");
   if (pos == std::string::npos)
     return 0;
-  return std::stoll(info.substr(pos + 25));
+  return std::stoll(info.substr(pos + 20));
 }
 
-TEST_F(RedisStore, ReloadsScriptsAfterScriptFlush) {
+TEST_F(RedisStore, ReloadsTheLibraryAfterFunctionFlush) {
   ASSERT_EQ(enqueue("u1", "t1")[0], "created");
   admin_connection admin{port_};
-  auto noscript_before = noscript_errors(admin);
+  auto errors_before = err_errors(admin);
   for (int round = 0; round < 3; ++round) {
-    ASSERT_EQ(admin.command({"SCRIPT", "FLUSH"}).str, "OK");
+    ASSERT_EQ(admin.command({"FUNCTION", "FLUSH"}).str, "OK");
     auto r = store_->run({
       call(script_id::enqueue, q_,
            {"u" + std::to_string(round + 2), "t" + std::to_string(round + 2),
@@ -337,9 +338,13 @@ TEST_F(RedisStore, ReloadsScriptsAfterScriptFlush) {
     EXPECT_EQ(strings_of(r[1]).at(0), "swept") << round;
     EXPECT_EQ(strings_of(r[2]).at(0), "exists") << round;
   }
-  // The recovery really went through NOSCRIPT (one per flushed batch at
-  // least), and the caller never saw it.
-  EXPECT_GE(noscript_errors(admin), noscript_before + 3);
+  // The recovery really went through "Function not found" (one per call
+  // of a flushed batch), the caller never saw it, and the library is back.
+  EXPECT_GE(err_errors(admin), errors_before + 9);
+  auto libs = store_->execute(
+    {{"FUNCTION", "LIST", "LIBRARYNAME", mm::script_library_name}});
+  ASSERT_EQ(libs.size(), 1u);
+  EXPECT_EQ(libs[0].value.elements.size(), 1u);
 }
 
 TEST_F(RedisStore, ReconnectsAfterClientKill) {

@@ -353,8 +353,10 @@ if [ "$mode" = restart ]; then
   # the reset for a user the database had already matched).
   q "SELECT user_id FROM session_members WHERE active AND user_id LIKE '${prefix}%'" \
     | sort >"$work/active.txt"
+  # The users' pointers: '#' .. user fields of the tickets hash
+  # (lua/lib/common.lua).
   for qn in q0 q1 q2 q3; do
-    redis-cli -p "$redis_port" hkeys "mm:{$qn}:users"
+    redis-cli -p "$redis_port" --raw hkeys "mm:{$qn}:tickets" | sed -n 's/^#//p'
   done | sort >"$work/queued.txt"
   both=$(comm -12 "$work/active.txt" "$work/queued.txt" | wc -l)
   echo "users in an active session and in a queue: $both"

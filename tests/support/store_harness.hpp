@@ -81,14 +81,24 @@ public:
     return out;
   }
 
-  /// Number of ticket records (waiting or claimed) of a queue.
+  /// Number of ticket records (waiting or claimed) of a queue: the fields
+  /// of its tickets hash but the users' pointers ('#' .. user,
+  /// lua/lib/common.lua).
   int64_t records(const std::string& q) {
-    return command({"HLEN", codec::queue_keys(q)[2]}).integer;
+    auto all = command({"HGETALL", codec::queue_keys(q)[2]});
+    int64_t n = 0;
+    for (size_t i = 0; i < all.elements.size(); i += 2)
+      if (all.elements[i].str.rfind('#', 0) != 0)
+        ++n;
+    return n;
   }
 
-  /// The user's current ticket id, empty if none.
+  /// The user's current ticket id, empty if none: its pointer in the
+  /// tickets hash (or one of the layout before, in the users hash).
   std::string user_ticket(const std::string& q, const std::string& user) {
-    return command({"HGET", codec::queue_keys(q)[3], user}).str;
+    auto keys = codec::queue_keys(q);
+    auto ptr = command({"HGET", keys[2], "#" + user}).str;
+    return !ptr.empty() ? ptr : command({"HGET", keys[3], user}).str;
   }
 
   queue_store& conn() {

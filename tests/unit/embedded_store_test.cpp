@@ -737,8 +737,9 @@ TEST_F(embedded_store_test, enqueue_creates_then_is_idempotent) {
   EXPECT_EQ(enqueue("bad user", "t3"), AS({"invalid", "user"}));
   EXPECT_EQ(cmd({"ZRANGE", "mm:{q}:waiting", "0", "-1", "WITHSCORES"}),
             AS({"t1", "1", "t2", "2"}));
-  EXPECT_EQ(cmd({"HGET", "mm:{q}:users", "u1"}), S("t1"));
-  EXPECT_EQ(cmd({"HLEN", "mm:{q}:tickets"}), I(2));
+  // Two records and their users' pointers ('#' .. user).
+  EXPECT_EQ(cmd({"HGET", "mm:{q}:tickets", "#u1"}), S("t1"));
+  EXPECT_EQ(cmd({"HLEN", "mm:{q}:tickets"}), I(4));
   EXPECT_EQ(cmd({"ZSCORE", "mm:{q}:deadlines", "t1"}),
             S(std::to_string(t0 + 10000)));
   EXPECT_EQ(cmd({"GET", "mm:{q}:seq"}), S("2"));
@@ -795,7 +796,7 @@ TEST_F(embedded_store_test, claim_heartbeat_requeue_release_cancel) {
   EXPECT_EQ(script(script_id::release, {"t2"}), AS({"released", "t2"}));
   EXPECT_EQ(script(script_id::release, {"t2"}), AS({"gone"}));
   EXPECT_EQ(script(script_id::release, {"t1"}), AS({"waiting", "t1"}));
-  EXPECT_EQ(cmd({"HGET", "mm:{q}:users", "u2"}), NIL());
+  EXPECT_EQ(cmd({"HGET", "mm:{q}:tickets", "#u2"}), NIL());
 
   // cancel is compare-and-delete by token.
   EXPECT_EQ(script(script_id::cancel, {"u1", "2"}), AS({"stale_token", "t1"}));
@@ -837,8 +838,8 @@ TEST_F(embedded_store_test, sweep_removes_tickets_past_their_deadline) {
   EXPECT_EQ(script(script_id::sweep, {"1"}), AS({"swept", "1", "1", "2", "2"}));
   EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "1", "0", "1", "1"}));
   EXPECT_EQ(cmd({"ZRANGE", "mm:{q}:waiting", "0", "-1"}), AS({"t2"}));
-  EXPECT_EQ(cmd({"HLEN", "mm:{q}:tickets"}), I(1));
-  EXPECT_EQ(cmd({"HLEN", "mm:{q}:users"}), I(1));
+  EXPECT_EQ(cmd({"HLEN", "mm:{q}:tickets"}), I(2)); // t2 and #u2
+  EXPECT_EQ(cmd({"HGET", "mm:{q}:tickets", "#u2"}), S("t2"));
   EXPECT_EQ(script(script_id::sweep, {"0"}), AS({"invalid", "batch"}));
 }
 

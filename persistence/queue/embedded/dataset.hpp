@@ -120,6 +120,7 @@ private:
   void cmd_incr(const std::string* argv, size_t argc, reply_sink& out);
   // Hashes (t_hash.cpp).
   void cmd_hget(const std::string* argv, size_t argc, reply_sink& out);
+  void cmd_hmget(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_hset(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_hdel(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_hexists(const std::string* argv, size_t argc, reply_sink& out);
@@ -128,6 +129,7 @@ private:
   // Sorted sets (t_zset.cpp).
   void cmd_zadd(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_zrem(const std::string* argv, size_t argc, reply_sink& out);
+  void cmd_zpopmin(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_zscore(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_zcard(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_zrange(const std::string* argv, size_t argc, reply_sink& out);

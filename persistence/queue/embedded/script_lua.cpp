@@ -173,21 +173,58 @@ lua_runtime::lua_runtime(dataset& data) : data_(data), env_ref_(LUA_NOREF) {
     throw std::runtime_error("embedded store: Lua sandbox failed: " + msg);
   }
   env_ref_ = luaL_ref(L_, LUA_REGISTRYINDEX);
-  // Compile every script once; keep the functions in the registry.
+  load_library();
+  lua_settop(L_, 0);
+}
+
+void lua_runtime::load_library() {
+  // Like FUNCTION LOAD: the first line names the library (Redis reads it,
+  // Lua would not); the chunk runs once and registers the functions, which
+  // land in a table that this runtime keeps in the registry.
+  const char* text = script_library;
+  const char* body = std::strchr(text, '\n');
+  body = body != nullptr ? body + 1 : text + std::strlen(text);
+  auto fail = [this](std::string msg) {
+    for (auto& e : load_errors_)
+      e = msg;
+    refs_.fill(LUA_NOREF);
+    lua_settop(L_, 0);
+  };
+  lua_newtable(L_);
+  int registered = luaL_ref(L_, LUA_REGISTRYINDEX);
+  // redis.register_function writes into that table.
+  lua_getglobal(L_, "redis");
+  lua_rawgeti(L_, LUA_REGISTRYINDEX, registered);
+  lua_pushcclosure(L_, &lua_runtime::redis_register_function, 1);
+  lua_setfield(L_, -2, "register_function");
+  lua_pop(L_, 1);
+  if (luaL_loadbuffer(L_, body, std::strlen(body), "@user_function") != 0) {
+    const char* msg = lua_tostring(L_, -1);
+    fail(std::string("ERR Error compiling function: ") + (msg ? msg : "?"));
+    luaL_unref(L_, LUA_REGISTRYINDEX, registered);
+    return;
+  }
+  set_env();
+  if (lua_pcall(L_, 0, 0, 0) != 0) {
+    const char* msg = lua_tostring(L_, -1);
+    fail(std::string("ERR Error registering functions: ")
+         + (msg ? msg : "?"));
+    luaL_unref(L_, LUA_REGISTRYINDEX, registered);
+    return;
+  }
   for (size_t i = 0; i < script_count; ++i) {
-    const char* text = script_sources[i].text;
-    if (luaL_loadbuffer(L_, text, std::strlen(text), "@user_script") != 0) {
-      const char* msg = lua_tostring(L_, -1);
-      load_errors_[i] = std::string("ERR Error compiling script ")
-                        + script_sources[i].name + ": " + (msg ? msg : "?");
+    lua_rawgeti(L_, LUA_REGISTRYINDEX, registered);
+    lua_getfield(L_, -1, script_sources[i].function);
+    if (lua_isfunction(L_, -1)) {
+      refs_[i] = luaL_ref(L_, LUA_REGISTRYINDEX);
+    } else {
       lua_pop(L_, 1);
       refs_[i] = LUA_NOREF;
-    } else {
-      set_env();
-      refs_[i] = luaL_ref(L_, LUA_REGISTRYINDEX);
+      load_errors_[i] = "ERR Function not found";
     }
+    lua_pop(L_, 1);
   }
-  lua_settop(L_, 0);
+  luaL_unref(L_, LUA_REGISTRYINDEX, registered);
 }
 
 lua_runtime::~lua_runtime() {
@@ -213,7 +250,7 @@ store_value lua_runtime::run(const script_call& call) {
   auto index = static_cast<size_t>(call.script);
   if (index >= script_count) {
     result.type = store_value::kind::error;
-    result.str = "NOSCRIPT No matching script";
+    result.str = "ERR Function not found";
     return result;
   }
   if (refs_[index] == LUA_NOREF) {
@@ -223,7 +260,9 @@ store_value lua_runtime::run(const script_call& call) {
   }
   lua_settop(L_, 0);
   lua_rawgeti(L_, LUA_REGISTRYINDEX, refs_[index]);
-  return invoke(call.keys, call.args);
+  push_args(call.keys);
+  push_args(call.args);
+  return finish(lua_pcall(L_, 2, 1, 0));
 }
 
 store_value lua_runtime::eval(const std::string& source,
@@ -245,7 +284,6 @@ store_value lua_runtime::eval(const std::string& source,
 
 store_value lua_runtime::invoke(const std::vector<std::string>& keys,
                                 const std::vector<std::string>& args) {
-  store_value result;
   // Raw sets: the sandbox's metamethods must never run here (an error would
   // be unprotected).
   lua_pushliteral(L_, "KEYS");
@@ -254,7 +292,12 @@ store_value lua_runtime::invoke(const std::vector<std::string>& keys,
   lua_pushliteral(L_, "ARGV");
   push_args(args);
   lua_rawset(L_, LUA_GLOBALSINDEX);
-  if (lua_pcall(L_, 0, 1, 0) != 0) {
+  return finish(lua_pcall(L_, 0, 1, 0));
+}
+
+store_value lua_runtime::finish(int status) {
+  store_value result;
+  if (status != 0) {
     // A table {err=...} raised by redis.call, or a runtime error message.
     result.type = store_value::kind::error;
     if (lua_istable(L_, -1)) {
@@ -415,6 +458,28 @@ int lua_runtime::redis_pcall(lua_State* L) {
   auto* self = static_cast<lua_runtime*>(lua_touserdata(L, lua_upvalueindex(1)));
   self->dispatch(L);
   return 1;
+}
+
+// redis.register_function(name, callback) or ({function_name = name,
+// callback = fn, flags = {...}}): the function goes into the table of the
+// closure's upvalue (flags are Redis's business; the embedded store runs
+// every function the same way).
+int lua_runtime::redis_register_function(lua_State* L) {
+  if (lua_gettop(L) == 1 && lua_istable(L, 1)) {
+    lua_getfield(L, 1, "function_name");
+    lua_getfield(L, 1, "callback");
+  } else if (lua_gettop(L) != 2) {
+    return luaL_error(L, "wrong number of arguments to redis.register_function");
+  }
+  if (lua_type(L, -2) != LUA_TSTRING || !lua_isfunction(L, -1))
+    return luaL_error(L, "redis.register_function needs a name and a function");
+  lua_pushvalue(L, -2);
+  lua_rawget(L, lua_upvalueindex(1));
+  if (!lua_isnil(L, -1))
+    return luaL_error(L, "Function already exists");
+  lua_pop(L, 1);
+  lua_rawset(L, lua_upvalueindex(1));
+  return 0;
 }
 
 int lua_runtime::redis_error_reply(lua_State* L) {

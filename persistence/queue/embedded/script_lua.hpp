@@ -1,8 +1,9 @@
 #pragma once
 
-// The Lua bridge of the embedded store: one Lua 5.1 state that runs the lua/
-// scripts against a dataset the way Redis does (sandbox, KEYS/ARGV,
-// redis.call/pcall, Redis<->Lua conversion). Lua headers stay in the .cpp.
+// The Lua bridge of the embedded store: one Lua 5.1 state that loads the
+// function library of lua/ and runs its functions against a dataset the way
+// Redis does (sandbox, keys and args, redis.call/pcall, Redis<->Lua
+// conversion). Lua headers stay in the .cpp.
 
 #include <array>
 #include <string>
@@ -17,7 +18,7 @@ namespace mm::embedded {
 
 class dataset;
 
-/// One Lua state with the scripts of lua/ loaded once, and the `redis` table
+/// One Lua state with the library of lua/ loaded once, and the `redis` table
 /// bound to a data set. Not thread-safe: the owner serializes.
 class lua_runtime {
 public:
@@ -27,11 +28,11 @@ public:
   lua_runtime(const lua_runtime&) = delete;
   lua_runtime& operator=(const lua_runtime&) = delete;
 
-  /// Runs one script of lua/; a Lua error becomes an error value, never a
-  /// throw (except std::bad_alloc from building the reply).
+  /// Runs one function of the library (FCALL); a Lua error becomes an error
+  /// value, never a throw (except std::bad_alloc from building the reply).
   store_value run(const script_call& call);
 
-  /// Compiles and runs `source` like `run`.
+  /// Compiles and runs `source` as EVAL does (KEYS and ARGV globals).
   store_value eval(const std::string& source,
                    const std::vector<std::string>& keys,
                    const std::vector<std::string>& args);
@@ -42,13 +43,20 @@ private:
   static int redis_error_reply(lua_State* L);
   static int redis_status_reply(lua_State* L);
   static int redis_log(lua_State* L);
+  static int redis_register_function(lua_State* L);
+
+  /// FUNCTION LOAD of the library: fills refs_ (or load_errors_).
+  void load_library();
+
+  /// The result of a pcall with `status` on top of the stack, converted.
+  store_value finish(int status);
 
   /// Runs redis.call/pcall with the arguments on the stack. Leaves exactly
   /// one value on top; returns true when it is an error table. Never throws
   /// and never raises a Lua error itself (so no C++ frame is jumped over).
   bool dispatch(lua_State* L) noexcept;
 
-  /// Calls the function on top of the stack with KEYS and ARGV set.
+  /// Calls the chunk on top of the stack with KEYS and ARGV set.
   store_value invoke(const std::vector<std::string>& keys,
                      const std::vector<std::string>& args);
   void push_args(const std::vector<std::string>& xs);

@@ -1,5 +1,5 @@
-// Hash commands of the embedded data set: HGET HSET HDEL HEXISTS HLEN
-// HGETALL.
+// Hash commands of the embedded data set: HGET HMGET HSET HDEL HEXISTS
+// HLEN HGETALL.
 
 #include "persistence/queue/embedded/dataset.hpp"
 
@@ -17,6 +17,25 @@ void dataset::cmd_hget(const std::string* argv, size_t, reply_sink& out) {
     }
   }
   out.nil();
+}
+
+// HMGET key field [field ...] -> one value (or nil) per field
+void dataset::cmd_hmget(const std::string* argv, size_t argc,
+                        reply_sink& out) {
+  hash_type* h = nullptr;
+  if (!find_as(argv[1], h, out))
+    return;
+  out.begin_array(argc - 2);
+  for (size_t i = 2; i < argc; ++i) {
+    if (h != nullptr) {
+      if (auto f = h->find(argv[i]); f != h->end()) {
+        out.bulk(f->second);
+        continue;
+      }
+    }
+    out.nil();
+  }
+  out.end_array();
 }
 
 // HSET key field value [field value ...] -> number of new fields

@@ -1,8 +1,9 @@
-// Sorted-set commands of the embedded data set: ZADD ZREM ZSCORE ZCARD
-// ZRANGE ZRANGEBYSCORE ZRANGEBYLEX.
+// Sorted-set commands of the embedded data set: ZADD ZREM ZPOPMIN ZSCORE
+// ZCARD ZRANGE ZRANGEBYSCORE ZRANGEBYLEX.
 
 #include "persistence/queue/embedded/dataset.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 
@@ -138,6 +139,37 @@ void dataset::cmd_zrem(const std::string* argv, size_t argc,
       erase(argv[1]);
   }
   out.integer(n);
+}
+
+// ZPOPMIN key [count] -> member, score, ... of the lowest members, removed
+void dataset::cmd_zpopmin(const std::string* argv, size_t argc,
+                          reply_sink& out) {
+  int64_t count = 1;
+  if (argc > 3) {
+    out.error(syntax_error);
+    return;
+  }
+  if (argc == 3 && (!parse_ll(argv[2], count) || count < 0)) {
+    out.error("ERR value is out of range, must be positive");
+    return;
+  }
+  zset_type* z = nullptr;
+  if (!find_as(argv[1], z, out))
+    return;
+  size_t n = z != nullptr ? std::min<size_t>(z->ordered.size(),
+                                             static_cast<size_t>(count))
+                          : 0;
+  out.begin_array(n * 2);
+  for (size_t k = 0; k < n; ++k) {
+    auto first = z->ordered.begin();
+    out.bulk(first->second);
+    reply_double(first->first, out);
+    z->scores.erase(first->second);
+    z->ordered.erase(first);
+  }
+  out.end_array();
+  if (z != nullptr && z->scores.empty())
+    erase(argv[1]);
 }
 
 void dataset::cmd_zscore(const std::string* argv, size_t, reply_sink& out) {
