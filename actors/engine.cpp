@@ -131,7 +131,11 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
     e->relay_ = spawn_outbox_relay(sys, e->match_store_, e->queue_store_,
                                    e->directory_, cfg.relay);
   auto fcfg = cfg.finalizer;
-  fcfg.relay = e->relay_; // committed matches wake the relay at once
+  fcfg.relay = e->relay_; // committed matches go to the relay at once
+  // Its events leased to this node's relay and pushed to it: no fetch, no
+  // lease write, no notification per match (docs/engine.md).
+  if (e->relay_)
+    fcfg.push_lease_ms = cfg.relay.lease_ms;
   e->finalizer_ = spawn_finalizer(sys, e->match_store_, e->broker_, fcfg);
   // The gateway: routes to other nodes (cluster) and replays a registering
   // user's active match (always).

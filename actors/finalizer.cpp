@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <random>
 #include <unordered_map>
 
@@ -378,6 +379,37 @@ void settle_mutual(fin_ptr self, pending_pair& pp, pair_outcome& o) {
   }
 }
 
+/// Releases many tickets of one queue in one store call (chunks of at most
+/// codec::max_release), then runs `then` (also after a failure: the claim
+/// holds lapse on their own, I2 of docs/design.md).
+void release_all(fin_ptr self, const std::string& queue,
+                 std::vector<std::string> tickets, std::function<void()> then) {
+  constexpr size_t chunk = 500;
+  if (tickets.size() > chunk) {
+    std::vector<std::string> rest(tickets.begin() + chunk, tickets.end());
+    tickets.resize(chunk);
+    auto first = std::move(then);
+    then = [self, queue, rest{std::move(rest)}, first]() mutable {
+      release_all(self, queue, std::move(rest), std::move(first));
+    };
+  }
+  self->request(self->state.broker, caf::infinite, release_atom_v, queue,
+                std::move(tickets))
+    .then([then](std::vector<release_result>&) { then(); },
+          [self, then](caf::error& err) {
+            log_failure("release", err, self);
+            then();
+          });
+}
+
+/// The pairs of one queue committed by one batch: released together, then
+/// their claimers answered.
+struct committed_group {
+  std::vector<std::string> tickets;
+  std::vector<std::pair<finalize_promise, std::string>> answers;
+  std::vector<steady_time> since;
+};
+
 void settle(fin_ptr self, std::vector<pending_pair>& batch,
             std::vector<pair_outcome>& outs) {
   auto& st = self->state;
@@ -390,11 +422,19 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
       else if (o.kind == pair_outcome::conflict)
         m->conflicts.fetch_add(1, std::memory_order_relaxed);
     }
-  if (st.cfg.relay
+  // The events this batch created: pushed to the relay once the pairs'
+  // tickets are released (the claimed side hears of its match only when its
+  // ticket is gone), or the relay is only woken to fetch them.
+  auto events = std::make_shared<std::vector<match_event>>();
+  for (auto& o : outs)
+    if (o.kind == pair_outcome::committed && o.created && o.event)
+      events->push_back(std::move(*o.event));
+  if (st.cfg.relay && events->empty()
       && std::any_of(outs.begin(), outs.end(), [](const pair_outcome& o) {
            return o.kind == pair_outcome::committed && o.created;
          }))
     self->send(st.cfg.relay, tick_atom_v);
+  std::map<std::string, committed_group> groups;
   for (size_t i = 0; i < batch.size(); ++i) {
     auto& pp = batch[i];
     auto& p = pp.pair;
@@ -410,15 +450,13 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
                {false, o.session_id});
         decide(self, p.queue, p.claimed.user, p.claimed.ticket,
                {false, o.session_id});
-        release(self, p.queue, p.claimed.ticket, [] {});
-        auto rp = pp.rp;
-        auto sid = o.session_id;
-        release(self, p.queue, p.claimer_ticket,
-                [rp, sid, m{st.cfg.metrics}, since{pp.since}]() mutable {
-                  answer(m, since, rp,
-                         finalize_result{finalize_outcome::committed, sid,
-                                         {}});
-                });
+        // Both tickets of every pair of the queue in one release call, the
+        // claimers answered after it.
+        auto& g = groups[p.queue];
+        g.tickets.push_back(p.claimed.ticket);
+        g.tickets.push_back(p.claimer_ticket);
+        g.answers.emplace_back(pp.rp, o.session_id);
+        g.since.push_back(pp.since);
         break;
       }
       case pair_outcome::cancelled:
@@ -453,6 +491,28 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
         undo(self, pp, false, false,
              finalize_result{finalize_outcome::refused, {}, o.detail});
     }
+  }
+  // The relay gets the events once every group's release came back.
+  auto open = std::make_shared<size_t>(groups.size());
+  auto push = [self, events] {
+    auto& relay = self->state.cfg.relay;
+    if (relay && !events->empty())
+      self->send(relay, deliver_atom_v, std::move(*events));
+  };
+  if (groups.empty())
+    push();
+  for (auto& [queue, g] : groups) {
+    release_all(self, queue, std::move(g.tickets),
+                [self, open, push, answers{std::move(g.answers)},
+                 since{std::move(g.since)}]() mutable {
+                  auto& m = self->state.cfg.metrics;
+                  for (size_t k = 0; k < answers.size(); ++k)
+                    answer(m, since[k], answers[k].first,
+                           finalize_result{finalize_outcome::committed,
+                                           answers[k].second, {}});
+                  if (--*open == 0)
+                    push();
+                });
   }
 }
 
@@ -501,6 +561,7 @@ void flush(fin_ptr self) {
       std::make_move_iterator(st.pending.begin() + n));
     st.pending.erase(st.pending.begin(), st.pending.begin() + n);
     auto job = std::make_shared<commit_job>();
+    job->push = st.cfg.push_lease_ms > 0;
     job->lookups.swap(st.lookups);
     for (auto& pp : *batch) {
       job->pairs.push_back(pp.pair);
@@ -556,15 +617,19 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
   if (!cfg.cancels)
     cfg.cancels = std::make_shared<cancel_registry>();
   cfg.batch_max = std::max<uint32_t>(1, cfg.batch_max);
+  if (!cfg.relay)
+    cfg.push_lease_ms = 0; // nobody to push to: the events stay free
   st.cfg = cfg;
   st.broker = std::move(broker);
   auto probe = factory->connect();
   if (probe->blocking()) {
     for (uint32_t i = 0; i < std::max<uint32_t>(1, cfg.workers); ++i)
       st.idle.push_back(self->spawn<caf::detached + caf::linked>(
-        commit_worker, factory, cfg.cancels, cfg.at_checkpoint));
+        commit_worker, factory, cfg.cancels, cfg.at_checkpoint,
+        cfg.push_lease_ms));
   } else {
     st.inline_store = std::move(probe);
+    st.inline_store->set_commit_lease(cfg.push_lease_ms);
   }
   return {
     [self](finalize_atom, claim_pair& pair) {

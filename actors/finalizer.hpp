@@ -68,6 +68,13 @@ struct finalizer_config {
   /// hears of it at once (the in-memory store has no LISTEN/NOTIFY; with
   /// PostgreSQL it only saves the relay a round of waiting). May be empty.
   outbox_relay_actor relay;
+  /// With a relay: the commits write their events leased for this long
+  /// (match_store::set_commit_lease) and the finalizer pushes them to the
+  /// relay once the pair's tickets are released, so the relay delivers them
+  /// without a fetch, lease or notification of its own; what it cannot
+  /// deliver any relay fetches once the lease lapsed. 0: the relay is only
+  /// woken and fetches them. The engine sets the relay's lease_ms.
+  uint32_t push_lease_ms = 0;
   /// Test hook, called at every checkpoint of every pair (from the thread
   /// that runs the commit), and at `after_commit` for each pair a COMMIT
   /// created. Simulations inject cancels here; matchd's failpoints

@@ -104,6 +104,22 @@ void run_job(match_store& store, const cancel_registry& cancels,
       o.kind = pair_outcome::committed;
       o.session_id = r->session_id;
       o.created = r->created;
+      if (job.push && r->created) {
+        // The row's event as the store wrote it (one derivation of id and
+        // payload for both, match_store.hpp), for the relay to push.
+        auto& q = reqs[k];
+        match_event ev;
+        ev.event_id = match_created_event_id(r->session_id);
+        ev.session_id = r->session_id;
+        ev.queue = q.queue;
+        ev.user_a = q.user_a;
+        ev.ticket_a = q.ticket_a;
+        ev.user_b = q.user_b;
+        ev.ticket_b = q.ticket_b;
+        ev.payload = match_created_payload(r->session_id, q);
+        ev.type = match_created_type;
+        o.event = std::move(ev);
+      }
       if (hook && r->created)
         hook(checkpoint::after_commit, pairs[live[k]]);
       continue;
@@ -135,8 +151,10 @@ void run_job(match_store& store, const cancel_registry& cancels,
 commit_worker_actor::behavior_type
 commit_worker(commit_worker_actor::pointer self,
               std::shared_ptr<match_store_factory> factory,
-              std::shared_ptr<cancel_registry> cancels, hook_fn hook) {
+              std::shared_ptr<cancel_registry> cancels, hook_fn hook,
+              uint32_t push_lease_ms) {
   std::shared_ptr<match_store> store = factory->connect();
+  store->set_commit_lease(push_lease_ms);
   const auto* clock = &self->system().clock();
   return {
     [store, cancels, hook, clock](job_ptr& job) {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct pair_outcome {
   std::string detail;
   bool claimer_active = false; // conflict: already in an active session
   bool claimed_active = false;
+  /// committed and created with a push lease (commit_job::push): its
+  /// event, for the relay, as the outbox row has it.
+  std::optional<match_event> event;
 };
 
 /// A cancel this finalizer could not decide from a pair it saw, asked of
@@ -52,6 +56,9 @@ struct commit_job {
   std::vector<clock_time> commit_by;
   std::vector<pair_outcome> out;
   std::vector<ticket_lookup> lookups; // answered before the pairs run
+  /// The store writes the events leased (match_store::set_commit_lease):
+  /// each created pair's outcome carries its event to push to the relay.
+  bool push = false;
 };
 
 using job_ptr = std::shared_ptr<commit_job>;
@@ -86,9 +93,11 @@ void run_job(match_store& store, const cancel_registry& cancels,
 
 /// A detached worker: owns one blocking connection of `factory` and runs
 /// one job at a time.
+/// `push_lease_ms`: set on the connection (match_store::set_commit_lease).
 commit_worker_actor::behavior_type
 commit_worker(commit_worker_actor::pointer self,
               std::shared_ptr<match_store_factory> factory,
-              std::shared_ptr<cancel_registry> cancels, hook_fn hook);
+              std::shared_ptr<cancel_registry> cancels, hook_fn hook,
+              uint32_t push_lease_ms);
 
 } // namespace mm::finalizer_detail

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <thread>
 
@@ -132,14 +133,17 @@ struct batch {
   std::vector<bool> readable;        ///< payload parsed: deliver to sessions
   std::vector<size_t> unsent;        ///< indexes still to XADD
   failure last;                      ///< why the last XADD of one failed
+  uint64_t pushes = 0;               ///< pushed messages it holds (0: fetched)
 };
 
 using batch_ptr = std::shared_ptr<batch>;
 
-/// A flush waiting for a cycle that started after it arrived.
+/// A flush waiting for a cycle that started after it arrived, and for the
+/// events pushed before it.
 struct flush_waiter {
   caf::typed_response_promise<uint32_t> rp;
   uint64_t first_cycle; ///< the first cycle that may answer it
+  uint64_t pushes;      ///< pushed messages that must be settled first
   uint32_t delivered = 0;
 };
 
@@ -150,9 +154,16 @@ struct relay_state {
   match_worker_actor store_worker;           ///< blocking match store
   std::shared_ptr<queue_store> inline_sink;  ///< non-blocking sink
   sink_worker_actor sink_worker;             ///< blocking sink
-  bool busy = false;   ///< a cycle is running
-  bool dirty = false;  ///< woken during the cycle: run one more
-  uint64_t cycle = 0;  ///< number of the current / last cycle
+  bool busy = false;   ///< a batch is on its way (fetched or pushed)
+  bool dirty = false;  ///< woken while busy: run one more fetch cycle
+  bool fetching = false; ///< a fetch cycle is running
+  uint64_t cycle = 0;  ///< number of the current / last fetch cycle
+  uint64_t cycles_done = 0; ///< fetch cycles that found nothing more
+  /// Events committed and leased by this node, pushed by its finalizer
+  /// (`deliver_atom`): they go out before the next fetch, without one.
+  std::deque<std::vector<match_event>> pushed;
+  uint64_t pushes_in = 0;   ///< pushed messages received
+  uint64_t pushes_done = 0; ///< pushed messages settled
   std::vector<flush_waiter> flushes;
   uint32_t backoff_ms = 0;      ///< current delay; 0: no failure streak
   uint64_t retry_tag = next_tag; ///< tag of the armed backoff timer
@@ -288,12 +299,77 @@ store_command xadd(const std::string& stream, uint64_t maxlen,
 void fetch(relay_ptr self);
 void sink(relay_ptr self, batch_ptr b);
 
+/// Answers the flushes whose fetch cycle is done and whose pushed events
+/// are settled.
+void answer_flushes(relay_ptr self) {
+  auto& st = self->state;
+  auto i = std::stable_partition(
+    st.flushes.begin(), st.flushes.end(), [&st](const flush_waiter& w) {
+      return w.first_cycle > st.cycles_done || w.pushes > st.pushes_done;
+    });
+  std::vector<flush_waiter> answer(std::make_move_iterator(i),
+                                   std::make_move_iterator(st.flushes.end()));
+  st.flushes.erase(i, st.flushes.end());
+  for (auto& w : answer)
+    w.rp.deliver(w.delivered);
+}
+
 void start_cycle(relay_ptr self) {
   auto& st = self->state;
   st.busy = true;
   st.dirty = false;
+  st.fetching = true;
   ++st.cycle;
   fetch(self);
+}
+
+/// Pushed events as one batch (as many messages as fit `cfg.batch`, at
+/// least one): leased by the commit (attempt 1), parsed by the finalizer.
+batch_ptr take_pushed(relay_ptr self) {
+  auto& st = self->state;
+  auto b = std::make_shared<batch>();
+  auto now = wall_clock_ms();
+  while (!st.pushed.empty()
+         && (b->pushes == 0
+             || b->events.size() + st.pushed.front().size() <= st.cfg.batch)) {
+    for (auto& ev : st.pushed.front()) {
+      outbox_event row;
+      row.event_id = ev.event_id;
+      row.aggregate_id = ev.session_id;
+      row.type = ev.type;
+      row.payload = ev.payload;
+      row.created_at = now;
+      row.attempts = 1;
+      b->unsent.push_back(b->events.size());
+      b->events.push_back(std::move(row));
+      b->parsed.push_back(std::move(ev));
+      b->readable.push_back(true);
+    }
+    st.pushed.pop_front();
+    ++b->pushes;
+  }
+  return b;
+}
+
+/// What to do once a batch is settled (or when work arrives for an idle
+/// relay): pushed events first, then the running fetch cycle, then a fetch
+/// cycle somebody asked for meanwhile; else the relay rests.
+void step(relay_ptr self) {
+  auto& st = self->state;
+  st.busy = true;
+  if (!st.pushed.empty()) {
+    sink(self, take_pushed(self));
+    return;
+  }
+  if (st.fetching) {
+    fetch(self);
+    return;
+  }
+  if (st.dirty) {
+    start_cycle(self);
+    return;
+  }
+  st.busy = false;
 }
 
 /// A wake-up: start a cycle, or make the running one go round once more
@@ -306,22 +382,13 @@ void wake(relay_ptr self) {
     start_cycle(self);
 }
 
+/// A fetch found nothing more: the cycle is done.
 void finish_cycle(relay_ptr self) {
   auto& st = self->state;
-  auto done = st.cycle;
-  auto i = std::stable_partition(
-    st.flushes.begin(), st.flushes.end(),
-    [done](const flush_waiter& w) { return w.first_cycle > done; });
-  std::vector<flush_waiter> answer(std::make_move_iterator(i),
-                                   std::make_move_iterator(st.flushes.end()));
-  st.flushes.erase(i, st.flushes.end());
-  for (auto& w : answer)
-    w.rp.deliver(w.delivered);
-  if (st.dirty) {
-    start_cycle(self);
-    return;
-  }
-  st.busy = false;
+  st.fetching = false;
+  st.cycles_done = st.cycle;
+  answer_flushes(self);
+  step(self);
 }
 
 void fetch(relay_ptr self) {
@@ -481,6 +548,10 @@ void settle(relay_ptr self, batch_ptr b, size_t sent) {
     retry_later(self, "XADD", b->last, [self, b] { sink(self, b); });
     return;
   }
+  if (b->pushes > 0) {
+    st.pushes_done += b->pushes;
+    answer_flushes(self);
+  }
   // Through the mailbox: lets exits and flushes in between and keeps the
   // inline (non-blocking) path from recursing batch after batch.
   self->send(self, tick_atom_v, next_tag);
@@ -554,7 +625,7 @@ relay_impl(relay_ptr self, std::shared_ptr<match_store> store,
         self->delayed_send(self, std::chrono::milliseconds(st.cfg.poll_ms),
                            tick_atom_v, poll_tag);
       } else if (tag == next_tag) {
-        fetch(self);
+        step(self);
       } else if (tag == st.retry_tag && st.retry) {
         auto resume = std::move(st.retry);
         st.retry = nullptr;
@@ -564,11 +635,21 @@ relay_impl(relay_ptr self, std::shared_ptr<match_store> store,
     [self](flush_atom) {
       auto& st = self->state;
       auto rp = self->make_response_promise<uint32_t>();
-      // Answered by the end of the next cycle to start (now, or after the
-      // running one): only that one is sure to see what came before.
-      st.flushes.push_back(flush_waiter{rp, st.cycle + 1});
+      // Answered by the end of the next fetch cycle to start (now, or after
+      // the running one): only that one is sure to see what came before;
+      // and once the events pushed before it went out.
+      st.flushes.push_back(flush_waiter{rp, st.cycle + 1, st.pushes_in});
       wake(self);
       return rp;
+    },
+    [self](deliver_atom, std::vector<match_event>& evs) {
+      auto& st = self->state;
+      if (evs.empty())
+        return;
+      ++st.pushes_in;
+      st.pushed.push_back(std::move(evs));
+      if (!st.busy)
+        step(self);
     },
   };
 }

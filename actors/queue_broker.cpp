@@ -416,6 +416,21 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
                                  codec::parse_release, deliver_to(rp));
       return rp;
     },
+    [self](release_atom, std::string& queue,
+           std::vector<std::string>& tickets) {
+      auto rp = self->make_response_promise<std::vector<release_result>>();
+      auto call = codec::release_call(queue, tickets);
+      if (!call) {
+        rp.deliver(to_error(call.error()));
+        return rp;
+      }
+      auto out = deliver_to(rp);
+      submit(self, std::move(*call),
+             [tickets{std::move(tickets)}, out](store_reply& r) mutable {
+               out(codec::parse_release(r, tickets));
+             });
+      return rp;
+    },
     [self](tick_atom) {
       // By name: a sweep may forget its queue (inline stores: at once).
       std::vector<std::string> names;

@@ -77,6 +77,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, settle_atom, "settle")
   CAF_ADD_ATOM(matchmaker, mm, retry_atom, "retry")
 
+  CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::release_result>))
+  CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::match_event>))
+
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
 CAF_ERROR_CODE_ENUM(mm::errc, "mm")
@@ -111,6 +114,11 @@ using queue_broker_actor = caf::typed_actor<
   // (queue, ticket): drops a claimed/claimer ticket once settled. Idempotent.
   caf::replies_to<release_atom, std::string, std::string>::with<
     release_result>,
+  // (queue, tickets): the same for many tickets of one queue in one store
+  // call (a group commit's pairs); one result per ticket, in order.
+  // Idempotent.
+  caf::replies_to<release_atom, std::string, std::vector<std::string>>::with<
+    std::vector<release_result>>,
   // (queue): removes stale tickets in bounded batches until none is left;
   // answers how many it removed and the queue's depth (waiting tickets
   // left). Idempotent.
@@ -234,7 +242,13 @@ using directory_actor = caf::typed_actor<
 using outbox_relay_actor = caf::typed_actor<
   // Timer / wake-up: fetch and deliver what is pending.
   caf::reacts_to<tick_atom>,
-  // Delivers everything pending now; answers how many events it delivered.
+  // Events this node's finalizer committed with a lease of this relay's
+  // (finalizer_config::push_lease_ms): delivered at once, without a fetch;
+  // what does not get through is fetched again once the lease lapsed.
+  // Local only. Idempotent (at least once, deduped by event id).
+  caf::reacts_to<deliver_atom, std::vector<match_event>>,
+  // Delivers everything pending now (fetched and pushed); answers how many
+  // events it delivered.
   caf::replies_to<flush_atom>::with<uint32_t>>;
 
 /// Serializes work per unordered pair of users (actors/pair_lock.hpp).

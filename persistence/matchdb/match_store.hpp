@@ -139,6 +139,17 @@ public:
   commit_matches(const std::vector<match_request>& requests,
                  const commit_check& check = {});
 
+  /// The outbox events of this connection's later commits are written
+  /// leased for `ms` (attempt 1, not fetched before the lease lapses) and
+  /// announced to nobody (no `outbox_channel` notification): the caller
+  /// delivers them itself (the finalizer pushes them to its relay, problem
+  /// 14: a node that dies first leaves them to any relay once the lease
+  /// lapsed). 0, the default: written free and announced. Not thread-safe,
+  /// like the connection. Idempotent.
+  virtual void set_commit_lease(uint32_t ms) {
+    commit_lease_ms_ = ms;
+  }
+
   /// Records that `from` swiped on `to`: upserts the (from, to) row of
   /// `likes` with kind LIKE (`like`) or DISLIKE. A later swipe in the same
   /// direction overwrites the earlier one: a DISLIKE withdraws a LIKE, and a
@@ -292,6 +303,8 @@ public:
   virtual bool blocking() const noexcept = 0;
 
 protected:
+  uint32_t commit_lease_ms_ = 0; ///< see set_commit_lease
+
   // The implementations' side of the calls above. The public functions check
   // every argument first (one set of rules for all stores), so these only
   // ever see well-formed input; `do_commit_matches` gets the valid requests

@@ -73,7 +73,7 @@ std::string fate_key(const match_request& req, const std::string& key) {
 /// Appends an undelivered event about session `aggregate_id`.
 void add_event(shared_state& st, const std::string& aggregate_id,
                std::string event_id, const char* type, std::string payload,
-               int64_t now) {
+               int64_t now, uint32_t lease_ms = 0) {
   outbox_event ev;
   ev.seq = st.next_seq++; // a withdrawn event leaves a gap, like a sequence
   ev.event_id = std::move(event_id);
@@ -81,6 +81,10 @@ void add_event(shared_state& st, const std::string& aggregate_id,
   ev.type = type;
   ev.payload = std::move(payload);
   ev.created_at = now;
+  if (lease_ms > 0) { // the committer's to deliver (set_commit_lease)
+    ev.locked_until = now + lease_ms;
+    ev.attempts = 1;
+  }
   st.event_seq.emplace(ev.event_id, ev.seq);
   st.undelivered.insert(ev.seq);
   st.outbox.emplace(ev.seq, std::move(ev));
@@ -170,7 +174,8 @@ end_record end_active(shared_state& st, match_record& rec,
 /// and for a mutual request its pair instead of the users' active
 /// memberships.
 match_record create_session(shared_state& st, const match_request& req,
-                            const std::string& key, int64_t now) {
+                            const std::string& key, int64_t now,
+                            uint32_t lease_ms) {
   match_record rec;
   rec.session_id = new_session_id();
   rec.queue = req.queue;
@@ -191,7 +196,7 @@ match_record create_session(shared_state& st, const match_request& req,
   }
   add_event(st, rec.session_id, match_created_event_id(rec.session_id),
             match_created_type, match_created_payload(rec.session_id, req),
-            now);
+            now, lease_ms);
   rec.created = true;
   return rec;
 }
@@ -343,7 +348,7 @@ public:
           out.emplace_back(errc::conflict, std::move(detail));
           continue;
         }
-        out.emplace_back(create_session(st, req, key, now));
+        out.emplace_back(create_session(st, req, key, now, commit_lease_ms_));
         fresh[k] = true;
         if (check && !check(commit_stage::after_create, k))
           withdraw(k, commit_stage::after_create);
@@ -373,7 +378,9 @@ public:
         failed.emplace_back(withdrawn[k] ? *withdrawn[k] : why);
       return failed;
     }
-    if (std::find(fresh.begin(), fresh.end(), true) != fresh.end())
+    // Leased events are the committer's to deliver: nobody else to wake.
+    if (commit_lease_ms_ == 0
+        && std::find(fresh.begin(), fresh.end(), true) != fresh.end())
       notify(st);
     return out;
   }

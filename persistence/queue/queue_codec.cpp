@@ -223,6 +223,20 @@ outcome<script_call> release_call(const std::string& queue,
   return make(script_id::release, queue, {ticket});
 }
 
+outcome<script_call> release_call(const std::string& queue,
+                                  const std::vector<std::string>& tickets) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty())
+    return invalid(std::move(err));
+  if (tickets.empty() || tickets.size() > max_release)
+    return invalid("a release takes 1.." + std::to_string(max_release)
+                   + " tickets");
+  for (auto& t : tickets)
+    if (!(err = check_id("ticket", t, max_ticket)).empty())
+      return invalid(std::move(err));
+  return make(script_id::release, queue, tickets);
+}
+
 outcome<script_call> sweep_call(const std::string& queue, uint32_t batch) {
   std::string err;
   if (!(err = check_queue(queue)).empty()
@@ -351,6 +365,43 @@ outcome<release_result> parse_release(const store_reply& reply) {
   if (x[0] == "gone")
     return release_result{release_outcome::gone, {}};
   return refusal(x);
+}
+
+outcome<std::vector<release_result>>
+parse_release(const store_reply& reply,
+              const std::vector<std::string>& tickets) {
+  if (tickets.size() == 1) {
+    auto one = parse_release(reply);
+    if (!one)
+      return one.error();
+    return std::vector<release_result>{std::move(*one)};
+  }
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] != "each")
+    return refusal(x);
+  if (x.size() != tickets.size() + 1)
+    return failure{errc::protocol_error, "release answered "
+                                           + std::to_string(x.size() - 1)
+                                           + " of "
+                                           + std::to_string(tickets.size())
+                                           + " tickets"};
+  std::vector<release_result> out;
+  out.reserve(tickets.size());
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    if (x[i + 1] == "released")
+      out.push_back({release_outcome::released, tickets[i]});
+    else if (x[i + 1] == "waiting")
+      out.push_back({release_outcome::waiting, tickets[i]});
+    else if (x[i + 1] == "gone")
+      out.push_back({release_outcome::gone, {}});
+    else
+      return failure{errc::protocol_error,
+                     "release answered '" + x[i + 1] + "'"};
+  }
+  return out;
 }
 
 outcome<sweep_result> parse_sweep(const store_reply& reply) {

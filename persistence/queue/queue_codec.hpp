@@ -22,6 +22,7 @@ constexpr size_t max_attrs = 4096;
 constexpr uint32_t max_ttl_ms = 3600000;
 constexpr uint32_t max_scan = 100;
 constexpr uint32_t max_hold_ms = 600000;
+constexpr size_t max_release = 1000; ///< tickets of one release call
 
 /// Checks a queue name: [A-Za-z0-9._:-], 1..64 bytes (no hash-tag braces).
 /// Returns an empty string when valid, else what is wrong.
@@ -44,6 +45,9 @@ outcome<script_call> requeue_call(const std::string& queue,
                                   const std::string& ticket);
 outcome<script_call> release_call(const std::string& queue,
                                   const std::string& ticket);
+/// Many tickets of one queue in one call (1..1000 of them).
+outcome<script_call> release_call(const std::string& queue,
+                                  const std::vector<std::string>& tickets);
 outcome<script_call> sweep_call(const std::string& queue, uint32_t batch);
 
 /// Parsers: map the script's named outcomes to results or named errors
@@ -56,6 +60,10 @@ outcome<cancel_result> parse_cancel(const store_reply& reply);
 outcome<heartbeat_result> parse_heartbeat(const store_reply& reply);
 outcome<requeue_result> parse_requeue(const store_reply& reply);
 outcome<release_result> parse_release(const store_reply& reply);
+/// The reply of a release of `tickets` (one result per ticket, in order).
+outcome<std::vector<release_result>>
+parse_release(const store_reply& reply,
+              const std::vector<std::string>& tickets);
 outcome<sweep_result> parse_sweep(const store_reply& reply);
 
 /// One side of a dry run of a queue's rules (lua/explain.lua).

@@ -305,6 +305,45 @@ CAF_TEST(a committed match reaches both sessions) {
     [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
 }
 
+CAF_TEST(with a push lease the waiter hears of its match without a fetch) {
+  // A relay over an EMPTY database: it can deliver only what is pushed to
+  // it. The finalizer commits the events leased to it and pushes them once
+  // the pair's tickets are released.
+  relay_config rcfg;
+  rcfg.poll_ms = 0;
+  auto blind = spawn_outbox_relay(sys, make_memory_match_store(), qstore, dir,
+                                  rcfg);
+  finalizer_config fcfg;
+  fcfg.batch_delay_ms = 0;
+  fcfg.relay = blind;
+  fcfg.push_lease_ms = 60000;
+  auto pushing = spawn_finalizer(sys, mstore, broker, fcfg);
+  extra.push_back(caf::actor_cast<caf::actor>(blind));
+  extra.push_back(caf::actor_cast<caf::actor>(pushing));
+  run();
+  auto a = spawn_session(sys, "alice", session_links{broker, pushing, dir, {}},
+                         scfg);
+  auto b = spawn_session(sys, "bob", session_links{broker, pushing, dir, {}},
+                         scfg);
+  extra.push_back(caf::actor_cast<caf::actor>(a));
+  extra.push_back(caf::actor_cast<caf::actor>(b));
+  sched.run();
+  CAF_CHECK(join(b, "tb").phase == session_phase::queued);
+  join(a, "ta");
+  sched.run();
+  auto ja = state_of(a);
+  CAF_REQUIRE(ja.phase == session_phase::matched);
+  auto sb = state_of(b);
+  CAF_CHECK(sb.phase == session_phase::matched);
+  CAF_CHECK_EQUAL(sb.session_id, ja.session_id);
+  CAF_CHECK_EQUAL(raw->records("q"), 0); // both tickets released, at once
+  // The event was written leased to the committer: no relay fetches it
+  // while the lease runs (the blind relay marked it in its own store).
+  auto left = mstore->connect()->fetch_undelivered(10, 1);
+  CAF_REQUIRE(left);
+  CAF_CHECK(left->empty());
+}
+
 CAF_TEST(claimer cancels before create) {
   cancel_at(checkpoint::before_create, true);
 }

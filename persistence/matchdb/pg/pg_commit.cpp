@@ -148,9 +148,10 @@ std::vector<outcome<match_record>> pg_match_store::commit_batch(
       all.push_back(todo[k].row);
   }
   must(exec("BEGIN; SAVEPOINT mm_batch"), "BEGIN");
+  auto lease = std::to_string(commit_lease_ms_);
   if (!all.empty()) {
     auto arg = all.dump();
-    auto r = exec_prepared(st_commit, {&arg});
+    auto r = exec_prepared(st_commit, {&arg, &lease});
     auto state = sqlstate_of(r.get());
     if (ok(r.get())) {
       take_inserted(r.get(), todo, slot, b);
@@ -178,7 +179,7 @@ std::vector<outcome<match_record>> pg_match_store::commit_batch(
       for (size_t k = 0; k < todo.size(); ++k)
         if (!b.res[k]) // not withdrawn, also not as a duplicate
           commit_one(requests[todo[k].index], todo, k, slot, check, b,
-                     withdrawn);
+                     withdrawn, lease);
     }
   }
   take_retried(todo, b);
@@ -197,7 +198,9 @@ std::vector<outcome<match_record>> pg_match_store::commit_batch(
     remove_withdrawn(todo, gone);
   }
   if (std::find(b.fresh.begin(), b.fresh.end(), true) != b.fresh.end()) {
-    commit(true); // NOTIFY + COMMIT in one round trip
+    // NOTIFY + COMMIT in one round trip; leased events are ours to deliver
+    // (set_commit_lease): nobody else needs waking.
+    commit(commit_lease_ms_ == 0);
   } else {
     // Nothing to keep (all refused, withdrawn or retries): no NOTIFY.
     must(exec("ROLLBACK"), "ROLLBACK");
@@ -212,11 +215,12 @@ std::vector<outcome<match_record>> pg_match_store::commit_batch(
 void pg_match_store::commit_one(
   const match_request& req, const std::vector<pending>& todo, size_t k,
   const std::unordered_map<size_t, size_t>& slot, const commit_check& check,
-  batch_state& b, std::vector<std::optional<failure>>& withdrawn) {
+  batch_state& b, std::vector<std::optional<failure>>& withdrawn,
+  const std::string& lease) {
   auto one = nlohmann::json::array({todo[k].row}).dump();
   for (int tries = 1;; ++tries) {
     must(exec("SAVEPOINT mm_req"), "SAVEPOINT");
-    auto r = exec_prepared(st_commit, {&one});
+    auto r = exec_prepared(st_commit, {&one, &lease});
     if (ok(r.get())) {
       // No row: committed before, `take_retried` reads it.
       if (PQntuples(r.get()) > 0 && check

@@ -158,11 +158,13 @@ private:
                std::vector<std::optional<failure>>& withdrawn);
 
   /// Runs request `k` alone in a savepoint of its own, and asks the
-  /// `after_create` checkpoint before releasing it.
+  /// `after_create` checkpoint before releasing it. `lease`: the events'
+  /// lease in ms, as text (set_commit_lease).
   void commit_one(const match_request& req, const std::vector<pending>& todo,
                   size_t k, const std::unordered_map<size_t, size_t>& slot,
                   const commit_check& check, batch_state& b,
-                  std::vector<std::optional<failure>>& withdrawn);
+                  std::vector<std::optional<failure>>& withdrawn,
+                  const std::string& lease);
 
   /// Marks request `k` withdrawn at `stage`, and with it every other request
   /// of the batch with the same fate key (same claimed pair; for mutual

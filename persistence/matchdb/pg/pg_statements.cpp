@@ -32,7 +32,9 @@ namespace mm::pg {
 #define MM_OLDER(col) col " < now() - $1::int8 * interval '1 millisecond'"
 
 const statement statements[st_count] = {
-  // $1: JSON array of requests. One statement writes the whole batch. Members
+  // $1: JSON array of requests, $2: the events' lease in ms (0: none; a
+  // leased event is the committing node's to deliver, set_commit_lease).
+  // One statement writes the whole batch. Members
   // are inserted in user-id order, so concurrent batches wait for each other
   // on the unique index in one global order and cannot deadlock; pair rows
   // of mutual requests likewise in pair order. A mutual request writes its
@@ -71,9 +73,13 @@ const statement statements[st_count] = {
    "  CROSS JOIN LATERAL (VALUES (req.user_a), (req.user_b)) AS u (user_id)"
    "  ORDER BY u.user_id COLLATE \"C\""
    "), o AS ("
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at,"
+   "                      locked_until, attempts)"
    "  SELECT req.event_id, s.id, 'match.created', req.payload::jsonb,"
-   "         s.created_at"
+   "         s.created_at,"
+   "         CASE WHEN $2::int8 > 0"
+   "              THEN now() + $2::int8 * interval '1 millisecond' END,"
+   "         CASE WHEN $2::int8 > 0 THEN 1 ELSE 0 END"
    "  FROM s JOIN req ON req.id = s.id ORDER BY req.idx"
    ")"
    " SELECT req.idx, s.id, " MM_MS("s.created_at")
