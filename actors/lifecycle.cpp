@@ -68,6 +68,7 @@ struct lc_state {
   /// batch takes all of them (one worker round trip for many joins).
   std::vector<std::pair<std::string, lookup_promise>> lookups;
   bool lookup_running = false;
+  bool lookup_armed = false; ///< the gathering window is open
   /// Ends waiting for the running batch of ends to commit: every batch
   /// takes up to `cfg.batch` of them in one transaction (one WAL flush for
   /// many ends, as the finalizer's group commit does for matches).
@@ -80,7 +81,12 @@ struct lc_state {
   static inline const char* name = "lifecycle";
 };
 
-using lc_ptr = lifecycle_actor::stateful_pointer<lc_state>;
+/// The lifecycle actor with its own timer (the lookups' gathering window),
+/// which nobody else needs to see.
+using lc_impl_actor
+  = lifecycle_actor::extend<caf::reacts_to<tick_atom, uint64_t>>;
+
+using lc_ptr = lc_impl_actor::stateful_pointer<lc_state>;
 
 /// Runs `call` against the store (inline or on the worker), then `done` in
 /// the actor; `failed` when the worker did not answer in time.
@@ -146,7 +152,7 @@ auto answer_unavailable(std::shared_ptr<Batch> batch, Finish finish) {
 /// the ones that arrived meanwhile.
 void run_lookups(lc_ptr self) {
   auto& st = self->state;
-  if (st.lookup_running || st.lookups.empty())
+  if (st.lookup_running || st.lookups.empty() || st.lookup_armed)
     return;
   st.lookup_running = true;
   auto batch = std::make_shared<
@@ -335,7 +341,7 @@ void sweep(lc_ptr self) {
     });
 }
 
-lifecycle_actor::behavior_type
+lc_impl_actor::behavior_type
 lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
                std::shared_ptr<match_store> lookup_store,
                lifecycle_config cfg) {
@@ -362,10 +368,24 @@ lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
       return rp;
     },
     [self](state_atom, std::string& user) -> caf::result<std::string> {
+      auto& st = self->state;
       auto rp = self->make_response_promise<std::string>();
-      self->state.lookups.emplace_back(std::move(user), rp);
+      st.lookups.emplace_back(std::move(user), rp);
+      if (st.lookups.size() == 1 && !st.lookup_running && !st.inline_store
+          && st.cfg.lookup_delay_ms > 0) {
+        // The first of a batch: the ones of the next moments join it.
+        st.lookup_armed = true;
+        self->delayed_send(self,
+                           std::chrono::milliseconds(st.cfg.lookup_delay_ms),
+                           tick_atom_v, uint64_t{0});
+        return rp;
+      }
       run_lookups(self);
       return rp;
+    },
+    [self](tick_atom, uint64_t) {
+      self->state.lookup_armed = false;
+      run_lookups(self);
     },
     [self](tick_atom) {
       sweep(self);
@@ -389,8 +409,9 @@ lifecycle_actor spawn_lifecycle(caf::actor_system& sys,
   std::shared_ptr<match_store> lookup_conn;
   if (conn->blocking())
     lookup_conn = store->connect();
-  return sys.spawn(lifecycle_impl, std::move(conn), std::move(lookup_conn),
-                   std::move(cfg));
+  return caf::actor_cast<lifecycle_actor>(
+    sys.spawn(lifecycle_impl, std::move(conn), std::move(lookup_conn),
+              std::move(cfg)));
 }
 
 } // namespace mm

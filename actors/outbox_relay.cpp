@@ -5,6 +5,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -74,6 +75,7 @@ using relay_impl_actor
 
 constexpr uint64_t poll_tag = 0; ///< the polling timer
 constexpr uint64_t next_tag = 1; ///< the next batch of a cycle
+constexpr uint64_t mark_tag = ~uint64_t{0}; ///< the gathered marks are due
 // Tags from 2 on name one armed backoff timer each (the latest one counts).
 
 /// How long the relay waits for the directory's answers before it marks the
@@ -164,6 +166,11 @@ struct relay_state {
   std::deque<std::vector<match_event>> pushed;
   uint64_t pushes_in = 0;   ///< pushed messages received
   uint64_t pushes_done = 0; ///< pushed messages settled
+  /// Pushed events delivered and not marked yet (event id, created_at):
+  /// marked together (cfg.mark_delay_ms), one mark in flight at a time.
+  std::vector<std::pair<std::string, int64_t>> to_mark;
+  bool marking = false;
+  bool mark_armed = false;
   std::vector<flush_waiter> flushes;
   uint32_t backoff_ms = 0;      ///< current delay; 0: no failure streak
   uint64_t retry_tag = next_tag; ///< tag of the armed backoff timer
@@ -301,8 +308,16 @@ void sink(relay_ptr self, batch_ptr b);
 
 /// Answers the flushes whose fetch cycle is done and whose pushed events
 /// are settled.
+void run_marks(relay_ptr self);
+
 void answer_flushes(relay_ptr self) {
   auto& st = self->state;
+  if (!st.to_mark.empty() || st.marking) {
+    // A flush answers once what it covers is marked: mark now.
+    if (!st.flushes.empty())
+      run_marks(self);
+    return;
+  }
   auto i = std::stable_partition(
     st.flushes.begin(), st.flushes.end(), [&st](const flush_waiter& w) {
       return w.first_cycle > st.cycles_done || w.pushes > st.pushes_done;
@@ -557,7 +572,84 @@ void settle(relay_ptr self, batch_ptr b, size_t sent) {
   self->send(self, tick_atom_v, next_tag);
 }
 
+/// Counts `n` events marked, the oldest created at `oldest` (ms).
+void count_marked(relay_ptr self, size_t n, int64_t oldest) {
+  if (auto& m = self->state.cfg.metrics; m && n > 0) {
+    m->outbox_lag_ms.store(std::max<int64_t>(0, wall_clock_ms() - oldest),
+                           std::memory_order_relaxed);
+    m->events_delivered.fetch_add(n, std::memory_order_relaxed);
+  }
+}
+
+/// Marks the gathered pushed events in one statement (one at a time; the
+/// ones gathered meanwhile go next). A failure keeps them for the next
+/// round; a fetch after their lease would deliver them again anyway.
+void run_marks(relay_ptr self) {
+  auto& st = self->state;
+  if (st.marking || st.to_mark.empty())
+    return;
+  st.marking = true;
+  auto taken = std::make_shared<std::vector<std::pair<std::string, int64_t>>>();
+  taken->swap(st.to_mark);
+  auto ids = std::make_shared<std::vector<std::string>>();
+  for (auto& [id, at] : *taken)
+    ids->push_back(id);
+  auto res = std::make_shared<outcome<size_t>>(errc::none);
+  with_store(
+    self, [ids, res](match_store& s) { *res = s.mark_delivered(*ids); },
+    [self, taken, res] {
+      auto& st = self->state;
+      st.marking = false;
+      if (!*res) {
+        count_retries(self, taken->size());
+        relay_log()->warn("outbox relay: mark delivered failed ({}: {}); "
+                          "tried again",
+                          to_string(res->error().code),
+                          res->error().detail);
+        st.to_mark.insert(st.to_mark.begin(), taken->begin(), taken->end());
+        if (!st.mark_armed) {
+          st.mark_armed = true;
+          self->delayed_send(self,
+                             std::chrono::milliseconds(std::max<uint32_t>(
+                               st.cfg.mark_delay_ms, st.cfg.backoff_min_ms)),
+                             tick_atom_v, mark_tag);
+        }
+        return;
+      }
+      int64_t oldest = std::numeric_limits<int64_t>::max();
+      for (auto& [id, at] : *taken)
+        oldest = std::min(oldest, at);
+      count_marked(self, taken->size(), oldest);
+      if (st.to_mark.size() >= st.cfg.batch || !st.flushes.empty())
+        run_marks(self);
+      answer_flushes(self);
+    });
+}
+
+/// A pushed batch's delivered events join the marks to come; the relay
+/// goes on with the next batch at once.
+void gather_marks(relay_ptr self, batch_ptr b, const std::vector<size_t>& sent) {
+  auto& st = self->state;
+  for (auto i : sent)
+    st.to_mark.emplace_back(b->events[i].event_id, b->events[i].created_at);
+  if (st.to_mark.size() >= st.cfg.batch) {
+    run_marks(self);
+  } else if (!st.mark_armed) {
+    st.mark_armed = true;
+    self->delayed_send(self, std::chrono::milliseconds(st.cfg.mark_delay_ms),
+                       tick_atom_v, mark_tag);
+  }
+  if (b->unsent.empty())
+    recovered(self);
+  settle(self, b, sent.size());
+}
+
 void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
+  if (b->pushes > 0 && !self->state.inline_store
+      && self->state.cfg.mark_delay_ms > 0) {
+    gather_marks(self, std::move(b), sent);
+    return;
+  }
   auto ids = std::make_shared<std::vector<std::string>>();
   for (auto i : sent)
     ids->push_back(b->events[i].event_id);
@@ -626,6 +718,9 @@ relay_impl(relay_ptr self, std::shared_ptr<match_store> store,
                            tick_atom_v, poll_tag);
       } else if (tag == next_tag) {
         step(self);
+      } else if (tag == mark_tag) {
+        st.mark_armed = false;
+        run_marks(self);
       } else if (tag == st.retry_tag && st.retry) {
         auto resume = std::move(st.retry);
         st.retry = nullptr;

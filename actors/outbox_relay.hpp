@@ -44,6 +44,14 @@ struct relay_config {
   /// Wake up on the store's commit notifications (PostgreSQL LISTEN). Only
   /// for blocking stores; the in-memory store relies on ticks and flushes.
   bool listen = true;
+  /// Pushed events (deliver_atom) are marked delivered together: up to
+  /// `batch` of them, or whatever gathered within this many ms, in one
+  /// statement, while the next ones already go out (one mark per pushed
+  /// group commit was most of the relay's database work at moderate
+  /// rates). Only with a blocking match store; inline stores mark at once.
+  /// A relay that stops first leaves them to a fetch after their lease
+  /// (at least once). 0: every pushed batch marked at once.
+  uint32_t mark_delay_ms = 20;
   /// Where the relay counts (null: nothing is counted): `events_delivered`
   /// (events this relay sent to the sink and sessions and then marked
   /// delivered), `relay_retries` (events it has to deliver again: fetched

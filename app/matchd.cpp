@@ -320,6 +320,10 @@ int run(const matchd_config& mc) {
   if (cluster.enabled()) // the gateway is published and reached (over TLS)
     use_cluster_tls(cfg, cluster);
   cfg.set("scheduler.max-threads", static_cast<size_t>(mc.threads));
+  if (mc.scheduler == "stealing")
+    cfg.set("scheduler.policy", caf::atom("stealing"));
+  else
+    cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
 

@@ -117,6 +117,11 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     ->capture_default_str();
   app.add_option("--threads", cfg.threads, "Actor scheduler threads")
     ->capture_default_str();
+  app.add_option("--scheduler", cfg.scheduler,
+                 "Actor scheduler policy: sharing (idle threads sleep) or "
+                 "stealing (idle threads poll)")
+    ->check(CLI::IsMember({"sharing", "stealing"}))
+    ->capture_default_str();
   app.add_option("--io-threads", cfg.io_threads, "HTTP threads")
     ->capture_default_str();
   app.add_option("--max-body", cfg.max_body, "Largest request body in bytes")

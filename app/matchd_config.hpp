@@ -46,6 +46,10 @@ struct matchd_config {
   uint32_t queue_idle_ms = 60000;  ///< an empty queue is forgotten after
   uint64_t stream_maxlen = 100000; ///< MAXLEN ~ of the event stream; 0: off
   uint32_t threads = 2;    ///< CAF scheduler threads
+  /// CAF's scheduler policy: "sharing" (one queue; idle threads sleep until
+  /// work comes) or "stealing" (a queue per thread; idle threads poll and
+  /// steal). docs/benchmarks.md, "End to end".
+  std::string scheduler = "sharing";
   uint32_t io_threads = 1; ///< HTTP threads
   uint32_t max_body = 16384;
   double rate = 1000;

@@ -65,6 +65,15 @@
 #include "bench/e2e_options.hpp"
 #include "bench/e2e_verify.hpp"
 
+#ifdef MM_JEMALLOC
+// matchd's allocator options (app/matchd.cpp): pages go back to the system
+// from a background thread, not from the allocating threads.
+extern "C" {
+const char* malloc_conf
+  = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+}
+#endif
+
 namespace mm::e2e_bench {
 
 using namespace mm::bench;

@@ -340,6 +340,9 @@ outcome<redis_probe> probe_redis_cluster(const redis_options& opts) {
     if (refused)
       return failure{errc::store_auth_failed, f.detail};
     if (f.code == errc::none) {
+      redis_link link{control_options(opts, a)};
+      if (auto ok = check_functions(link); !ok)
+        return ok.error();
       redis_probe p;
       p.cluster = true;
       p.primaries = map.nodes().size();

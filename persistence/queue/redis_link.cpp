@@ -136,6 +136,22 @@ store_reply to_store_reply(const redisReply& r) {
   return out;
 }
 
+outcome<bool> check_functions(redis_link& link) {
+  store_command cmd{"FUNCTION", "LIST", "LIBRARYNAME", script_library_name};
+  auto r = link.exchange({link_request{nullptr, &cmd, false}}).at(0);
+  if (r.code != errc::none)
+    return failure{r.code, r.detail};
+  if (r.value.type == store_value::kind::error
+      && r.value.str.find("unknown command") != std::string::npos)
+    return failure{errc::protocol_error,
+                   "redis " + link.where()
+                     + " has no FUNCTION command: the queue's scripts are "
+                       "a Redis function library, which needs Redis 7.0 "
+                       "or later ("
+                     + r.value.str + ")"};
+  return true;
+}
+
 // -- sigpipe_guard -------------------------------------------------------------
 
 static_assert(sizeof(sigset_t) <= 128, "sigpipe_guard::old_ is too small");

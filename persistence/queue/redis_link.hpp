@@ -117,6 +117,14 @@ private:
   std::vector<size_t> argvlen_;
 };
 
+/// Whether the server behind `link` runs Redis functions (7.0 and later):
+/// the queue's scripts are one function library (docs/queue.md). Fails with
+/// `protocol_error` naming the need when the server does not know FUNCTION,
+/// with the link's failure when it cannot be asked; succeeds otherwise (a
+/// user not allowed FUNCTION may still call a library loaded by others).
+/// Idempotent; reads only.
+outcome<bool> check_functions(redis_link& link);
+
 /// Blocks SIGPIPE for the calling thread while it talks to Redis: hiredis
 /// writes with write(2), and a peer that closed the socket would kill the
 /// process. A SIGPIPE raised meanwhile is discarded; dispositions are left

@@ -113,6 +113,8 @@ outcome<redis_probe> probe_redis(const redis_options& opts) {
                      "redis wants a password (" + r.value.str + ")"};
     return failure{errc::protocol_error, "PING: " + r.value.str};
   }
+  if (auto ok = check_functions(link); !ok)
+    return ok.error();
   return redis_probe{};
 }
 
