@@ -1,12 +1,12 @@
 #include "actors/worker_bound.hpp"
 #include "actors/outbox_relay.hpp"
+#include "actors/relay_workers.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <limits>
-#include <thread>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -22,51 +22,12 @@ namespace mm {
 
 namespace {
 
-/// Work for a detached worker that owns one blocking connection: the closure
-/// writes its results into state it captured, the relay continues once the
-/// job comes back.
-template <class Store>
-struct store_job {
-  std::function<void(Store&)> work;
-};
-
-using match_job_ptr = std::shared_ptr<store_job<match_store>>;
-using sink_job_ptr = std::shared_ptr<store_job<queue_store>>;
-
-} // namespace
-
-} // namespace mm
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::match_job_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::sink_job_ptr)
-
-namespace mm {
-
-namespace {
+using namespace relay_detail;
 
 std::shared_ptr<spdlog::logger> relay_log() {
   static auto log = logger("relay");
   return log;
 }
-
-/// A detached worker that owns one blocking connection (the match store or
-/// the sink). Local only (the job carries a closure), so it needs no type ID.
-template <class Store>
-using store_worker_actor = caf::typed_actor<
-  // Runs the job's closure on the connection and answers the same job, its
-  // results written where the closure put them. A job sent twice runs twice.
-  typename caf::replies_to<std::shared_ptr<store_job<Store>>>::template with<
-    std::shared_ptr<store_job<Store>>>>;
-
-using match_worker_actor = store_worker_actor<match_store>;
-using sink_worker_actor = store_worker_actor<queue_store>;
-
-/// A detached worker that blocks on the match store's event notifications
-/// and wakes the relay; nobody but itself sends it anything.
-using listen_worker_actor = caf::typed_actor<
-  // One wait of at most `wait_ms`; ticks the relay when notified, then
-  // sends itself the next tick.
-  caf::reacts_to<tick_atom>>;
 
 /// The relay's own handle type: the public interface plus its timers
 /// (`tick_atom, tag`), which nobody else needs to see.
@@ -82,51 +43,6 @@ constexpr uint64_t mark_tag = ~uint64_t{0}; ///< the gathered marks are due
 /// batch anyway (the stream has the events; a directory that does not answer
 /// would otherwise stall every delivery).
 constexpr auto directory_timeout = std::chrono::seconds(10);
-
-template <class Store>
-typename store_worker_actor<Store>::behavior_type
-store_worker(typename store_worker_actor<Store>::pointer,
-             std::shared_ptr<Store> store) {
-  return {
-    [store](std::shared_ptr<store_job<Store>>& job) {
-      job->work(*store);
-      return job;
-    },
-  };
-}
-
-/// Blocks in `wait_for_events` round after round (one message per round, so
-/// an exit from the linked relay ends it within one wait) and ticks the
-/// relay on every notification.
-listen_worker_actor::behavior_type
-listen_worker(listen_worker_actor::pointer self,
-              std::shared_ptr<match_store_factory> factory,
-              outbox_relay_actor relay, uint32_t wait_ms) {
-  std::shared_ptr<match_store> store = factory->connect();
-  auto failing = std::make_shared<bool>(false);
-  self->send(self, tick_atom_v);
-  return {
-    [=](tick_atom) {
-      auto got = store->wait_for_events(wait_ms);
-      if (got) {
-        if (*failing)
-          relay_log()->info("outbox notifications are back");
-        *failing = false;
-        if (*got)
-          self->send(relay, tick_atom_v);
-      } else {
-        // The polling timer covers the gap; wait instead of spinning on a
-        // dead connection.
-        if (!*failing)
-          relay_log()->warn("outbox LISTEN failed, polling only: {}",
-                            got.error().detail);
-        *failing = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-      }
-      self->send(self, tick_atom_v);
-    },
-  };
-}
 
 /// One leased batch on its way through sink, directory and mark.
 struct batch {
@@ -171,6 +87,7 @@ struct relay_state {
   std::vector<std::pair<std::string, int64_t>> to_mark;
   bool marking = false;
   bool mark_armed = false;
+  uint32_t mark_backoff_ms = 0; ///< delay of a failed mark's retry; 0: none
   std::vector<flush_waiter> flushes;
   uint32_t backoff_ms = 0;      ///< current delay; 0: no failure streak
   uint64_t retry_tag = next_tag; ///< tag of the armed backoff timer
@@ -313,8 +230,9 @@ void run_marks(relay_ptr self);
 void answer_flushes(relay_ptr self) {
   auto& st = self->state;
   if (!st.to_mark.empty() || st.marking) {
-    // A flush answers once what it covers is marked: mark now.
-    if (!st.flushes.empty())
+    // A flush answers once what it covers is marked: mark now (unless a
+    // failed mark waits out its backoff).
+    if (!st.flushes.empty() && st.mark_backoff_ms == 0)
       run_marks(self);
     return;
   }
@@ -601,26 +519,35 @@ void run_marks(relay_ptr self) {
       auto& st = self->state;
       st.marking = false;
       if (!*res) {
+        // Tried again with a doubling delay; logged once per failure
+        // streak (a database outage fails every round).
         count_retries(self, taken->size());
-        relay_log()->warn("outbox relay: mark delivered failed ({}: {}); "
-                          "tried again",
-                          to_string(res->error().code),
-                          res->error().detail);
+        if (st.mark_backoff_ms == 0)
+          relay_log()->warn("outbox relay: marking pushed events delivered "
+                            "failed ({}: {}); retrying with backoff",
+                            to_string(res->error().code),
+                            res->error().detail);
+        st.mark_backoff_ms
+          = st.mark_backoff_ms == 0
+              ? std::max(st.cfg.mark_delay_ms, st.cfg.backoff_min_ms)
+              : std::min(st.mark_backoff_ms * 2, st.cfg.backoff_max_ms);
         st.to_mark.insert(st.to_mark.begin(), taken->begin(), taken->end());
         if (!st.mark_armed) {
           st.mark_armed = true;
           self->delayed_send(self,
-                             std::chrono::milliseconds(std::max<uint32_t>(
-                               st.cfg.mark_delay_ms, st.cfg.backoff_min_ms)),
+                             std::chrono::milliseconds(st.mark_backoff_ms),
                              tick_atom_v, mark_tag);
         }
         return;
       }
+      if (st.mark_backoff_ms != 0)
+        relay_log()->info("outbox relay: marks work again");
+      st.mark_backoff_ms = 0;
       int64_t oldest = std::numeric_limits<int64_t>::max();
       for (auto& [id, at] : *taken)
         oldest = std::min(oldest, at);
       count_marked(self, taken->size(), oldest);
-      if (st.to_mark.size() >= st.cfg.batch || !st.flushes.empty())
+      if (st.to_mark.size() >= st.cfg.batch)
         run_marks(self);
       answer_flushes(self);
     });
@@ -632,7 +559,7 @@ void gather_marks(relay_ptr self, batch_ptr b, const std::vector<size_t>& sent) 
   auto& st = self->state;
   for (auto i : sent)
     st.to_mark.emplace_back(b->events[i].event_id, b->events[i].created_at);
-  if (st.to_mark.size() >= st.cfg.batch) {
+  if (st.to_mark.size() >= st.cfg.batch && st.mark_backoff_ms == 0) {
     run_marks(self);
   } else if (!st.mark_armed) {
     st.mark_armed = true;

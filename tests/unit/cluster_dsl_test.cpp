@@ -502,7 +502,9 @@ CAF_TEST(a node maps its users again when the store forgot them) {
 // connected nowhere, and a session that starts later gets it replayed).
 CAF_TEST(an event for a user without a known node is delivered once more) {
   auto c1 = node_config("n1", port_n1);
-  c1.relay.lease_ms = 1; // real time: an unmarked event is soon due again
+  // Real time: an unmarked event is due again 50 ms later (1 ms made the
+  // flush's own second fetch race the lapse: 2 of 30 runs failed).
+  c1.relay.lease_ms = 50;
   auto c2 = node_config("n2", port_n2);
   c2.run_relay = false;
   start(c1, c2);
@@ -516,7 +518,7 @@ CAF_TEST(an event for a user without a known node is delivered once more) {
   CAF_CHECK_EQUAL(events(seen1, "alice").front().session_id, sid);
   // Not marked (before, it was at once).
   CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 0u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(5)); // lease lapses
+  std::this_thread::sleep_for(std::chrono::milliseconds(60)); // lease lapses
   flush(earth, n1->relay());
   CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 1u);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -581,7 +583,9 @@ CAF_TEST(a node that stops leaves the membership at once) {
 CAF_TEST(a crashed node lapses and its users count as connected nowhere) {
   auto c1 = node_config("n1", port_n1);
   auto c2 = node_config("n2", port_n2);
-  c1.relay.lease_ms = 1; // real time: an unmarked event is soon due again
+  // Real time: an unmarked event is due again 50 ms later (1 ms made the
+  // flush's own second fetch race the lapse: 2 of 30 runs failed).
+  c1.relay.lease_ms = 50;
   c2.run_relay = false;
   start(c1, c2);
   advance(1100);
@@ -607,7 +611,7 @@ CAF_TEST(a crashed node lapses and its users count as connected nowhere) {
   // and marks it.
   advance(6000);
   CAF_CHECK_EQUAL(peers_of(earth, n1->gateway()).count("n2"), 0u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(5)); // lease lapses
+  std::this_thread::sleep_for(std::chrono::milliseconds(60)); // lease lapses
   flush(earth, n1->relay());
   CAF_CHECK_EQUAL(n1->metrics()->events_delivered.load(), 1u);
   CAF_CHECK(n1->metrics()->relay_retries.load() >= 1u);
