@@ -180,17 +180,29 @@ void log_failure(const char* what, const caf::error& err, fin_ptr self) {
   fin_log()->error("{} failed: {}", what, self->system().render(err));
 }
 
-/// Drops a claimed/claimer record from the queue, then runs `then`.
-void release(fin_ptr self, const std::string& queue, const std::string& ticket,
-             std::function<void()> then) {
-  self->request(self->state.broker, caf::infinite, release_atom_v, queue, ticket)
-    .then([then](release_result&) { then(); },
+/// Drops claimed/claimer records of one queue from it — all in one store
+/// call, in chunks — then runs `then`, also after a failure: the claim holds
+/// lapse on their own and the sides self-heal (I2 of docs/design.md).
+void release_all(fin_ptr self, const std::string& queue,
+                 std::vector<std::string> tickets, std::function<void()> then) {
+  constexpr size_t chunk = 500;
+  if (tickets.size() > chunk) {
+    std::vector<std::string> rest(tickets.begin() + chunk, tickets.end());
+    tickets.resize(chunk);
+    auto first = std::move(then);
+    then = [self, queue, rest{std::move(rest)}, first]() mutable {
+      release_all(self, queue, std::move(rest), std::move(first));
+    };
+  }
+  self->request(self->state.broker, caf::infinite, release_atom_v, queue,
+                std::move(tickets))
+    .then([then](std::vector<release_result>&) { then(); },
           [self, then](caf::error& err) {
-            // The claim hold lapses on its own; the sides self-heal (I2 of docs/design.md).
             log_failure("release", err, self);
             then();
           });
 }
+
 
 /// Puts a claimed (or claimer) record back at its original place, then runs
 /// `then`.
@@ -242,7 +254,7 @@ void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
     };
   };
   if (claimed_cancelled || claimed_guilty) {
-    release(self, p.queue, p.claimed.ticket, claimed_done(true));
+    release_all(self, p.queue, {p.claimed.ticket}, claimed_done(true));
   } else {
     // Back at its original place (I2, I7).
     requeue(self, p.queue, p.claimed.ticket, claimed_done(false));
@@ -283,7 +295,7 @@ void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
   if (requeue_claimer)
     requeue(self, p.queue, p.claimer_ticket, std::move(then));
   else
-    release(self, p.queue, p.claimer_ticket, std::move(then));
+    release_all(self, p.queue, {p.claimer_ticket}, std::move(then));
 }
 
 /// Re-queues a pair whose commit could not reach the database, for the
@@ -377,29 +389,6 @@ void settle_mutual(fin_ptr self, pending_pair& pp, pair_outcome& o) {
                                : errc::conflict,
                              o.detail));
   }
-}
-
-/// Releases many tickets of one queue in one store call (chunks of at most
-/// codec::max_release), then runs `then` (also after a failure: the claim
-/// holds lapse on their own, I2 of docs/design.md).
-void release_all(fin_ptr self, const std::string& queue,
-                 std::vector<std::string> tickets, std::function<void()> then) {
-  constexpr size_t chunk = 500;
-  if (tickets.size() > chunk) {
-    std::vector<std::string> rest(tickets.begin() + chunk, tickets.end());
-    tickets.resize(chunk);
-    auto first = std::move(then);
-    then = [self, queue, rest{std::move(rest)}, first]() mutable {
-      release_all(self, queue, std::move(rest), std::move(first));
-    };
-  }
-  self->request(self->state.broker, caf::infinite, release_atom_v, queue,
-                std::move(tickets))
-    .then([then](std::vector<release_result>&) { then(); },
-          [self, then](caf::error& err) {
-            log_failure("release", err, self);
-            then();
-          });
 }
 
 /// The pairs of one queue committed by one batch: released together, then

@@ -590,15 +590,10 @@ void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
                     [self, b, sent] { mark(self, b, sent); });
         return;
       }
-      if (auto& m = self->state.cfg.metrics; m && !sent.empty()) {
-        int64_t oldest = b->events[sent.front()].created_at;
-        for (auto i : sent)
-          oldest = std::min(oldest, b->events[i].created_at);
-        auto now = wall_clock_ms();
-        m->outbox_lag_ms.store(std::max<int64_t>(0, now - oldest),
-                               std::memory_order_relaxed);
-        m->events_delivered.fetch_add(sent.size(), std::memory_order_relaxed);
-      }
+      int64_t oldest = std::numeric_limits<int64_t>::max();
+      for (auto i : sent)
+        oldest = std::min(oldest, b->events[i].created_at);
+      count_marked(self, sent.size(), oldest);
       if (b->unsent.empty()) // else the XADD failure streak goes on
         recovered(self);
       settle(self, b, sent.size());

@@ -5,7 +5,6 @@
 // holds one per primary (redis_cluster_store.cpp). Internal to
 // persistence/queue: users get stores from make_redis_store().
 
-#include <array>
 #include <memory>
 #include <string>
 #include <vector>
