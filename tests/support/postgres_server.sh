@@ -47,7 +47,7 @@ stop_server() {
   # A server that did not stop in time: its pid is the first line of
   # postmaster.pid (never kill by name — other servers may run here).
   if [ -f "$base/data/postmaster.pid" ]; then
-    pid=$(head -n 1 "$base/data/postmaster.pid")
+    pid=$(head -n 1 "$base/data/postmaster.pid" 2>/dev/null) || pid=
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
       kill -QUIT "$pid" 2>/dev/null || true
       sleep 1

@@ -35,23 +35,25 @@ PY
 }
 
 stop_all() {
-  local f pid
+  # Read every pid once, before any kill: a Redis that shuts down removes
+  # its own pid file, so reading it after the kill races the exit.
+  local f pid pids=()
   for f in "$dir"/n*/redis.pid; do
-    [ -f "$f" ] || continue
-    pid=$(cat "$f")
-    kill "$pid" 2>/dev/null || true
+    pid=$(cat "$f" 2>/dev/null) || continue
+    [ -n "$pid" ] && pids+=("$pid")
   done
-  for f in "$dir"/n*/redis.pid; do
-    [ -f "$f" ] || continue
-    pid=$(cat "$f")
+  for pid in "${pids[@]:-}"; do
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]:-}"; do
+    [ -n "$pid" ] || continue
     for _ in $(seq 1 100); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.05
     done
     kill -9 "$pid" 2>/dev/null || true
-    rm -f "$f"
   done
-  rm -f "$dir/seeds" "$dir/ports"
+  rm -f "$dir"/n*/redis.pid "$dir/seeds" "$dir/ports"
 }
 
 start_node() { # INDEX PORT [keep]

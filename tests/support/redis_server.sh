@@ -35,16 +35,16 @@ case "$cmd" in
     exit 1
     ;;
   stop)
-    if [ -f "$dir/redis.pid" ]; then
-      pid=$(cat "$dir/redis.pid")
+    # A Redis that exits removes its pid file: read it once, tolerate it gone.
+    if pid=$(cat "$dir/redis.pid" 2>/dev/null) && [ -n "$pid" ]; then
       kill "$pid" 2>/dev/null || true
       for _ in $(seq 1 100); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.05
       done
       kill -9 "$pid" 2>/dev/null || true
-      rm -f "$dir/redis.pid" "$dir/port"
     fi
+    rm -f "$dir/redis.pid" "$dir/port"
     ;;
   *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
 esac
