@@ -103,6 +103,17 @@ struct naive_options {
   std::string queue = "naive";
 };
 
+/// Options of `claim_bench script` (bench/script_cost.cpp).
+struct script_cost_options {
+  uint64_t calls = 200000;   ///< calls per variant and round
+  size_t pipeline = 64;      ///< calls per round trip
+  size_t rounds = 3;         ///< every variant once per round, in turns
+  std::string minimal_sha;   ///< SCRIPT LOAD of bench/lua/minimal_claim.lua
+  std::string minimal_fn;    ///< the same as a function ('' = not run)
+  /// Other libraries' claims to set beside the built one: label, text.
+  std::vector<std::pair<std::string, std::string>> variants;
+};
+
 // -- time ---------------------------------------------------------------------
 
 /// Nanoseconds since some fixed point.
@@ -361,6 +372,10 @@ int run_broker(const redis_target& redis, const broker_options& opts);
 
 /// Runs `claim_bench naive`; returns the process exit code.
 int run_naive(const redis_target& redis, const naive_options& opts);
+
+/// Runs `claim_bench script`: the claim's Redis CPU per call in a queue
+/// released as the engine releases it, beside the minimal claim's.
+int run_script_cost(const redis_target& redis, const script_cost_options& o);
 
 /// The claim function of the generated library (lua/), mm_claim_<hash>.
 const char* claim_function_name();

@@ -2,6 +2,8 @@
 //   broker   the queue broker's claim path at increasing concurrency, on the
 //            Redis or the embedded store (bench/broker_bench.cpp)
 //   naive    the two-step ZRANGE + ZREM baseline that double-books
+//   script   the claim's Redis CPU per call in a released queue, beside the
+//            minimal claim's (bench/script_cost.cpp)
 // and helpers for the redis-benchmark ceiling: --print-library prints the
 // generated function library (lua/), --load-library loads it into Redis
 // (FUNCTION LOAD; already loaded is fine) and prints the claim function's
@@ -13,6 +15,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <thread>
 #include <unistd.h>
@@ -298,7 +302,40 @@ int main(int argc, char** argv) {
   naive->add_option("--duration", no.duration_s, "seconds measured")
     ->capture_default_str();
 
+  script_cost_options so;
+  auto* script = app.add_subcommand(
+    "script", "the claim's Redis CPU per call in a released queue, beside "
+              "the minimal claim's (INFO commandstats)");
+  script->add_option("--calls", so.calls, "calls per variant and round")
+    ->capture_default_str();
+  script->add_option("--pipeline", so.pipeline, "calls per round trip")
+    ->capture_default_str();
+  script->add_option("--rounds", so.rounds, "rounds (variants in turns)")
+    ->capture_default_str();
+  script->add_option("--minimal-sha", so.minimal_sha,
+                     "SHA of the loaded minimal claim script")
+    ->required();
+  script->add_option("--minimal-fn", so.minimal_fn,
+                     "the minimal claim loaded as a function");
+
+  std::vector<std::string> variant_files;
+  script->add_option("--variant", variant_files,
+                     "LABEL=FILE: another library's claim beside the built "
+                     "one (its '#!lua name=mm_<suffix>' names its functions)");
+
   CLI11_PARSE(app, argc, argv);
+  for (auto& v : variant_files) {
+    auto eq = v.find('=');
+    std::ifstream in(eq == std::string::npos ? "" : v.substr(eq + 1));
+    if (!in) {
+      std::fprintf(stderr, "--variant %s: LABEL=FILE, a readable file\n",
+                   v.c_str());
+      return 2;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    so.variants.emplace_back(v.substr(0, eq), text.str());
+  }
   if (!bo.cluster_seeds.empty())
     bo.cluster = true;
 
@@ -308,7 +345,7 @@ int main(int argc, char** argv) {
   }
   if (!redis_dir.empty() && redis.port == 0 && !read_port(redis_dir, redis.port))
     return 1;
-  bool need_redis = load_script || naive->parsed()
+  bool need_redis = load_script || naive->parsed() || script->parsed()
                     || (broker->parsed() && bo.store == "redis");
   if (need_redis && redis.port == 0) {
     std::fprintf(stderr, "a Redis port is needed: --port P or --redis-dir "
@@ -338,6 +375,8 @@ int main(int argc, char** argv) {
     return run_broker(redis, bo);
   if (naive->parsed())
     return run_naive(redis, no);
+  if (script->parsed())
+    return run_script_cost(redis, so);
   std::cout << app.help();
   return 2;
 }

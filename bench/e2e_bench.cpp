@@ -134,6 +134,10 @@ bool set_up(const options& o, const std::string& prefix, rig& g) {
   g.relay_stream = ec.relay.stream;
   if (o.relay_batch > 0)
     ec.relay.batch = o.relay_batch;
+  if (o.broker_workers > 0)
+    ec.broker.workers = o.broker_workers;
+  if (o.finalizer_workers > 0)
+    ec.finalizer.workers = o.finalizer_workers;
   auto started = engine::start(*g.sys, ec);
   if (!started) {
     std::fprintf(stderr, "engine::start: %s\n",
@@ -387,6 +391,10 @@ int main(int argc, char** argv) {
   app.add_option("--drain", o.drain_s,
                  "seconds to wait for matches after the --duration bound")
     ->capture_default_str();
+  app.add_option("--broker-workers", o.broker_workers,
+                 "the queue broker's store connections (0: the engine's)");
+  app.add_option("--finalizer-workers", o.finalizer_workers,
+                 "the finalizer's database connections (0: the engine's)");
   app.add_option("--relay-batch", o.relay_batch,
                  "outbox relay batch (events per cycle; 0: the engine's "
                  "default)")

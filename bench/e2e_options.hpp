@@ -26,6 +26,8 @@ struct options {
   double duration_s = 60;   ///< bound on the joining phase
   double drain_s = 10;      ///< bound on the wait for matches after it
   uint32_t relay_batch = 0; ///< relay_config::batch; 0: the engine's
+  uint32_t broker_workers = 0;    ///< broker_config::workers; 0: the engine's
+  uint32_t finalizer_workers = 0; ///< finalizer_config::workers; 0: the engine's
   std::string label;        ///< tag of the output lines
   bool keep_database = false;
   bool progress = true;
