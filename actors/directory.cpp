@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -196,6 +197,69 @@ void gone(directory_ptr self, const std::string& user) {
     self->send(gw, unregister_atom_v, user);
 }
 
+/// Delivers `ev` to both users: to their sessions here, through the gateway
+/// to their nodes, or kept here; calls `done` once with the sum (at once
+/// when nothing is routed).
+void deliver(directory_ptr self, match_event ev,
+             std::function<void(const delivery_report&)> done) {
+  auto& st = self->state;
+  delivery_report rep;
+  std::vector<std::string> remote;
+  auto to = [&](const std::string& user) {
+    if (user.empty())
+      return;
+    if (st.sessions.count(user) == 0 && st.gateway)
+      remote.push_back(user);
+    else
+      rep += deliver_here(self, user, ev);
+  };
+  to(ev.user_a);
+  if (ev.user_b != ev.user_a)
+    to(ev.user_b);
+  if (remote.empty()) {
+    done(rep);
+    return;
+  }
+  // Users without a session here: to their node, through the gateway.
+  auto acc = std::make_shared<delivery_report>(rep);
+  auto open = std::make_shared<size_t>(remote.size());
+  auto shared_ev = std::make_shared<match_event>(std::move(ev));
+  auto shared_done
+    = std::make_shared<std::function<void(const delivery_report&)>>(
+      std::move(done));
+  for (auto& user : remote) {
+    auto one = [self, acc, open, user, shared_ev,
+                shared_done](delivery_report r) {
+      if (r.reached + r.kept == 0) {
+        // Connected nowhere, or its node could not be reached: kept
+        // here (or handed over, if the user registered here meanwhile).
+        auto here = deliver_here(self, user, *shared_ev);
+        if (here.reached > 0) {
+          r = here;
+        } else if (r.failed == 0) {
+          auto unrouted = r.unrouted;
+          r = here;
+          r.unrouted = unrouted;
+        }
+      }
+      *acc += r;
+      if (--*open == 0)
+        (*shared_done)(*acc);
+    };
+    self->request(st.gateway, route_timeout, route_atom_v, user, *shared_ev)
+      .then([one](delivery_report& r) { one(r); },
+            [self, one, user, shared_ev](caf::error& err) {
+              dir_log()->warn("directory: event {} for user '{}' not "
+                              "routed: {}",
+                              shared_ev->event_id, user,
+                              self->system().render(err));
+              delivery_report r;
+              r.failed = 1;
+              one(r);
+            });
+  }
+}
+
 directory_actor::behavior_type directory_impl(directory_ptr self,
                                               directory_config cfg) {
   self->state.cfg = std::move(cfg);
@@ -254,61 +318,29 @@ directory_actor::behavior_type directory_impl(directory_ptr self,
       count(self);
     },
     [self](deliver_atom, match_event& ev) {
-      auto& st = self->state;
       auto rp = self->make_response_promise<delivery_report>();
-      delivery_report rep;
-      std::vector<std::string> remote;
-      auto to = [&](const std::string& user) {
-        if (user.empty())
-          return;
-        if (st.sessions.count(user) == 0 && st.gateway)
-          remote.push_back(user);
-        else
-          rep += deliver_here(self, user, ev);
-      };
-      to(ev.user_a);
-      if (ev.user_b != ev.user_a)
-        to(ev.user_b);
-      if (remote.empty()) {
-        rp.deliver(rep);
+      deliver(self, std::move(ev),
+              [rp](const delivery_report& r) mutable { rp.deliver(r); });
+      return rp;
+    },
+    [self](deliver_atom, std::vector<match_event>& evs) {
+      // One message for a relay's batch: the reports in the events' order,
+      // answered once the last one is known.
+      using reports = std::vector<delivery_report>;
+      auto rp = self->make_response_promise<reports>();
+      if (evs.empty()) {
+        rp.deliver(reports{});
         return rp;
       }
-      // Users without a session here: to their node, through the gateway.
-      auto acc = std::make_shared<delivery_report>(rep);
-      auto open = std::make_shared<size_t>(remote.size());
-      auto shared_ev = std::make_shared<match_event>(std::move(ev));
-      for (auto& user : remote) {
-        auto done = [self, rp, acc, open, user,
-                     shared_ev](delivery_report r) mutable {
-          if (r.reached + r.kept == 0) {
-            // Connected nowhere, or its node could not be reached: kept
-            // here (or handed over, if the user registered here meanwhile).
-            auto here = deliver_here(self, user, *shared_ev);
-            if (here.reached > 0) {
-              r = here;
-            } else if (r.failed == 0) {
-              auto unrouted = r.unrouted;
-              r = here;
-              r.unrouted = unrouted;
-            }
-          }
-          *acc += r;
-          if (--*open == 0)
-            rp.deliver(*acc);
-        };
-        self
-          ->request(st.gateway, route_timeout, route_atom_v, user, *shared_ev)
-          .then([done](delivery_report& r) mutable { done(r); },
-                [self, done, user, shared_ev](caf::error& err) mutable {
-                  dir_log()->warn("directory: event {} for user '{}' not "
-                                  "routed: {}",
-                                  shared_ev->event_id, user,
-                                  self->system().render(err));
-                  delivery_report r;
-                  r.failed = 1;
-                  done(r);
+      auto acc = std::make_shared<reports>(evs.size());
+      auto open = std::make_shared<size_t>(evs.size());
+      for (size_t i = 0; i < evs.size(); ++i)
+        deliver(self, std::move(evs[i]),
+                [rp, acc, open, i](const delivery_report& r) mutable {
+                  (*acc)[i] = r;
+                  if (--*open == 0)
+                    rp.deliver(std::move(*acc));
                 });
-      }
       return rp;
     },
     [self](deliver_atom, std::string& user, match_event& ev) {

@@ -51,6 +51,9 @@ struct directory_config {
 ///   `failed > 0` means a user's node is live but was not reached (the
 ///   relay then leaves the event unmarked). Idempotent per event id at the
 ///   receiving sessions (they dedupe; the relay delivers at least once).
+/// - `deliver_atom, vector<match_event>`: each event as above, in one
+///   message (a relay's batch); answers one `delivery_report` per event, in
+///   their order, once all are known. Idempotent per event id.
 /// - `deliver_atom, user, match_event`: the same for one user, here only
 ///   (a peer's gateway and the reconnect replay use it). Idempotent per
 ///   event id.

@@ -378,58 +378,68 @@ void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent);
 /// again (by any relay), never lost.
 void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
   auto& st = self->state;
-  auto open = std::make_shared<size_t>(0);
+  // The readable events go to the directory in ONE message; `at` maps its
+  // reports back to the batch.
+  std::vector<size_t> at;
+  std::vector<match_event> evs;
   if (st.directory)
     for (auto i : sent)
-      if (b->readable[i])
-        ++*open;
-  if (*open == 0) {
+      if (b->readable[i]) {
+        at.push_back(i);
+        evs.push_back(b->parsed[i]);
+      }
+  if (at.empty()) {
     mark(self, std::move(b), std::move(sent));
     return;
   }
-  auto missed = std::make_shared<std::vector<bool>>(b->events.size(), false);
-  auto next = [self, b, sent, open, missed] {
-    if (--*open != 0)
-      return;
+  auto missed = [b, sent](const std::vector<bool>& miss) {
     std::vector<size_t> done;
     for (auto i : sent)
-      if (!(*missed)[i])
+      if (!miss[i])
         done.push_back(i);
-    mark(self, b, std::move(done));
+    return done;
   };
-  for (auto i : sent) {
-    if (!b->readable[i])
-      continue;
-    self->request(st.directory, directory_timeout, deliver_atom_v, b->parsed[i])
-      .then(
-        [self, next, missed, i, id = b->events[i].event_id,
-         attempts = b->events[i].attempts](delivery_report& r) {
-          if (complete(r) && r.unrouted > 0
-              && attempts >= 0
-              && static_cast<uint32_t>(attempts)
+  self->request(st.directory, directory_timeout, deliver_atom_v, std::move(evs))
+    .then(
+      [self, b, at, missed](std::vector<delivery_report>& rs) {
+        std::vector<bool> miss(b->events.size(), false);
+        for (size_t k = 0; k < at.size(); ++k) {
+          auto i = at[k];
+          auto& ev = b->events[i];
+          if (k >= rs.size()) {
+            miss[i] = true; // not answered for: delivered again later
+            continue;
+          }
+          auto& r = rs[k];
+          if (complete(r) && r.unrouted > 0 && ev.attempts >= 0
+              && static_cast<uint32_t>(ev.attempts)
                    <= self->state.cfg.unrouted_attempts) {
             relay_log()->info("event {}: no node known for {} user(s) "
                               "(attempt {}): left for another delivery in "
                               "case the store forgot their node",
-                              id, r.unrouted, attempts);
-            (*missed)[i] = true;
+                              ev.event_id, r.unrouted, ev.attempts);
+            miss[i] = true;
           } else if (!complete(r)) {
             relay_log()->warn("event {} did not reach {} user(s) on a node "
                               "that could not be reached: left for another "
                               "delivery when its lease lapses",
-                              id, r.failed);
-            (*missed)[i] = true;
+                              ev.event_id, r.failed);
+            miss[i] = true;
           }
-          next();
-        },
-        [self, next, missed, i, id = b->events[i].event_id](caf::error& err) {
-          relay_log()->warn("directory did not take event {}: {}; left for "
-                            "another delivery when its lease lapses",
-                            id, self->system().render(err));
-          (*missed)[i] = true;
-          next();
-        });
-  }
+        }
+        mark(self, b, missed(miss));
+      },
+      [self, b, at, missed](caf::error& err) {
+        relay_log()->warn("directory did not take {} event(s) (first {}): "
+                          "{}; left for another delivery when their lease "
+                          "lapses",
+                          at.size(), b->events[at.front()].event_id,
+                          self->system().render(err));
+        std::vector<bool> miss(b->events.size(), false);
+        for (auto i : at)
+          miss[i] = true;
+        mark(self, b, missed(miss));
+      });
 }
 
 void sink(relay_ptr self, batch_ptr b) {

@@ -79,6 +79,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
 
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::release_result>))
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::match_event>))
+  CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::delivery_report>))
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -228,6 +229,9 @@ using directory_actor = caf::typed_actor<
   // unreachable). Answers what became of it. Idempotent per event id at the
   // receiving sessions.
   caf::replies_to<deliver_atom, match_event>::with<delivery_report>,
+  // The same for a relay's batch: one report per event, in order.
+  caf::replies_to<deliver_atom, std::vector<match_event>>::with<
+    std::vector<delivery_report>>,
   // (user, event): delivers to that user's session HERE only, or keeps it
   // for the user (never routed). Idempotent per event id.
   caf::replies_to<deliver_atom, std::string, match_event>::with<

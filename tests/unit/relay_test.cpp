@@ -402,6 +402,40 @@ CAF_TEST(deliver reaches both registered sessions) {
   CAF_CHECK_EQUAL(inbox["alice"]->at(0).session_id, "s-e1");
 }
 
+CAF_TEST(a batch of events goes in one message with a report per event in order) {
+  connect("alice");
+  connect("bob");
+  std::vector<match_event> evs{event("e1", "alice", "bob"),
+                               event("e2", "carol", "dave"),
+                               event("e3", "alice", "carol")};
+  auto rh = self->request(dir, caf::infinite, deliver_atom_v, evs);
+  run();
+  rh.receive(
+    [](std::vector<delivery_report>& rs) {
+      CAF_REQUIRE_EQUAL(rs.size(), 3u);
+      CAF_CHECK_EQUAL(rs[0].reached, 2u);
+      CAF_CHECK_EQUAL(rs[0].kept, 0u);
+      CAF_CHECK_EQUAL(rs[1].reached, 0u);
+      CAF_CHECK_EQUAL(rs[1].kept, 2u); // no gateway: kept for both
+      CAF_CHECK_EQUAL(rs[2].reached, 1u);
+      CAF_CHECK_EQUAL(rs[2].kept, 1u);
+    },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  CAF_CHECK_EQUAL(got("alice", "e1"), 1);
+  CAF_CHECK_EQUAL(got("bob", "e1"), 1);
+  CAF_CHECK_EQUAL(got("alice", "e3"), 1);
+  connect("carol");
+  CAF_CHECK_EQUAL(got("carol", "e2"), 1);
+  CAF_CHECK_EQUAL(got("carol", "e3"), 1);
+  // An empty batch is answered at once with no reports.
+  auto empty = self->request(dir, caf::infinite, deliver_atom_v,
+                             std::vector<match_event>{});
+  run();
+  empty.receive(
+    [](std::vector<delivery_report>& rs) { CAF_CHECK(rs.empty()); },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+}
+
 CAF_TEST(a user without a session gets its events when it registers) {
   connect("alice");
   auto rh = self->request(dir, caf::infinite, deliver_atom_v,
