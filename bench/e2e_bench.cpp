@@ -138,6 +138,10 @@ bool set_up(const options& o, const std::string& prefix, rig& g) {
     ec.broker.workers = o.broker_workers;
   if (o.finalizer_workers > 0)
     ec.finalizer.workers = o.finalizer_workers;
+  if (o.finalizer_delay_ms >= 0)
+    ec.finalizer.batch_delay_ms = static_cast<uint32_t>(o.finalizer_delay_ms);
+  if (o.lookup_delay_ms >= 0)
+    ec.lifecycle.lookup_delay_ms = static_cast<uint32_t>(o.lookup_delay_ms);
   auto started = engine::start(*g.sys, ec);
   if (!started) {
     std::fprintf(stderr, "engine::start: %s\n",
@@ -395,6 +399,11 @@ int main(int argc, char** argv) {
                  "the queue broker's store connections (0: the engine's)");
   app.add_option("--finalizer-workers", o.finalizer_workers,
                  "the finalizer's database connections (0: the engine's)");
+  app.add_option("--finalizer-delay-ms", o.finalizer_delay_ms,
+                 "the group commit's wait for more pairs (-1: the engine's)");
+  app.add_option("--lookup-delay-ms", o.lookup_delay_ms,
+                 "the joins' in-session checks gather for this long (-1: the "
+                 "engine's)");
   app.add_option("--relay-batch", o.relay_batch,
                  "outbox relay batch (events per cycle; 0: the engine's "
                  "default)")
