@@ -430,10 +430,11 @@ void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
         mark(self, b, missed(miss));
       },
       [self, b, at, missed](caf::error& err) {
-        relay_log()->warn("directory did not take {} event(s) (first {}): "
+        relay_log()->warn("directory did not take {} event(s) ({} .. {}): "
                           "{}; left for another delivery when their lease "
                           "lapses",
                           at.size(), b->events[at.front()].event_id,
+                          b->events[at.back()].event_id,
                           self->system().render(err));
         std::vector<bool> miss(b->events.size(), false);
         for (auto i : at)

@@ -48,6 +48,51 @@ session_actor::behavior_type recorder(session_actor::pointer,
   };
 }
 
+/// A stand-in directory whose reports the test chooses: by the event's
+/// first user ("fail*": a node not reached; "away*": no node known;
+/// otherwise both reached), or for a whole batch: an error, or a reply one
+/// report short.
+enum class stub_mode { by_user, error, short_reply };
+
+delivery_report stub_report(const match_event& ev) {
+  delivery_report r;
+  if (ev.user_a.rfind("fail", 0) == 0) {
+    r.reached = 1;
+    r.failed = 1;
+  } else if (ev.user_a.rfind("away", 0) == 0) {
+    r.kept = 2;
+    r.unrouted = 2;
+  } else {
+    r.reached = 2;
+  }
+  return r;
+}
+
+directory_actor::behavior_type stub_directory(directory_actor::pointer,
+                                              stub_mode mode) {
+  return {
+    [](register_atom, std::string&, session_actor&) {},
+    [](unregister_atom, std::string&, session_actor&) {},
+    [](deliver_atom, match_event& ev) { return stub_report(ev); },
+    [mode](deliver_atom, std::vector<match_event>& evs)
+      -> caf::result<std::vector<delivery_report>> {
+      if (mode == stub_mode::error)
+        return caf::make_error(caf::sec::runtime_error, "stub");
+      std::vector<delivery_report> out;
+      for (auto& ev : evs)
+        out.push_back(stub_report(ev));
+      if (mode == stub_mode::short_reply && !out.empty())
+        out.pop_back();
+      return out;
+    },
+    [](deliver_atom, std::string&, match_event&) {
+      return delivery_report{};
+    },
+    [](attach_atom, node_gateway_actor&) {},
+    [](tick_atom) {},
+  };
+}
+
 /// Fails the first `failures` execute calls of every connection's factory
 /// with `store_unavailable` (a Redis that is down), then passes through.
 class flaky_sink final : public queue_store_factory {
@@ -300,6 +345,18 @@ struct fixture : test_coordinator_fixture<mm_config> {
     return ids;
   }
 
+  /// Commits one match of `a` and `b` (queue "voice").
+  void commit_pair(const std::string& a, const std::string& b) {
+    match_request r;
+    r.queue = "voice";
+    r.user_a = a;
+    r.ticket_a = "t" + a;
+    r.user_b = b;
+    r.ticket_b = "t" + b;
+    for (auto& res : conn->commit_matches({r}))
+      CAF_REQUIRE(res);
+  }
+
   /// The events of the commits so far, as the finalizer would push them.
   std::vector<match_event> pushable;
 
@@ -527,6 +584,44 @@ CAF_TEST(a session that goes down is dropped) {
 CAF_TEST_FIXTURE_SCOPE_END()
 
 CAF_TEST_FIXTURE_SCOPE(relay_tests, fixture)
+
+CAF_TEST(the relay marks only the events whose reports in the batch are complete) {
+  // Per event: reached (marked), a node not reached and no node known on a
+  // first delivery (both left for another delivery).
+  dir = sys.spawn(stub_directory, stub_mode::by_user);
+  to_stop.push_back(caf::actor_cast<caf::actor>(dir));
+  auto m = std::make_shared<engine_metrics>();
+  auto c = cfg;
+  c.metrics = m;
+  auto r = relay(c);
+  run();
+  CAF_CHECK_EQUAL(flush(r), 0u);
+  commit_pair("ok1", "x1");
+  commit_pair("fail1", "x2");
+  commit_pair("away1", "x3");
+  commit_pair("ok2", "x4");
+  CAF_CHECK_EQUAL(flush(r), 2u);
+  CAF_CHECK_EQUAL(m->events_delivered.load(), 2u);
+  CAF_CHECK_EQUAL(stream_ids().size(), 4u); // all four went to the stream
+}
+
+CAF_TEST(a batch the directory did not answer for is left for another delivery) {
+  for (auto mode : {stub_mode::error, stub_mode::short_reply}) {
+    dir = sys.spawn(stub_directory, mode);
+    to_stop.push_back(caf::actor_cast<caf::actor>(dir));
+    auto r = relay(cfg);
+    run();
+    CAF_CHECK_EQUAL(flush(r), 0u);
+    auto base = mode == stub_mode::error ? "e" : "s";
+    for (int i = 0; i < 3; ++i)
+      commit_pair(base + std::string{"ok"} + std::to_string(i),
+                  base + std::string{"x"} + std::to_string(i));
+    // error: none marked; a reply one short: the last event unmarked.
+    CAF_CHECK_EQUAL(flush(r), mode == stub_mode::error ? 0u : 2u);
+    anon_send_exit(r, caf::exit_reason::user_shutdown);
+    run();
+  }
+}
 
 CAF_TEST(committed matches reach the stream and both sessions) {
   for (int i = 0; i < 5; ++i) {
