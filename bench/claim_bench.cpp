@@ -308,7 +308,10 @@ int main(int argc, char** argv) {
               "the minimal claim's (INFO commandstats)");
   script->add_option("--calls", so.calls, "calls per variant and round")
     ->capture_default_str();
-  script->add_option("--pipeline", so.pipeline, "calls per round trip")
+  script->add_option("--pipeline", so.pipeline,
+                     "calls per round trip (its matched tickets go in one "
+                     "release call: at most 1,000)")
+    ->check(CLI::Range(1, 500))
     ->capture_default_str();
   script->add_option("--rounds", so.rounds, "rounds (variants in turns)")
     ->capture_default_str();
