@@ -311,9 +311,9 @@ if [ "$mode" = pg ]; then
   [ "$lines" -le 100 ] || fail "$lines log lines in ${outage_s} s"
   # The pair that waited out the outage is committed, nobody lost. Its
   # next commit may still be up to retry_max_ms (5 s, +20 % jitter) away
-  # when the database is back, and the first attempt on a connection the
-  # outage broke can fail once more (CI saw "queued" when asked at once):
-  # asked until 15 s after the load ended.
+  # when the database is back, one more step when an attempt falls just
+  # before it answers (CI saw "queued" when asked at once): asked until
+  # 15 s after the load ended.
   for u in "$x" "$y"; do
     t0=$(date +%s)
     while :; do
