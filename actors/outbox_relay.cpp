@@ -371,6 +371,30 @@ void fetch(relay_ptr self) {
 
 void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent);
 
+/// Whether the directory's report `r` for `ev` lets it be marked delivered
+/// (logs why not): a user whose node could not be reached, or one the store
+/// knows no node for on its first deliveries, leaves it for another one.
+bool settled(relay_ptr self, const outbox_event& ev,
+             const delivery_report& r) {
+  if (!complete(r)) {
+    relay_log()->warn("event {} did not reach {} user(s) on a node that "
+                      "could not be reached: left for another delivery "
+                      "when its lease lapses",
+                      ev.event_id, r.failed);
+    return false;
+  }
+  if (r.unrouted > 0 && ev.attempts >= 0
+      && static_cast<uint32_t>(ev.attempts)
+           <= self->state.cfg.unrouted_attempts) {
+    relay_log()->info("event {}: no node known for {} user(s) (attempt {}): "
+                      "left for another delivery in case the store forgot "
+                      "their node",
+                      ev.event_id, r.unrouted, ev.attempts);
+    return false;
+  }
+  return true;
+}
+
 /// Hands the XADDed events to the directory, waits for its answers, marks
 /// the ones that every user got (or that wait for users connected nowhere).
 /// An event whose user's node could not be reached, or that the directory
@@ -392,54 +416,34 @@ void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
     mark(self, std::move(b), std::move(sent));
     return;
   }
-  auto missed = [b, sent](const std::vector<bool>& miss) {
+  // Marks what was sent but for the events flagged in `left`.
+  auto mark_but = [self, b, sent](const std::vector<bool>& left) {
     std::vector<size_t> done;
     for (auto i : sent)
-      if (!miss[i])
+      if (!left[i])
         done.push_back(i);
-    return done;
+    mark(self, b, std::move(done));
   };
   self->request(st.directory, directory_timeout, deliver_atom_v, std::move(evs))
     .then(
-      [self, b, at, missed](std::vector<delivery_report>& rs) {
-        std::vector<bool> miss(b->events.size(), false);
-        for (size_t k = 0; k < at.size(); ++k) {
-          auto i = at[k];
-          auto& ev = b->events[i];
-          if (k >= rs.size()) {
-            miss[i] = true; // not answered for: delivered again later
-            continue;
-          }
-          auto& r = rs[k];
-          if (complete(r) && r.unrouted > 0 && ev.attempts >= 0
-              && static_cast<uint32_t>(ev.attempts)
-                   <= self->state.cfg.unrouted_attempts) {
-            relay_log()->info("event {}: no node known for {} user(s) "
-                              "(attempt {}): left for another delivery in "
-                              "case the store forgot their node",
-                              ev.event_id, r.unrouted, ev.attempts);
-            miss[i] = true;
-          } else if (!complete(r)) {
-            relay_log()->warn("event {} did not reach {} user(s) on a node "
-                              "that could not be reached: left for another "
-                              "delivery when its lease lapses",
-                              ev.event_id, r.failed);
-            miss[i] = true;
-          }
-        }
-        mark(self, b, missed(miss));
+      [self, b, at, mark_but](std::vector<delivery_report>& rs) {
+        std::vector<bool> left(b->events.size(), false);
+        for (size_t k = 0; k < at.size(); ++k) // unanswered: left too
+          left[at[k]] = k >= rs.size()
+                        || !settled(self, b->events[at[k]], rs[k]);
+        mark_but(left);
       },
-      [self, b, at, missed](caf::error& err) {
+      [self, b, at, mark_but](caf::error& err) {
         relay_log()->warn("directory did not take {} event(s) ({} .. {}): "
                           "{}; left for another delivery when their lease "
                           "lapses",
                           at.size(), b->events[at.front()].event_id,
                           b->events[at.back()].event_id,
                           self->system().render(err));
-        std::vector<bool> miss(b->events.size(), false);
+        std::vector<bool> left(b->events.size(), false);
         for (auto i : at)
-          miss[i] = true;
-        mark(self, b, missed(miss));
+          left[i] = true;
+        mark_but(left);
       });
 }
 
