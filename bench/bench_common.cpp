@@ -294,4 +294,31 @@ void problem_list::print(const std::string& tag) const {
     std::printf("[%s]   VIOLATION %s\n", tag.c_str(), p.c_str());
 }
 
+std::map<std::string, command_stat>
+parse_commandstats(const std::string& info) {
+  std::map<std::string, command_stat> out;
+  std::istringstream in(info);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("cmdstat_", 0) != 0)
+      continue;
+    auto colon = line.find(':');
+    if (colon == std::string::npos)
+      continue;
+    command_stat st;
+    std::istringstream fields(line.substr(colon + 1));
+    for (std::string kv; std::getline(fields, kv, ',');) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos)
+        continue;
+      auto key = kv.substr(0, eq);
+      if (key == "calls")
+        st.calls = std::strtoull(kv.c_str() + eq + 1, nullptr, 10);
+      else if (key == "usec")
+        st.usec = std::strtoull(kv.c_str() + eq + 1, nullptr, 10);
+    }
+    out[line.substr(8, colon - 8)] = st;
+  }
+  return out;
+}
+
 } // namespace mm::bench

@@ -103,6 +103,17 @@ struct naive_options {
   std::string queue = "naive";
 };
 
+/// Calls and time inside one command, from Redis INFO commandstats
+/// ("cmdstat_fcall:calls=N,usec=U,...").
+struct command_stat {
+  uint64_t calls = 0, usec = 0;
+};
+
+/// Every command's line of an INFO commandstats reply, by command name
+/// (lower case, as Redis writes it).
+std::map<std::string, command_stat>
+parse_commandstats(const std::string& info);
+
 /// Options of `claim_bench script` (bench/script_cost.cpp).
 struct script_cost_options {
   uint64_t calls = 200000;   ///< calls per variant and round

@@ -45,32 +45,10 @@ std::map<std::string, uint64_t> cpu_by_thread_label() {
 
 /// INFO commandstats of the server behind `conn`, by command name.
 std::map<std::string, command_stat> redis_commandstats(queue_store& conn) {
-  std::map<std::string, command_stat> out;
   auto r = conn.execute({{"INFO", "commandstats"}});
   if (r.empty() || r[0].code != errc::none)
-    return out;
-  std::istringstream in(r[0].value.str);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("cmdstat_", 0) != 0)
-      continue;
-    auto colon = line.find(':');
-    if (colon == std::string::npos)
-      continue;
-    command_stat st;
-    std::istringstream fields(line.substr(colon + 1));
-    for (std::string kv; std::getline(fields, kv, ',');) {
-      auto eq = kv.find('=');
-      if (eq == std::string::npos)
-        continue;
-      auto key = kv.substr(0, eq);
-      if (key == "calls")
-        st.calls = std::stoull(kv.substr(eq + 1));
-      else if (key == "usec")
-        st.usec = std::stoull(kv.substr(eq + 1));
-    }
-    out[line.substr(8, colon - 8)] = st;
-  }
-  return out;
+    return {};
+  return parse_commandstats(r[0].value.str);
 }
 
 } // namespace

@@ -8,16 +8,13 @@
 #include <memory>
 #include <string>
 
+#include "bench/bench_common.hpp"
 #include "bench/bench_pg.hpp"
 #include "persistence/queue/queue_store.hpp"
 
 namespace mm::e2e_bench {
 
-/// Calls and time inside each command, from Redis INFO commandstats
-/// ("cmdstat_evalsha:calls=N,usec=U,...").
-struct command_stat {
-  uint64_t calls = 0, usec = 0;
-};
+using bench::command_stat; // bench/bench_common.hpp
 
 /// Everything sampled at the start and at the end of the measured span.
 struct sample {

@@ -126,17 +126,8 @@ uint64_t redis_cpu(redis_conn& c) {
 
 /// EVALSHA calls and usec from INFO commandstats.
 std::pair<double, double> evalsha_stats(redis_conn& c) {
-  std::istringstream in(c.run({"INFO", "commandstats"}));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("cmdstat_evalsha:", 0) != 0)
-      continue;
-    double calls = 0, usec = 0;
-    std::sscanf(line.c_str(), "cmdstat_evalsha:calls=%lf,usec=%lf", &calls,
-                &usec);
-    return {calls, usec};
-  }
-  return {0, 0};
+  auto st = parse_commandstats(c.run({"INFO", "commandstats"}))["evalsha"];
+  return {static_cast<double>(st.calls), static_cast<double>(st.usec)};
 }
 
 /// Matched pairs from the Redis thread to the PostgreSQL thread.

@@ -25,27 +25,6 @@ namespace mm::bench {
 
 namespace {
 
-struct stat_point {
-  uint64_t calls = 0;
-  uint64_t usec = 0;
-};
-
-/// calls and usec of `cmdstat_<command>` in an INFO commandstats reply.
-stat_point parse_stat(const std::string& info, const std::string& command) {
-  stat_point p;
-  auto at = info.find("cmdstat_" + command + ":");
-  if (at == std::string::npos)
-    return p;
-  unsigned long long c = 0, u = 0;
-  if (std::sscanf(info.c_str() + at + command.size() + 9,
-                  "calls=%llu,usec=%llu", &c, &u)
-      == 2) {
-    p.calls = c;
-    p.usec = u;
-  }
-  return p;
-}
-
 /// A random 12-digit id with a prefix: redis-benchmark's __rand_int__ form.
 std::string rand_id(std::mt19937_64& rng, char prefix) {
   char buf[24];
@@ -96,8 +75,8 @@ cost_run run_one(queue_store& conn, const std::vector<std::string>& head,
       ++out.errors;
       return out;
     }
-    auto before = parse_stat(r.front().value.str, stat);
-    auto after = parse_stat(r.back().value.str, stat);
+    auto before = parse_commandstats(r.front().value.str)[stat];
+    auto after = parse_commandstats(r.back().value.str)[stat];
     if (after.calls != before.calls + n || after.usec < before.usec) {
       // Another client's calls, or the statistics reset: not ours to count.
       ++out.errors;
