@@ -50,7 +50,7 @@ struct matchd_config {
   /// work comes) or "stealing" (a queue per thread; idle threads poll and
   /// steal). docs/benchmarks.md, "End to end".
   std::string scheduler = "sharing";
-  uint32_t io_threads = 1; ///< HTTP threads
+  uint32_t io_threads = 2; ///< HTTP threads (docs/matchd.md)
   uint32_t max_body = 16384;
   double rate = 1000;
   uint32_t idle_timeout_ms = 30000;
