@@ -2,7 +2,6 @@
 #include "actors/finalizer.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <random>
 #include <unordered_map>
@@ -14,6 +13,7 @@
 #include "core/logger.hpp"
 
 #include "actors/finalizer_commit.hpp"
+#include "actors/verdict_book.hpp"
 #include "persistence/matchdb/match_store.hpp"
 
 namespace mm {
@@ -74,25 +74,20 @@ struct finalizer_state {
   uint32_t backoff_ms = 0;
   steady_time backoff_until{};
   std::minstd_rand rng{std::random_device{}()};
-  /// Tickets of pairs in `pending`, in a running batch or being undone.
-  std::unordered_map<std::string, int> in_flight;
   std::unordered_map<std::string, waiting_cancel> waiting;
-  /// Final verdicts (honoured, or matched in a session), so a cancel that
-  /// arrives late gets the same answer. "Not here, retry at the queue" is
-  /// never kept: it is true only until the ticket is claimed again.
-  /// Kept `decided_ttl_ms` (and at most max_decided): a cancel later than
-  /// that is answered from the database, so the cache needs to cover only
-  /// the moments around a commit, not every ticket ever decided.
-  std::unordered_map<std::string, cancel_verdict> decided;
-  std::deque<std::pair<steady_time, std::string>> decided_order;
-  /// Tickets an undo put back in the queue, for a cancel that found the
-  /// ticket claimed at the queue just before the requeue and reaches us
-  /// just after it: told once "retry at the queue", where it now finds the
-  /// ticket waiting (else it would wait cancel_wait_ms for a pair that never
-  /// comes). Used once, dropped when the ticket is claimed again (its new
-  /// pair decides), forgotten after cancel_wait_ms.
-  std::unordered_map<std::string, steady_time> requeued;
-  std::deque<std::pair<steady_time, std::string>> requeued_order;
+  /// Tickets of pairs in `pending`, in a running batch or being undone;
+  /// final verdicts (honoured, or matched in a session), so a cancel that
+  /// arrives late gets the same answer, kept `decided_ttl_ms`: a cancel
+  /// later than that is answered from the database, so the book covers
+  /// only the moments around a commit. "Not here, retry at the queue" is
+  /// never kept as a verdict (it is true only until the ticket is claimed
+  /// again) but as a requeue mark for `cancel_wait_ms`, for a cancel that
+  /// found the ticket claimed at the queue just before the requeue and
+  /// reaches us just after it: told once "retry at the queue", where it now
+  /// finds the ticket waiting (else it would wait cancel_wait_ms for a pair
+  /// that never comes).
+  verdict_book book{std::chrono::milliseconds{0},
+                    std::chrono::milliseconds{0}};
   static inline const char* name = "finalizer";
 };
 
@@ -113,41 +108,10 @@ void mark_in_flight(finalizer_state& st, const pending_pair& pp, int delta) {
   };
   for (auto [user, ticket] : sides) {
     auto k = ticket_key(p.queue, *user, *ticket);
-    if (delta > 0) {
-      st.decided.erase(k);
-      st.requeued.erase(k);
-    }
-    if ((st.in_flight[k] += delta) <= 0)
-      st.in_flight.erase(k);
-  }
-}
-
-/// Verdicts kept at most, whatever their age (the cache's memory bound).
-constexpr size_t max_decided = 100000;
-
-/// Drops the verdicts older than decided_ttl_ms, and the oldest beyond
-/// max_decided. A key decided again meanwhile may leave a stale entry in
-/// the order: erasing it early only sends a late cancel to the database.
-void forget_decided(finalizer_state& st, steady_time now) {
-  auto ttl = std::chrono::milliseconds(st.cfg.decided_ttl_ms);
-  while (!st.decided_order.empty()
-         && (st.decided_order.size() >= max_decided
-             || now - st.decided_order.front().first >= ttl)) {
-    st.decided.erase(st.decided_order.front().second);
-    st.decided_order.pop_front();
-  }
-}
-
-/// Drops the requeued marks older than cancel_wait_ms (or beyond
-/// max_decided). A mark set again meanwhile may go early: its cancel then
-/// waits for the database like any other.
-void forget_requeued(finalizer_state& st, steady_time now) {
-  auto ttl = std::chrono::milliseconds(st.cfg.cancel_wait_ms);
-  while (!st.requeued_order.empty()
-         && (st.requeued_order.size() >= max_decided
-             || now - st.requeued_order.front().first >= ttl)) {
-    st.requeued.erase(st.requeued_order.front().second);
-    st.requeued_order.pop_front();
+    if (delta > 0)
+      st.book.enter(k, true);
+    else
+      st.book.leave(k);
   }
 }
 
@@ -161,19 +125,7 @@ void decide(fin_ptr self, const std::string& queue, const std::string& user,
       rp.deliver(v);
     st.waiting.erase(i);
   }
-  auto now = std::chrono::steady_clock::now();
-  if (!v.honoured && v.session_id.empty()) {
-    // Back in the queue: a cancel on its way here is sent back there.
-    forget_requeued(st, now);
-    if (st.in_flight.count(k) == 0 && st.requeued.emplace(k, now).second)
-      st.requeued_order.emplace_back(now, k);
-    return;
-  }
-  forget_decided(st, now);
-  if (st.decided.emplace(k, v).second)
-    st.decided_order.emplace_back(now, k);
-  else
-    st.decided[k] = v;
+  st.book.record(k, v, std::chrono::steady_clock::now());
 }
 
 void log_failure(const char* what, const caf::error& err, fin_ptr self) {
@@ -222,12 +174,10 @@ struct undo_guard {
   fin_ptr self;
   std::string key;
   undo_guard(fin_ptr s, std::string k) : self(s), key(std::move(k)) {
-    ++self->state.in_flight[key];
+    self->state.book.enter(key, false);
   }
   void done() {
-    auto& st = self->state;
-    if (--st.in_flight[key] <= 0)
-      st.in_flight.erase(key);
+    self->state.book.leave(key);
   }
 };
 
@@ -515,7 +465,7 @@ void settle_lookups(fin_ptr self, std::vector<ticket_lookup>& lookups) {
     if (i == st.waiting.end())
       continue; // decided meanwhile
     i->second.asked = false;
-    if (st.in_flight.count(k) > 0)
+    if (st.book.in_flight(k))
       continue; // its pair arrived meanwhile: the pair's decision answers
     switch (l.kind) {
       case ticket_lookup::matched:
@@ -609,6 +559,8 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
   if (!cfg.relay)
     cfg.push_lease_ms = 0; // nobody to push to: the events stay free
   st.cfg = cfg;
+  st.book = verdict_book{std::chrono::milliseconds{cfg.decided_ttl_ms},
+                         std::chrono::milliseconds{cfg.cancel_wait_ms}};
   st.broker = std::move(broker);
   auto probe = factory->connect();
   if (probe->blocking()) {
@@ -654,14 +606,12 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
       auto& st = self->state;
       auto rp = self->make_response_promise<cancel_verdict>();
       auto k = ticket_key(c.queue, c.user, c.ticket);
-      forget_decided(st, std::chrono::steady_clock::now());
-      if (auto i = st.decided.find(k); i != st.decided.end()) {
-        rp.deliver(i->second);
+      if (auto* v = st.book.final_verdict(k, std::chrono::steady_clock::now())) {
+        rp.deliver(*v);
         return rp;
       }
       st.cfg.cancels->add(c.queue, c.user, c.ticket);
-      forget_requeued(st, std::chrono::steady_clock::now());
-      if (st.in_flight.count(k) == 0 && st.requeued.erase(k) > 0) {
+      if (st.book.take_requeued(k, std::chrono::steady_clock::now())) {
         // Put back a moment ago: waiting in the queue (or claimed again,
         // and that pair will see the cancel registered above).
         rp.deliver(cancel_verdict{false, {}});
@@ -686,7 +636,7 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
       auto i = st.waiting.find(k);
       if (i == st.waiting.end() || i->second.asked)
         return;
-      if (st.in_flight.count(k) > 0) {
+      if (st.book.in_flight(k)) {
         // Its pair is being committed right now: the decision will answer;
         // look again after another bound in case it never does.
         self->delayed_send(self,
