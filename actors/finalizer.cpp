@@ -86,8 +86,10 @@ struct finalizer_state {
   /// reaches us just after it: told once "retry at the queue", where it now
   /// finds the ticket waiting (else it would wait cancel_wait_ms for a pair
   /// that never comes).
-  verdict_book book{std::chrono::milliseconds{0},
-                    std::chrono::milliseconds{0}};
+  /// Set from `cfg` when the actor starts; the defaults until then.
+  verdict_book book{
+    std::chrono::milliseconds{finalizer_config{}.decided_ttl_ms},
+    std::chrono::milliseconds{finalizer_config{}.cancel_wait_ms}};
   static inline const char* name = "finalizer";
 };
 

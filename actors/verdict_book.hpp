@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
 #include <deque>
 #include <string>
 #include <unordered_map>

@@ -15,7 +15,8 @@ const cancel_verdict honoured{true, {}};
 const cancel_verdict back_in_queue{false, {}};
 
 struct book_fixture : ::testing::Test {
-  verdict_book book{15000ms, 15000ms};
+  // Two TTLs apart, so that one used for the other shows.
+  verdict_book book{15000ms, 2000ms};
   verdict_book::steady_time t0{};
 };
 
@@ -47,7 +48,9 @@ TEST_F(book_fixture, back_in_the_queue_is_no_verdict_but_a_mark_used_once) {
 
 TEST_F(book_fixture, a_requeue_mark_lapses) {
   book.record("k", back_in_queue, t0);
-  EXPECT_FALSE(book.take_requeued("k", t0 + 15000ms));
+  EXPECT_TRUE(book.take_requeued("k", t0 + 1999ms));
+  book.record("k", back_in_queue, t0);
+  EXPECT_FALSE(book.take_requeued("k", t0 + 2000ms));
 }
 
 TEST_F(book_fixture, a_ticket_in_flight_is_never_told_to_retry_at_the_queue) {
@@ -56,11 +59,20 @@ TEST_F(book_fixture, a_ticket_in_flight_is_never_told_to_retry_at_the_queue) {
   EXPECT_FALSE(book.take_requeued("k", t0));
   book.leave("k");
   EXPECT_FALSE(book.in_flight("k"));
+  EXPECT_FALSE(book.take_requeued("k", t0)); // no mark made in flight
   book.record("k", back_in_queue, t0);
   book.enter("k", false);
   EXPECT_FALSE(book.take_requeued("k", t0)); // in flight again
   book.leave("k");
   EXPECT_TRUE(book.take_requeued("k", t0)); // the mark was kept meanwhile
+}
+
+TEST_F(book_fixture, an_undo_keeps_the_final_verdict) {
+  book.record("k", honoured, t0);
+  book.enter("k", false);
+  EXPECT_NE(book.final_verdict("k", t0), nullptr);
+  book.leave("k");
+  EXPECT_NE(book.final_verdict("k", t0), nullptr);
 }
 
 TEST_F(book_fixture, claimed_again_drops_what_was_known_before) {
@@ -84,12 +96,22 @@ TEST_F(book_fixture, entries_count_and_leave_balances) {
   EXPECT_FALSE(book.in_flight("k"));
 }
 
+// The bound holds after every prune: max_kept - 1 entries stay, the next
+// one pushes the oldest out.
 TEST_F(book_fixture, the_verdicts_kept_are_bounded_whatever_their_age) {
-  for (size_t i = 0; i <= verdict_book::max_kept; ++i)
-    book.record("k" + std::to_string(i), matched, t0);
-  // The oldest went to make room; the newest is there.
-  EXPECT_EQ(book.final_verdict("k0", t0), nullptr);
-  EXPECT_NE(book.final_verdict("k" + std::to_string(verdict_book::max_kept),
-                               t0),
-            nullptr);
+  auto key = [](size_t i) { return "k" + std::to_string(i); };
+  for (size_t i = 0; i + 1 < verdict_book::max_kept; ++i)
+    book.record(key(i), matched, t0);
+  EXPECT_NE(book.final_verdict("k0", t0), nullptr);
+  book.record(key(verdict_book::max_kept - 1), matched, t0);
+  EXPECT_EQ(book.final_verdict("k0", t0), nullptr); // the oldest made room
+  EXPECT_NE(book.final_verdict(key(verdict_book::max_kept - 1), t0), nullptr);
+}
+
+TEST_F(book_fixture, the_requeue_marks_are_bounded_too) {
+  auto key = [](size_t i) { return "k" + std::to_string(i); };
+  for (size_t i = 0; i < verdict_book::max_kept; ++i)
+    book.record(key(i), back_in_queue, t0);
+  EXPECT_FALSE(book.take_requeued("k0", t0));
+  EXPECT_TRUE(book.take_requeued(key(verdict_book::max_kept - 1), t0));
 }
