@@ -54,26 +54,31 @@ bool verdict_book::take_requeued(const std::string& key, steady_time now) {
   return !in_flight(key) && requeued_.erase(key) > 0;
 }
 
-// A key recorded again meanwhile may leave a stale entry in the order:
-// erasing it early only sends a late cancel to the database (a verdict) or
-// lets it wait for the database like any other (a requeue mark).
+namespace {
 
-void verdict_book::forget_decided(steady_time now) {
-  while (!decided_order_.empty()
-         && (decided_order_.size() >= max_kept
-             || now - decided_order_.front().first >= decided_ttl_)) {
-    decided_.erase(decided_order_.front().second);
-    decided_order_.pop_front();
+/// Drops the entries of `map` older than `ttl`, and the oldest beyond
+/// `max`, in `order`'s order. A key recorded again meanwhile may leave a
+/// stale entry in the order: erasing it early only sends a late cancel to
+/// the database (a verdict) or lets it wait for the database like any
+/// other (a requeue mark).
+template <class Map, class Order, class Time>
+void prune(Map& map, Order& order, std::chrono::milliseconds ttl, Time now,
+           size_t max) {
+  while (!order.empty()
+         && (order.size() >= max || now - order.front().first >= ttl)) {
+    map.erase(order.front().second);
+    order.pop_front();
   }
 }
 
+} // namespace
+
+void verdict_book::forget_decided(steady_time now) {
+  prune(decided_, decided_order_, decided_ttl_, now, max_kept);
+}
+
 void verdict_book::forget_requeued(steady_time now) {
-  while (!requeued_order_.empty()
-         && (requeued_order_.size() >= max_kept
-             || now - requeued_order_.front().first >= requeued_ttl_)) {
-    requeued_.erase(requeued_order_.front().second);
-    requeued_order_.pop_front();
-  }
+  prune(requeued_, requeued_order_, requeued_ttl_, now, max_kept);
 }
 
 } // namespace mm
