@@ -1180,6 +1180,49 @@ std::unique_ptr<pg_admin> pg_of(const std::string& kind,
   return std::make_unique<pg_admin>(pg_conninfo(maker.last_db()));
 }
 
+// The PostgreSQL store sends a batch as array literals: quotes,
+// backslashes, braces, commas, blanks and the word NULL must arrive as
+// written, in every column, as one request and inside a batch.
+TEST_P(match_store_conformance, text_arrives_byte_for_byte) {
+  const std::string odd = "a\"b\\c{d},e NULL \\\" }{ \u00e9";
+  std::vector<match_request> batch;
+  batch.push_back(req(q_, "q\"1", "q\\2"));
+  batch.back().attrs_a = odd;
+  batch.back().attrs_b = "NULL";
+  batch.push_back(req(q_ + ",{x}", "q3", "q 4"));
+  batch.back().attrs_a = "";
+  batch.back().attrs_b = odd + odd;
+  auto res = s().commit_matches(batch);
+  ASSERT_EQ(res.size(), 2u);
+  for (size_t i = 0; i < res.size(); ++i) {
+    ASSERT_OK(res[i]);
+    EXPECT_EQ(res[i]->queue, batch[i].queue);
+    EXPECT_EQ(res[i]->user_a, batch[i].user_a);
+    EXPECT_EQ(res[i]->user_b, batch[i].user_b);
+    EXPECT_EQ(res[i]->ticket_a, batch[i].ticket_a);
+  }
+  auto evs = drain(s());
+  ASSERT_EQ(evs.size(), 2u);
+  // Alone (the one-by-one path sends a one-element array).
+  auto one = s().commit_matches({req(q_, "r\"1", "r}2")});
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_OK(one[0]);
+  EXPECT_EQ(one[0]->user_a, "r\"1");
+  EXPECT_EQ(one[0]->user_b, "r}2");
+  if (auto db = pg_of(GetParam(), *maker_)) {
+    auto rows = db->query("SELECT user_a, user_b, attrs_a, attrs_b, queue"
+                          " FROM match_sessions ORDER BY created_at, user_a");
+    ASSERT_EQ(rows.size(), 3u);
+    std::set<std::vector<std::string>> got(rows.begin(), rows.end());
+    EXPECT_TRUE(got.count({"q\"1", "q\\2", odd, "NULL", q_}));
+    EXPECT_TRUE(got.count({"q3", "q 4", "", odd + odd, q_ + ",{x}"}));
+    EXPECT_EQ(db->count("SELECT count(*) FROM outbox WHERE payload->>"
+                        "'session_id' = aggregate_id AND event_id ="
+                        " 'match.created:' || aggregate_id"),
+              3);
+  }
+}
+
 #define EXPECT_SWIPE(x, opposite, is_matched)                                  \
   do {                                                                         \
     ASSERT_OK(x);                                                              \

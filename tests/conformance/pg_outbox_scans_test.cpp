@@ -133,7 +133,9 @@ protected:
     last_plan_ = plan.dump(1);
     auto n = plan.at("Shared Hit Blocks").get<int64_t>()
              + plan.at("Shared Read Blocks").get<int64_t>();
-    std::cout << st.name << "(" << args << "): " << n << " blocks\n";
+    std::cout << st.name << "("
+              << (args.size() > 120 ? args.substr(0, 120) + "..." : args)
+              << "): " << n << " blocks\n";
     return n;
   }
 
@@ -165,6 +167,35 @@ TEST_F(pg_outbox_scans, mark_reads_past_the_delivered_history) {
   auto b = blocks_both_ways(pg::st_mark, "'[\"" + id + "\"]'");
   EXPECT_LT(b, 60) << "marking one event read " << b << " blocks:\n"
                    << last_plan_;
+}
+
+// A relay marks its events in batches, seconds after commit, while the
+// history of delivered events is still in outbox_undelivered as dead
+// entries. The mark used to walk that index whole (the planner deems it
+// tiny), ~7,000 blocks per mark of 100 events with 100,000 delivered ones
+// (bench/floor_bench --rows product): the planner must not get the choice.
+TEST_F(pg_outbox_scans, a_batch_mark_reads_past_the_delivered_history) {
+  commit(big_history, "h");
+  deliver_all();
+  commit(100, "new");
+  auto ids = nlohmann::json::array();
+  for (auto& row : sql_->query("SELECT event_id FROM outbox WHERE "
+                               "delivered_at IS NULL"))
+    ids.push_back(row.at(0));
+  ASSERT_EQ(ids.size(), 100u);
+  // Young and analyzed: no plan reads the partial index. (Blocks tell it
+  // only faintly at this size: ~18 per event for the probes, the new row
+  // versions and their index entries, ~2,300 in all with the old plan
+  // against ~1,850.)
+  const auto arg = "'" + ids.dump() + "'";
+  for (bool analyzed : {false, true}) {
+    auto b = analyzed ? blocks_analyzed(pg::st_mark, arg)
+                      : blocks(pg::st_mark, arg);
+    EXPECT_EQ(last_plan_.find("undelivered"), std::string::npos)
+      << (analyzed ? "analyzed" : "young") << ", " << b << " blocks:\n"
+      << last_plan_;
+    EXPECT_LT(b, 100 * 25) << last_plan_;
+  }
 }
 
 TEST_F(pg_outbox_scans, prune_reads_the_undelivered_events_once) {

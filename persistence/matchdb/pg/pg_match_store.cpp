@@ -110,16 +110,29 @@ pg_match_store::exec_params(const char* sql,
 
 result_ptr pg_match_store::exec_prepared(
   stmt s, std::initializer_list<const std::string*> params) {
-  if (!prepared_[s]) {
-    auto r = checked(result_ptr{
-      PQprepare(conn_.get(), statements[s].name, statements[s].sql,
-                static_cast<int>(params.size()), nullptr)});
-    must(r, std::string{"prepare "} + statements[s].name);
-    prepared_[s] = true;
-  }
   std::vector<const char*> values;
   for (const auto* p : params)
     values.push_back(p->c_str());
+  return exec_prepared(s, values);
+}
+
+result_ptr pg_match_store::exec_prepared(
+  stmt s, const std::vector<std::string>& params) {
+  std::vector<const char*> values;
+  for (const auto& p : params)
+    values.push_back(p.c_str());
+  return exec_prepared(s, values);
+}
+
+result_ptr pg_match_store::exec_prepared(
+  stmt s, const std::vector<const char*>& values) {
+  if (!prepared_[s]) {
+    auto r = checked(result_ptr{
+      PQprepare(conn_.get(), statements[s].name, statements[s].sql,
+                static_cast<int>(values.size()), nullptr)});
+    must(r, std::string{"prepare "} + statements[s].name);
+    prepared_[s] = true;
+  }
   return checked(result_ptr{PQexecPrepared(
     conn_.get(), statements[s].name, static_cast<int>(values.size()),
     values.data(), nullptr, nullptr, 0)});

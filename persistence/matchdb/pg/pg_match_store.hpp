@@ -128,6 +128,12 @@ private:
   result_ptr exec_prepared(stmt s,
                            std::initializer_list<const std::string*> params);
 
+  /// The same with the parameters in a vector.
+  result_ptr exec_prepared(stmt s, const std::vector<std::string>& params);
+
+  /// The same with the parameters as C strings.
+  result_ptr exec_prepared(stmt s, const std::vector<const char*>& values);
+
   /// Throws `db_refusal` when the database refused `r`.
   static void must(const result_ptr& r, const std::string& what);
 
@@ -161,8 +167,7 @@ private:
   /// `after_create` checkpoint before releasing it. `lease`: the events'
   /// lease in ms, as text (set_commit_lease).
   void commit_one(const match_request& req, const std::vector<pending>& todo,
-                  size_t k, const std::unordered_map<size_t, size_t>& slot,
-                  const commit_check& check, batch_state& b,
+                  size_t k, const commit_check& check, batch_state& b,
                   std::vector<std::optional<failure>>& withdrawn,
                   const std::string& lease);
 
@@ -184,10 +189,10 @@ private:
   /// In request order, worded like the in-memory store.
   std::string conflict_detail(const match_request& req);
 
-  /// Records the sessions that the commit statement inserted.
+  /// Records the sessions that the commit statement inserted; `sent`: the
+  /// todo indexes of the statement's requests, in its order.
   void take_inserted(const PGresult* r, const std::vector<pending>& todo,
-                     const std::unordered_map<size_t, size_t>& slot,
-                     batch_state& b);
+                     const std::vector<size_t>& sent, batch_state& b);
 
   /// Answers the requests that inserted nothing with the session that holds
   /// their key: committed by an earlier call (a retry), earlier in this
