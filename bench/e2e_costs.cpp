@@ -130,7 +130,7 @@ command_figures count_commands(const sample& a, const sample& b,
 
 void pg_activity::take(pg_conn& admin, const std::string& db) {
   static const std::string kind_sql
-    = "CASE WHEN query LIKE '%jsonb_to_recordset%' OR query LIKE "
+    = "CASE WHEN query LIKE '%INSERT INTO match_sessions%' OR query LIKE "
       "'%NOTIFY%' THEN 'finalizer' WHEN query LIKE 'LISTEN%' THEN "
       "'relay listen' WHEN query LIKE '%outbox%' THEN 'relay' ELSE '' END";
   auto rows = admin.query(std::string{"SELECT pid, "} + backend_state_sql

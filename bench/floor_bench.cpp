@@ -9,6 +9,15 @@
 // floor is cheaper than a matcher that also keeps I1 of docs/design.md in
 // the database).
 //
+// With `--rows product` the same claims are followed by the PostgreSQL work
+// the engine does per match, through its own match store and no actor: the
+// in-session lookup of both users (as the joins ask it, one statement per
+// batch), the group commit of the batch (the engine's schema and statement:
+// the guard index of I1, the retry key, the outbox and its indexes) and the
+// delivery mark of its events (as the relay marks them). What that costs
+// against the floor bounds what any engine on this schema can reach
+// (docs/benchmarks.md, "What the floor leaves out").
+//
 // Prints the matches per second and the CPU per match of this process, of
 // Redis (INFO cpu) and of PostgreSQL (the postmaster and its children, from
 // /proc), the script's server time per call (INFO commandstats), and as
@@ -16,6 +25,7 @@
 //
 //   floor_bench --port P --conninfo "host=... dbname=..." --script FILE
 //               [--matches N] [--pipeline PAIRS] [--batch MATCHES]
+//               [--rows floor|product]
 
 #include <atomic>
 #include <condition_variable>
@@ -34,6 +44,7 @@
 
 #include "bench/bench_common.hpp"
 #include "bench/bench_pg.hpp"
+#include "persistence/matchdb/match_store.hpp"
 
 namespace {
 
@@ -46,6 +57,7 @@ struct options {
   uint64_t matches = 100000;
   uint32_t pipeline = 128; ///< pairs (two claims each) per round trip
   uint32_t batch = 100;    ///< matches per transaction
+  std::string rows = "floor"; ///< floor: primary keys only; product: the engine's
 };
 
 /// One hiredis connection; throws on any error.
@@ -189,8 +201,53 @@ std::string batch_sql(const std::vector<uint64_t>& pairs) {
   return s + m + x + ";COMMIT";
 }
 
+/// The engine's PostgreSQL work for the matches `pairs`: lookups, group
+/// commit, delivery mark. Throws unless every match was committed and
+/// marked.
+void product_batch(mm::match_store& st, const std::vector<uint64_t>& pairs) {
+  std::vector<std::string> users;
+  std::vector<mm::match_request> reqs;
+  for (auto k : pairs) {
+    auto n = std::to_string(k);
+    mm::match_request r;
+    r.queue = "floor";
+    r.user_a = "fa" + n;
+    r.ticket_a = "ta" + n;
+    r.user_b = "fb" + n;
+    r.ticket_b = "tb" + n;
+    users.push_back(r.user_a);
+    users.push_back(r.user_b);
+    reqs.push_back(std::move(r));
+  }
+  for (auto& in : st.active_sessions_of(users))
+    if (!in || in->has_value())
+      throw std::runtime_error("in-session lookup: a user is taken or the "
+                               "lookup failed");
+  std::vector<std::string> events;
+  for (auto& res : st.commit_matches(reqs)) {
+    if (!res || !res->created)
+      throw std::runtime_error(
+        "group commit: " + (res ? "not created" : res.error().detail));
+    events.push_back(mm::match_created_event_id(res->session_id));
+  }
+  auto marked = st.mark_delivered(events);
+  if (!marked || *marked != events.size())
+    throw std::runtime_error("delivery mark failed");
+}
+
 uint64_t write_loop(const options& o, pair_queue& q) {
-  mm::bench::pg_conn db{o.conninfo};
+  std::unique_ptr<mm::match_store> st;
+  std::unique_ptr<mm::bench::pg_conn> db;
+  if (o.rows == "product") {
+    mm::pg_options po;
+    po.conninfo = o.conninfo;
+    st = mm::make_pg_match_store(po)->connect();
+    // As the engine's finalizer: the events leased to the node that
+    // committed them, for its relay to push and mark.
+    st->set_commit_lease(30000);
+  } else {
+    db = std::make_unique<mm::bench::pg_conn>(o.conninfo);
+  }
   uint64_t written = 0;
   for (;;) {
     std::vector<uint64_t> batch;
@@ -206,7 +263,10 @@ uint64_t write_loop(const options& o, pair_queue& q) {
     }
     if (batch.empty())
       continue;
-    db.query(batch_sql(batch));
+    if (st)
+      product_batch(*st, batch);
+    else
+      db->query(batch_sql(batch));
     written += batch.size();
   }
 }
@@ -229,6 +289,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "matches per transaction")
     ->capture_default_str()
     ->check(CLI::Range(1, 10000));
+  app.add_option("--rows", o.rows,
+                 "floor: the rows with primary keys only; product: the "
+                 "engine's lookups, group commit and marks (its schema)")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"floor", "product"}));
   CLI11_PARSE(app, argc, argv);
   try {
     std::ifstream in(o.script);
@@ -241,6 +306,15 @@ int main(int argc, char** argv) {
     admin.run({"UNLINK", "mm:{floor}:waiting", "mm:{floor}:seq",
                "mm:{floor}:users"});
     mm::bench::pg_conn db{o.conninfo};
+    if (o.rows == "product") {
+      mm::pg_options po;
+      po.conninfo = o.conninfo;
+      auto applied = mm::make_pg_match_store(po)->connect()->apply_migrations();
+      if (!applied)
+        throw std::runtime_error("migrations: " + applied.error().detail);
+      if (db.count("SELECT count(*) FROM match_sessions") != 0)
+        throw std::runtime_error("--rows product needs an empty database");
+    }
     db.query("DROP TABLE IF EXISTS floor_sessions, floor_members, floor_outbox;"
              "CREATE TABLE floor_sessions(id text PRIMARY KEY, user_a text NOT "
              "NULL, user_b text NOT NULL, created_at timestamptz NOT NULL "
@@ -278,7 +352,9 @@ int main(int argc, char** argv) {
     auto machine = machine_busy_ns() - m0;
     auto redis = redis_cpu(admin) - r0;
     auto e1 = evalsha_stats(admin);
-    auto rows = db.count("SELECT count(*) FROM floor_sessions");
+    auto rows = db.count(o.rows == "product"
+                           ? "SELECT count(*) FROM match_sessions"
+                           : "SELECT count(*) FROM floor_sessions");
     auto n = static_cast<double>(written);
     if (written == 0 || refused.load() != 0 || rows != written) {
       std::fprintf(stderr,
@@ -295,11 +371,12 @@ int main(int argc, char** argv) {
                 "%.1f us (bench %.1f, redis %.1f, postgres %.1f; other "
                 "processes %.1f) | claim script %.2f us per call (server), "
                 "%.2f calls per match | %u pairs per round trip, %u matches "
-                "per transaction\n",
+                "per transaction, %s rows\n",
                 static_cast<unsigned long long>(written), dt, n / dt,
                 us(total), us(self), us(redis), us(pg), us(other),
                 (e1.second - e0.second) / std::max(1.0, e1.first - e0.first),
-                (e1.first - e0.first) / n, o.pipeline, o.batch);
+                (e1.first - e0.first) / n, o.pipeline, o.batch,
+                o.rows.c_str());
     std::printf("floor_matches_per_s=%.0f floor_cpu_us_per_match=%.1f\n",
                 n / dt, us(total));
     db.query("DROP TABLE floor_sessions, floor_members, floor_outbox");

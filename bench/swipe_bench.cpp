@@ -437,7 +437,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
     = std::string{"SELECT pid, "} + backend_state_sql
       + ", CASE WHEN query LIKE "
         "'%pg_advisory_xact_lock%' OR query LIKE '%INSERT INTO likes%' THEN "
-        "'swipe' WHEN query LIKE '%jsonb_to_recordset%' OR query LIKE "
+        "'swipe' WHEN query LIKE '%INSERT INTO match_sessions%' OR query LIKE "
         "'%NOTIFY%' THEN 'finalizer' ELSE '' END FROM pg_stat_activity WHERE "
         "datname = '" + db + "' AND backend_type = 'client backend'";
   sample_until(e.admin, activity_sql, t0 + o.duration_s, [&](auto& row) {
