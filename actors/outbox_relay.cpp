@@ -1,5 +1,6 @@
 #include "actors/worker_bound.hpp"
 #include "actors/outbox_relay.hpp"
+#include "actors/relay_events.hpp"
 #include "actors/relay_workers.hpp"
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <limits>
 
 #include <caf/all.hpp>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/clock.hpp"
@@ -172,52 +172,6 @@ void retry_later(relay_ptr self, const char* what, const failure& f,
   st.retry = std::move(resume);
   self->delayed_send(self, std::chrono::milliseconds(st.backoff_ms),
                      tick_atom_v, ++st.retry_tag);
-}
-
-/// Reads the payload {event_id, type, session_id, queue, users: [{user,
-/// ticket}, {user, ticket}]}. The row's own columns win for the ids.
-bool parse_event(const outbox_event& ev, match_event& out, std::string& why) {
-  out.event_id = ev.event_id;
-  out.session_id = ev.aggregate_id;
-  out.payload = ev.payload;
-  out.type = ev.type; // match.created or session.ended: same users shape
-  try {
-    auto j = nlohmann::json::parse(ev.payload);
-    out.queue = j.at("queue").get<std::string>();
-    const auto& users = j.at("users");
-    if (!users.is_array() || users.size() != 2) {
-      why = "users is not a pair";
-      return false;
-    }
-    out.user_a = users[0].at("user").get<std::string>();
-    out.ticket_a = users[0].at("ticket").get<std::string>();
-    out.user_b = users[1].at("user").get<std::string>();
-    out.ticket_b = users[1].at("ticket").get<std::string>();
-    return true;
-  } catch (const std::exception& e) {
-    why = e.what();
-    return false;
-  }
-}
-
-/// XADD of one event; with `maxlen > 0` the stream is capped at about that
-/// many entries (`MAXLEN ~`: Redis trims whole nodes, cheaply).
-store_command xadd(const std::string& stream, uint64_t maxlen,
-                   const outbox_event& ev, const match_event& m) {
-  store_command cmd{"XADD", stream};
-  if (maxlen > 0)
-    cmd.insert(cmd.end(), {"MAXLEN", "~", std::to_string(maxlen)});
-  cmd.insert(cmd.end(), {"*",
-                         "event_id", ev.event_id,
-                         "type", ev.type,
-                         "session_id", m.session_id,
-                         "queue", m.queue,
-                         "user_a", m.user_a,
-                         "ticket_a", m.ticket_a,
-                         "user_b", m.user_b,
-                         "ticket_b", m.ticket_b,
-                         "payload", ev.payload});
-  return cmd;
 }
 
 void fetch(relay_ptr self);

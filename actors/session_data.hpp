@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -165,5 +166,16 @@ void give_up(ses_ptr self, uint64_t join_no);
 /// Timer of a cancel whose owner node could not be asked (state `gen`):
 /// asks the owner again, then the queue and the database.
 void owner_recheck(ses_ptr self, uint64_t gen);
+
+/// What a state does with a join request (actors/session_join.cpp).
+using join_fn = std::function<void(join_request&, state_promise)>;
+
+/// A new join (idle and done states): checks that the user is in no active
+/// session, then the ticket and the attributes; a refusal changes nothing.
+join_fn start_join(ses_ptr self);
+
+/// A join while another one is going on: the same one again answers the
+/// current state (idempotent), another one is refused (`duplicate_ticket`).
+join_fn join_while_busy(ses_ptr self);
 
 } // namespace mm::session_detail
