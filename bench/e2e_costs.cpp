@@ -132,7 +132,8 @@ void pg_activity::take(pg_conn& admin, const std::string& db) {
   static const std::string kind_sql
     = "CASE WHEN query LIKE '%INSERT INTO match_sessions%' OR query LIKE "
       "'%NOTIFY%' THEN 'finalizer' WHEN query LIKE 'LISTEN%' THEN "
-      "'relay listen' WHEN query LIKE '%outbox%' THEN 'relay' ELSE '' END";
+      "'relay listen' WHEN query LIKE '%session.ended%' THEN 'lifecycle' "
+      "WHEN query LIKE '%outbox%' THEN 'relay' ELSE '' END";
   auto rows = admin.query(std::string{"SELECT pid, "} + backend_state_sql
                           + ", " + kind_sql
                           + " FROM pg_stat_activity WHERE datname = '" + db

@@ -1181,46 +1181,83 @@ std::unique_ptr<pg_admin> pg_of(const std::string& kind,
 }
 
 // The PostgreSQL store sends a batch as array literals: quotes,
-// backslashes, braces, commas, blanks and the word NULL must arrive as
-// written, in every column, as one request and inside a batch.
+// backslashes, braces, commas, blanks (also leading and trailing) and the
+// word NULL must arrive as written, in every column (mutual pairs too),
+// through the batch statement and through the one-by-one fallback.
 TEST_P(match_store_conformance, text_arrives_byte_for_byte) {
   const std::string odd = "a\"b\\c{d},e NULL \\\" }{ \u00e9";
-  std::vector<match_request> batch;
-  batch.push_back(req(q_, "q\"1", "q\\2"));
-  batch.back().attrs_a = odd;
-  batch.back().attrs_b = "NULL";
-  batch.push_back(req(q_ + ",{x}", "q3", "q 4"));
-  batch.back().attrs_a = "";
-  batch.back().attrs_b = odd + odd;
-  auto res = s().commit_matches(batch);
-  ASSERT_EQ(res.size(), 2u);
-  for (size_t i = 0; i < res.size(); ++i) {
-    ASSERT_OK(res[i]);
-    EXPECT_EQ(res[i]->queue, batch[i].queue);
-    EXPECT_EQ(res[i]->user_a, batch[i].user_a);
-    EXPECT_EQ(res[i]->user_b, batch[i].user_b);
-    EXPECT_EQ(res[i]->ticket_a, batch[i].ticket_a);
+  // Requests with odd text everywhere; `tag` keeps the rounds apart.
+  auto odd_batch = [&](const std::string& tag) {
+    std::vector<match_request> b;
+    b.push_back(req(q_, tag + "q\"1", tag + "q\\2"));
+    b.back().attrs_a = odd;
+    b.back().attrs_b = "NULL";
+    b.push_back(req(q_ + ",{x}", " " + tag + "q3 ", tag + "q 4", " t{1} "));
+    b.back().attrs_a = "";
+    b.back().attrs_b = odd + odd;
+    b.push_back(mutual_req(tag + "m\"1,", tag + "m\\2}"));
+    return b;
+  };
+  std::vector<match_request> all;
+  // Round 1: the batch statement. Round 2: a request of a user already
+  // in a session makes the database refuse the batch, and every request
+  // goes through the fallback, one element per array.
+  auto blocker = s().commit_matches({req(q_, "busy", "busy2")});
+  ASSERT_OK(blocker[0]);
+  for (int round = 1; round <= 2; ++round) {
+    auto batch = odd_batch("r" + std::to_string(round));
+    if (round == 2)
+      batch.insert(batch.begin() + 1, req(q_, "busy", "free1"));
+    auto res = s().commit_matches(batch);
+    ASSERT_EQ(res.size(), batch.size());
+    for (size_t i = 0; i < res.size(); ++i) {
+      if (batch[i].user_a == "busy") {
+        ASSERT_FALSE(res[i]);
+        EXPECT_EQ(res[i].error().code, errc::conflict);
+        continue;
+      }
+      ASSERT_OK(res[i]);
+      EXPECT_TRUE(res[i]->created) << i;
+      all.push_back(batch[i]);
+    }
   }
-  auto evs = drain(s());
-  ASSERT_EQ(evs.size(), 2u);
-  // Alone (the one-by-one path sends a one-element array).
-  auto one = s().commit_matches({req(q_, "r\"1", "r}2")});
-  ASSERT_EQ(one.size(), 1u);
-  ASSERT_OK(one[0]);
-  EXPECT_EQ(one[0]->user_a, "r\"1");
-  EXPECT_EQ(one[0]->user_b, "r}2");
-  if (auto db = pg_of(GetParam(), *maker_)) {
-    auto rows = db->query("SELECT user_a, user_b, attrs_a, attrs_b, queue"
-                          " FROM match_sessions ORDER BY created_at, user_a");
-    ASSERT_EQ(rows.size(), 3u);
-    std::set<std::vector<std::string>> got(rows.begin(), rows.end());
-    EXPECT_TRUE(got.count({"q\"1", "q\\2", odd, "NULL", q_}));
-    EXPECT_TRUE(got.count({"q3", "q 4", "", odd + odd, q_ + ",{x}"}));
-    EXPECT_EQ(db->count("SELECT count(*) FROM outbox WHERE payload->>"
-                        "'session_id' = aggregate_id AND event_id ="
-                        " 'match.created:' || aggregate_id"),
-              3);
+  ASSERT_EQ(all.size(), 6u);
+  EXPECT_EQ(drain(s()).size(), 7u); // with the blocker's
+  auto db = pg_of(GetParam(), *maker_);
+  if (!db)
+    return;
+  // Read back what the server stored, compared with what was sent.
+  std::set<std::vector<std::string>> want;
+  std::set<std::vector<std::string>> want_pairs;
+  for (const auto& r : all) {
+    want.insert({r.queue, r.user_a, r.ticket_a, r.attrs_a, r.user_b,
+                 r.ticket_b, r.attrs_b, match_key(r)});
+    if (r.mutual) {
+      auto p = pair_bounds(r.user_a, r.user_b);
+      want_pairs.insert({p.first, p.second});
+    }
   }
+  auto rows = db->query("SELECT queue, user_a, ticket_a, attrs_a, user_b,"
+                        " ticket_b, attrs_b, match_key FROM match_sessions"
+                        " WHERE user_a <> 'busy'");
+  EXPECT_EQ(std::set<std::vector<std::string>>(rows.begin(), rows.end()),
+            want);
+  auto pairs = db->query("SELECT pair_min, pair_max FROM mutual_matches");
+  EXPECT_EQ(std::set<std::vector<std::string>>(pairs.begin(), pairs.end()),
+            want_pairs);
+  EXPECT_EQ(db->count("SELECT count(*) FROM outbox WHERE payload->>"
+                      "'session_id' = aggregate_id AND event_id ="
+                      " 'match.created:' || aggregate_id"),
+            7);
+  // Members as sent: the pair's users, inactive for the mutual ones.
+  EXPECT_EQ(db->count("SELECT count(*) FROM session_members m JOIN"
+                      " match_sessions s ON s.id = m.session_id WHERE"
+                      " m.user_id IN (s.user_a, s.user_b)"),
+            14);
+  EXPECT_EQ(db->count("SELECT count(*) FROM session_members WHERE"
+                      " user_id IN ('r1m\"1,', 'r1m\\2}', 'r2m\"1,',"
+                      " 'r2m\\2}') AND NOT active"),
+            4);
 }
 
 #define EXPECT_SWIPE(x, opposite, is_matched)                                  \

@@ -183,17 +183,29 @@ TEST_F(pg_outbox_scans, a_batch_mark_reads_past_the_delivered_history) {
                                "delivered_at IS NULL"))
     ids.push_back(row.at(0));
   ASSERT_EQ(ids.size(), 100u);
-  // Young and analyzed: no plan reads the partial index. (Blocks tell it
-  // only faintly at this size: ~18 per event for the probes, the new row
-  // versions and their index entries, ~2,300 in all with the old plan
-  // against ~1,850.)
+  // Young and analyzed: no plan reads a partial index of the outbox (by
+  // the catalogue, whatever a partition's index is called). The old
+  // statement read outbox_undelivered young, and analyzed in one database
+  // out of two; its blocks tell it only faintly at this size (~1,900 and
+  // ~2,300 against ~1,750-1,850 now: ~18 per event for the probes, the new
+  // row versions and their index entries), so the bound is loose.
+  std::vector<std::string> partial;
+  for (auto& row : sql_->query(
+         "SELECT c.relname FROM pg_index i"
+         " JOIN pg_class c ON c.oid = i.indexrelid"
+         " JOIN pg_class t ON t.oid = i.indrelid"
+         " WHERE i.indpred IS NOT NULL AND t.relname LIKE 'outbox%'"))
+    partial.push_back(row.at(0));
+  ASSERT_FALSE(partial.empty());
   const auto arg = "'" + ids.dump() + "'";
   for (bool analyzed : {false, true}) {
     auto b = analyzed ? blocks_analyzed(pg::st_mark, arg)
                       : blocks(pg::st_mark, arg);
-    EXPECT_EQ(last_plan_.find("undelivered"), std::string::npos)
-      << (analyzed ? "analyzed" : "young") << ", " << b << " blocks:\n"
-      << last_plan_;
+    for (const auto& name : partial)
+      EXPECT_EQ(last_plan_.find("\"" + name + "\""), std::string::npos)
+        << (analyzed ? "analyzed" : "young") << ": reads " << name << ", "
+        << b << " blocks:\n"
+        << last_plan_;
     EXPECT_LT(b, 100 * 25) << last_plan_;
   }
 }

@@ -53,7 +53,12 @@ bool pg_match_store::connect_now() {
   // READ COMMITTED whatever the server's default: after waiting on the
   // unique index for a concurrent commit, the next statement must see it,
   // and SKIP LOCKED must not raise serialization failures.
-  std::string set = "SET default_transaction_isolation = 'read committed'";
+  // UTF-8 whatever the conninfo or the server says: every text the store
+  // sends is UTF-8 (checked), and the group commit's array literals escape
+  // byte by byte, which a client encoding such as SJIS or GBK (where a
+  // byte of one character can be a backslash) would misread.
+  std::string set = "SET client_encoding = 'UTF8'; "
+                    "SET default_transaction_isolation = 'read committed'";
   if (opts_.statement_timeout_ms > 0) {
     auto ms = std::to_string(opts_.statement_timeout_ms);
     set += "; SET statement_timeout = " + ms;
