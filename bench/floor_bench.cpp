@@ -57,7 +57,9 @@ struct options {
   uint64_t matches = 100000;
   uint32_t pipeline = 128; ///< pairs (two claims each) per round trip
   uint32_t batch = 100;    ///< matches per transaction
-  std::string rows = "floor"; ///< floor: primary keys only; product: the engine's
+  /// floor: tables with primary keys only; product: the engine's schema,
+  /// through its match store.
+  std::string rows = "floor";
 };
 
 /// One hiredis connection; throws on any error.

@@ -172,8 +172,9 @@ TEST_F(pg_outbox_scans, mark_reads_past_the_delivered_history) {
 // A relay marks its events in batches, seconds after commit, while the
 // history of delivered events is still in outbox_undelivered as dead
 // entries. The mark used to walk that index whole (the planner deems it
-// tiny), ~7,000 blocks per mark of 100 events with 100,000 delivered ones
-// (bench/floor_bench --rows product): the planner must not get the choice.
+// tiny): ~7,000 blocks per mark of 100 events after 100,000 deliveries
+// (EXPLAIN after bench/floor_bench --rows product). The planner must not
+// get the choice.
 TEST_F(pg_outbox_scans, a_batch_mark_reads_past_the_delivered_history) {
   commit(big_history, "h");
   deliver_all();

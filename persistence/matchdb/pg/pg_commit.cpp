@@ -51,20 +51,6 @@ constexpr const char* one_active_index = "session_members_one_active";
 /// refused as a conflict rather than waiting out the deadlock timeout again.
 constexpr int max_request_tries = 2;
 
-/// Appends `v` to the array literal `lit` as one quoted element: the commit
-/// statement takes the batch as parallel arrays (unnest), which the server
-/// reads without parsing a JSON document per batch and which cost this
-/// worker half of what building that document did.
-void append_element(std::string& lit, std::string_view v) {
-  lit += lit.size() > 1 ? ",\"" : "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\')
-      lit += '\\';
-    lit += c;
-  }
-  lit += '"';
-}
-
 } // namespace
 
 /// One request of a batch, prepared before the transaction starts so that
@@ -85,6 +71,20 @@ struct pending {
 
 namespace {
 
+/// Appends `v` to the array literal `lit` as one quoted element: the commit
+/// statement takes the batch as parallel arrays (unnest), which the server
+/// reads without parsing a JSON document per batch and which cost this
+/// worker half of what building that document did.
+void append_element(std::string& lit, std::string_view v) {
+  lit += lit.size() > 1 ? ",\"" : "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\')
+      lit += '\\';
+    lit += c;
+  }
+  lit += '"';
+}
+
 /// The commit statement's parameters for the requests `sent` (todo
 /// indexes, in the order the statement numbers them from 1).
 std::vector<std::string> commit_params(const std::vector<pending>& todo,
@@ -96,14 +96,17 @@ std::vector<std::string> commit_params(const std::vector<pending>& todo,
   for (auto k : sent) {
     const auto& p = todo[k];
     const auto& r = *p.req;
+    // In the statement's order ($1..$13).
     const std::string* cols[text_columns] = {
-      &p.id,     &p.event_id, &p.key,      &r.queue,       &r.user_a,
-      &r.ticket_a, &r.attrs_a, &r.user_b,  &r.ticket_b,    &r.attrs_b,
-      &p.payload, &p.pair.first, &p.pair.second};
+      &p.id,       &p.event_id, &p.key,     &r.queue,
+      &r.user_a,   &r.ticket_a, &r.attrs_a, &r.user_b,
+      &r.ticket_b, &r.attrs_b,  &p.payload, &p.pair.first,
+      &p.pair.second};
     for (size_t c = 0; c < text_columns; ++c)
       append_element(out[c], *cols[c]);
-    mutual += mutual.size() > 1 ? (p.mutual ? ",t" : ",f")
-                                : (p.mutual ? "t" : "f");
+    if (mutual.size() > 1)
+      mutual += ',';
+    mutual += p.mutual ? 't' : 'f';
   }
   for (size_t c = 0; c <= text_columns; ++c)
     out[c] += '}';
