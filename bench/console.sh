@@ -59,7 +59,7 @@ console_run() { # off | page | poll
   mport=$(free_port)
   [ "$console_store" = redis ] && margs+=(--redis "127.0.0.1:$port")
   [ "$mode" != off ] && margs+=(--console-token "$console_token")
-  "$build/app/matchd" --listen "127.0.0.1:$mport" --secret "$console_secret" \
+  "$build/bin/matchd" --listen "127.0.0.1:$mport" --secret "$console_secret" \
     --log-level warn --threads 2 --queues "$(load_queue_list 8)" "${margs[@]}" \
     >"$dir/matchd_console_$mode.log" 2>&1 &
   local mpid=$!
@@ -86,7 +86,7 @@ console_run() { # off | page | poll
   m0=$(proc_cpu_ms "$mpid")
   s0=0; [ -n "$side_pattern" ] && s0=$(procs_cpu_ms "$side_pattern")
   t0=$(date +%s%N)
-  "$build/app/matchctl" load --url "http://127.0.0.1:$mport" --secret "$console_secret" \
+  "$build/bin/matchctl" load --url "http://127.0.0.1:$mport" --secret "$console_secret" \
     --no-progress --threads 2 --abrupt-close --cancel-rate 0 --queues 8 \
     --connections 64 --users "$console_users" --rate 0 --prefix "c$mode-" \
     >"$dir/load_console.out" 2>&1 || true

@@ -66,7 +66,7 @@
 #include "bench/e2e_verify.hpp"
 
 #ifdef MM_JEMALLOC
-// matchd's allocator options (app/matchd.cpp): pages go back to the system
+// matchd's allocator options (app/matchd/matchd.cpp): pages go back to the system
 // from a background thread, not from the allocating threads.
 extern "C" {
 const char* malloc_conf

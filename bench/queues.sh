@@ -32,7 +32,7 @@ queues_secret="bench-queues-secret-0123456789"
 queues_join_p50="" queues_match_p50="" queues_after_p50=""
 # queues_others LABEL MPORT: the others' load against the node on MPORT.
 queues_others() {
-  "$build/app/matchctl" load --url "http://127.0.0.1:$2" \
+  "$build/bin/matchctl" load --url "http://127.0.0.1:$2" \
     --secret "$queues_secret" --users "$queues_users" --rate "$queues_rate" \
     --queues 1 --cancel-rate 0 --settle-ms 3000 --no-progress \
     --prefix "$1-" >"$dir/load_$1.out" 2>&1 || true
@@ -52,7 +52,7 @@ queues_run() {
   shift 2
   local mport mpid apid=""
   mport=$(free_port)
-  "$build/app/matchd" --listen "127.0.0.1:$mport" --secret "$queues_secret" \
+  "$build/bin/matchd" --listen "127.0.0.1:$mport" --secret "$queues_secret" \
     --node "queues-$label" --log-level warn --threads 2 \
     --redis "127.0.0.1:$port" "$@" >"$dir/matchd_$label.log" 2>&1 &
   mpid=$!

@@ -75,7 +75,7 @@ shards_e2e() { # one|three
     margs=(--redis "$(cat "$dir/cl/seeds")")
     mapfile -t pids < <(cat "$dir"/cl/n*/redis.pid)
   fi
-  "$build/app/matchd" --listen "127.0.0.1:$mport" --secret "$shards_secret" \
+  "$build/bin/matchd" --listen "127.0.0.1:$mport" --secret "$shards_secret" \
     --log-level warn --threads 2 --queues "$(load_queue_list 100)" "${margs[@]}" \
     >"$dir/matchd_shards_$v.log" 2>&1 &
   local mpid=$! _
@@ -85,7 +85,7 @@ shards_e2e() { # one|three
   done
   local m0 r0 m1 r1
   m0=$(shards_cpu_ms "$mpid"); r0=$(shards_redis_cpu_ms "${pids[@]}")
-  "$build/app/matchctl" load --url "http://127.0.0.1:$mport" --secret "$shards_secret" \
+  "$build/bin/matchctl" load --url "http://127.0.0.1:$mport" --secret "$shards_secret" \
     --no-progress --threads 2 --abrupt-close --cancel-rate 0 --queues 100 \
     --connections 64 --users "$shards_users" --rate 0 --prefix "s$v$RANDOM-" \
     >"$dir/load_shards.out" 2>&1 || true

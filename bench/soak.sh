@@ -49,7 +49,7 @@ soak_pgport=""
 soak_idle_args=()
 soak_find_idle_release() {
   local line opt v
-  line=$("$build/app/matchd" --help | grep -E -- '--idle-(release|grace)' \
+  line=$("$build/bin/matchd" --help | grep -E -- '--idle-(release|grace)' \
            | head -n 1 || true)
   [ -n "$line" ] || return 0
   opt=$(echo "$line" | grep -oE -- '--idle-(release|grace)[a-z-]*' | head -n 1)
@@ -75,7 +75,7 @@ soak_matchd() {
   psql -X -q -h 127.0.0.1 -p "$soak_pgport" -U postgres -d postgres \
     -c "CREATE DATABASE $db" >/dev/null
   soak_mport=$(free_port)
-  "$build/app/matchd" --listen "127.0.0.1:$soak_mport" --secret "$soak_secret" \
+  "$build/bin/matchd" --listen "127.0.0.1:$soak_mport" --secret "$soak_secret" \
     --node "soak-$label" --log-level warn --threads 2 \
     --queues "$(load_queue_list "$soak_queues")" \
     --redis "127.0.0.1:$port" \
@@ -144,7 +144,7 @@ soak_stop_matchd() {
 # run it as `soak_load ... &`: it execs, so $! is matchctl itself (its CPU,
 # the cleanup's kill).
 soak_load() {
-  exec "$build/app/matchctl" load --url "http://127.0.0.1:$soak_mport" \
+  exec "$build/bin/matchctl" load --url "http://127.0.0.1:$soak_mport" \
     --secret "$soak_secret" --threads 2 --abrupt-close --connections 64 \
     --rate 0 --concurrency "$soak_concurrency" --queues "$soak_queues" \
     --cancel-rate "$soak_cancel_rate" --settle-ms "$soak_settle_ms" "$@"

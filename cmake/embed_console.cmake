@@ -1,5 +1,5 @@
 # Generates mm_console_assets.hpp/.cpp from the web console's files
-# (app/console/) and the JavaScript client (clients/js/src/index.js, served
+# (app/matchd/console/) and the JavaScript client (clients/js/src/index.js, served
 # as matchmaker.js): every file is compiled into matchd; nothing reads them
 # at run time and nothing is downloaded. Run with
 #   cmake -DCONSOLE_DIR=... -DCLIENT_JS=... -DOUT_DIR=... -P embed_console.cmake
@@ -38,7 +38,7 @@ foreach(e IN LISTS entries)
   string(APPEND sources "  {\"${name}\", \"${type}\", R\"mmweb(${body})mmweb\"},\n")
   math(EXPR count "${count} + 1")
 endforeach()
-set(hpp "// Generated from app/console/ and clients/js/src/ by cmake/embed_console.cmake.
+set(hpp "// Generated from app/matchd/console/ and clients/js/src/ by cmake/embed_console.cmake.
 // Do not edit.
 #pragma once
 
@@ -59,7 +59,7 @@ extern const console_asset console_assets[console_asset_count];
 
 } // namespace mm
 ")
-set(cpp "// Generated from app/console/ and clients/js/src/ by cmake/embed_console.cmake.
+set(cpp "// Generated from app/matchd/console/ and clients/js/src/ by cmake/embed_console.cmake.
 // Do not edit.
 #include \"mm_console_assets.hpp\"
 

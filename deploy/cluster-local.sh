@@ -10,7 +10,7 @@
 #   deploy/cluster-local.sh kill DIR N           SIGKILL node N (1-based)
 #   deploy/cluster-local.sh restart DIR N        start node N again, same id
 #
-# Binaries: build/app/matchd (MATCHD_BIN overrides). Node N listens on
+# Binaries: build/bin/matchd (MATCHD_BIN overrides). Node N listens on
 # DIR/nodeN.port (HTTP) and DIR/nodeN.cport (gateway, bound to 127.0.0.1);
 # its log is DIR/nodeN.log. Membership goes through Redis (no static peer
 # list). The nodes talk over mutual TLS with certificates made by
@@ -20,7 +20,7 @@
 # it each serves the one queue "default").
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-matchd=${MATCHD_BIN:-$root/build/app/matchd}
+matchd=${MATCHD_BIN:-$root/build/bin/matchd}
 cmd=${1:?start|stop|kill|restart}
 dir=${2:?directory}
 

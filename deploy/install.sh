@@ -7,7 +7,7 @@
 #   deploy/install.sh --cluster node-1     a cluster node: matchd@node-1
 #                                          (deploy/cluster/node-1.toml and
 #                                          its TLS files, see docs/cluster.md)
-#   options: --binary PATH (default build/app/matchd)
+#   options: --binary PATH (default build/bin/matchd)
 #            --certs DIR   (with --cluster: deploy/cluster-certs.sh's DIR)
 #            --destdir DIR (stage into DIR instead of /: no user is made,
 #                          no ownership set, no systemctl; for packaging and
@@ -29,7 +29,7 @@
 # Then: systemctl enable --now matchd (or matchd@NODE).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-binary="$src/build/app/matchd"
+binary="$src/build/bin/matchd"
 destdir=""
 cluster=""
 certs=""

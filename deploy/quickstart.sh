@@ -16,7 +16,7 @@ work=$(mktemp -d /tmp/matchd-quickstart.XXXXXX)
 . tests/support/free_port.sh
 port=$(free_port)
 secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-build/app/matchd --listen "127.0.0.1:$port" --secret "$secret" >"$work/matchd.log" 2>&1 &
+build/bin/matchd --listen "127.0.0.1:$port" --secret "$secret" >"$work/matchd.log" 2>&1 &
 pid=$!
 stop() {
   kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
@@ -28,5 +28,5 @@ for _ in $(seq 100); do
 done
 head -n 2 "$work/matchd.log"
 echo "matchd ready on http://127.0.0.1:$port (log: $work/matchd.log)"
-build/app/matchctl load --url "http://127.0.0.1:$port" --secret "$secret" \
+build/bin/matchctl load --url "http://127.0.0.1:$port" --secret "$secret" \
   --users 4000 --rate 2000 --cancel-rate 0.05 "$@"

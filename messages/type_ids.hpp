@@ -289,7 +289,7 @@ using swipe_actor = caf::typed_actor<
   // Idempotent: the same swipe again changes nothing.
   caf::replies_to<swipe_atom, swipe_request>::with<swipe_result>>;
 
-/// The API side of one user inside matchd (app/client_link.hpp): subscriber
+/// The API side of one user inside matchd (app/matchd/client_link.hpp): subscriber
 /// of the user's session and forwarder of its events to the user's
 /// WebSockets.
 using client_link_actor = caf::typed_actor<

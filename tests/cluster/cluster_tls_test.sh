@@ -175,7 +175,7 @@ fi
 start_err() { # EXPECTED CERT KEY CA
   local out rc
   set +e
-  out=$(timeout 20 env -u MATCHD_CLUSTER_INSECURE "${MATCHD_BIN:-$root/build/app/matchd}" --secret 0123456789abcdef-x \
+  out=$(timeout 20 env -u MATCHD_CLUSTER_INSECURE "${MATCHD_BIN:-$root/build/bin/matchd}" --secret 0123456789abcdef-x \
     --redis 127.0.0.1:1 --postgres dbname=x --listen 127.0.0.1:0 \
     --cluster-port 1 --cluster-cert "$2" --cluster-key "$3" --cluster-ca "$4" 2>&1)
   rc=$?

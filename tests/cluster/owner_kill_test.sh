@@ -20,7 +20,7 @@
 set -euo pipefail
 matchctl=${1:?matchctl} rounds=${2:-2}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-matchd=${MATCHD_BIN:-$root/build/app/matchd}
+matchd=${MATCHD_BIN:-$root/build/bin/matchd}
 cluster="$root/deploy/cluster-local.sh"
 dir=$(mktemp -d /tmp/mm_ownerkill.XXXXXX)
 node2_pid=

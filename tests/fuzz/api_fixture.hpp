@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "app/api.hpp"
+#include "app/matchd/api.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 namespace mm::fuzz {

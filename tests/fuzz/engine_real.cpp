@@ -5,8 +5,8 @@
 #include <caf/all.hpp>
 
 #include "actors/engine.hpp"
-#include "app/engine_bridge.hpp"
-#include "app/hub.hpp"
+#include "app/matchd/engine_bridge.hpp"
+#include "app/matchd/hub.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/fuzz/api_fixture.hpp"
 

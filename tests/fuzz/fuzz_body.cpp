@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/token.hpp"
+#include "app/common/token.hpp"
 #include "tests/fuzz/api_fixture.hpp"
 
 using namespace mm;

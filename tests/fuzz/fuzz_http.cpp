@@ -14,7 +14,7 @@
 
 #include <boost/asio/buffer.hpp>
 
-#include "app/http_request.hpp"
+#include "app/matchd/http_request.hpp"
 #include "tests/fuzz/api_fixture.hpp"
 
 using namespace mm;

@@ -1,4 +1,4 @@
-// Fuzz target `token`: bearer tokens (app/token.hpp). The input is a token
+// Fuzz target `token`: bearer tokens (app/common/token.hpp). The input is a token
 // verified as it is; it is also read as "user\nexpiry" to be signed.
 //
 // Invariants: nothing throws; a refusal is one of the four named errors; an
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <string>
 
-#include "app/token.hpp"
+#include "app/common/token.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace mm;

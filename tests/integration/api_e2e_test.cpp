@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "app/token.hpp"
+#include "app/common/token.hpp"
 #include "tests/support/api_e2e_fixture.hpp"
 
 using namespace mm;

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "app/token.hpp"
+#include "app/common/token.hpp"
 #include "tests/support/api_client.hpp"
 #include "tests/support/matchd_process.hpp"
 #include "tests/support/raw_conn.hpp"

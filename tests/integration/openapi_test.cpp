@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/api.hpp"
+#include "app/matchd/api.hpp"
 #include "tests/support/matchd_process.hpp"
 #include "tests/support/raw_conn.hpp"
 
@@ -114,7 +114,7 @@ TEST(openapi, the_table_and_the_description_are_the_same_routes) {
   EXPECT_TRUE(minus(s, d).empty())
     << "served but not described in docs/openapi.yaml:\n" << show(minus(s, d));
   EXPECT_TRUE(minus(d, s).empty())
-    << "described but not in the router's table (app/api.cpp):\n"
+    << "described but not in the router's table (app/matchd/api.cpp):\n"
     << show(minus(d, s));
   EXPECT_EQ(ws_served, ws_described) << "x-websocket marks the WebSocket routes";
 }

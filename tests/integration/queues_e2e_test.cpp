@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "app/token.hpp"
+#include "app/common/token.hpp"
 #include "tests/support/api_client.hpp"
 #include "tests/support/matchd_process.hpp"
 #include "tests/support/pg_client.hpp"

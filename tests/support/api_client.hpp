@@ -1,6 +1,6 @@
 #pragma once
 
-// Synchronous test helpers on matchctl's client (app/http_client.hpp) for
+// Synchronous test helpers on matchctl's client (app/common/http_client.hpp) for
 // matchd on loopback: one request at a time, a user's event WebSocket read
 // on a thread of its own, and the status of a WebSocket upgrade.
 
@@ -23,7 +23,7 @@
 #include <boost/beast/http/verb.hpp>
 #include <nlohmann/json.hpp>
 
-#include "app/http_client.hpp"
+#include "app/common/http_client.hpp"
 
 namespace mm::test {
 

@@ -1,6 +1,6 @@
 // What matchd keeps per user outside the engine: the hub's entries (a user
 // served costs nothing once the presence check no longer reads its last
-// sign of life) and the heap figures /metrics reports (app/heap.hpp), read
+// sign of life) and the heap figures /metrics reports (app/matchd/heap.hpp), read
 // from the allocator this binary runs on (glibc here; jemalloc in
 // heap_jemalloc_test, the same source linked as matchd is).
 
@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "app/heap.hpp"
-#include "app/hub.hpp"
+#include "app/matchd/heap.hpp"
+#include "app/matchd/hub.hpp"
 
 using namespace mm;
 using namespace std::chrono_literals;

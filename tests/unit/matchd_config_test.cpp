@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "app/matchd_config.hpp"
+#include "app/matchd/matchd_config.hpp"
 
 using namespace mm;
 

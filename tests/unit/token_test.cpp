@@ -1,6 +1,6 @@
-// Bearer tokens (app/token.hpp): signing, verification and base64url.
+// Bearer tokens (app/common/token.hpp): signing, verification and base64url.
 
-#include "app/token.hpp"
+#include "app/common/token.hpp"
 
 #include <gtest/gtest.h>
 

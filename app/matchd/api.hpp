@@ -1,0 +1,183 @@
+#pragma once
+
+// The client API of matchd (docs/api.md) without transport and without CAF:
+// the HTTP server hands each request to `api_router`, which authenticates,
+// validates and answers it through an `engine_port`.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "app/common/token.hpp"
+#include "core/outcome.hpp"
+
+namespace mm {
+
+/// A ticket as the API shows it (the client's ticket id, not a healed one).
+struct ticket_view {
+  std::string user;
+  std::string queue;
+  std::string ticket;
+  std::string state; ///< claiming, queued, finalizing, matched, cancelled, failed
+  std::string session_id;
+  std::string detail;
+  std::string windows; ///< queues with rules: JSON object (docs/rules.md)
+};
+
+struct swipe_view {
+  bool mutual = false;
+  std::string session_id;
+  bool created = false;
+};
+
+/// What ending a match session answered.
+struct end_view {
+  std::string session_id;
+  std::string queue;
+  std::string ended_by; ///< "" when the session expired
+  std::string reason;
+  bool ended_now = false; ///< false: it had ended before this request
+};
+
+using ticket_cb = std::function<void(outcome<ticket_view>)>;
+using end_cb = std::function<void(outcome<end_view>)>;
+using swipe_cb = std::function<void(outcome<swipe_view>)>;
+
+/// What the API needs from the engine. Callbacks may run on any thread.
+class engine_port {
+public:
+  virtual ~engine_port();
+
+  /// Claim-or-enqueue. Idempotent per (user, ticket).
+  virtual void join(const std::string& user, const std::string& queue,
+                    const std::string& ticket, const std::string& attrs,
+                    uint32_t give_up_after_s, ticket_cb cb) = 0;
+
+  /// Cancels the user's join `ticket`; answers when certain. Idempotent.
+  virtual void cancel(const std::string& user, const std::string& ticket,
+                      ticket_cb cb) = 0;
+
+  /// The state of the user's `ticket`; `not_found` for another ticket.
+  virtual void state(const std::string& user, const std::string& ticket,
+                     ticket_cb cb) = 0;
+
+  /// A swipe (`like` false: DISLIKE). Idempotent.
+  virtual void swipe(const std::string& from, const std::string& to, bool like,
+                     swipe_cb cb) = 0;
+
+  /// `user` ends its match session `session` with `reason`. Idempotent:
+  /// every end of one session answers its one final state. `forbidden`
+  /// when the user is not a member, `not_found` for an unknown session.
+  virtual void end(const std::string& user, const std::string& session,
+                   const std::string& reason, end_cb cb) = 0;
+};
+
+/// A reply to a request: status and JSON body.
+struct api_reply {
+  api_reply(unsigned s = 200, std::string b = {},
+            std::string type = "application/json")
+    : status(s), body(std::move(b)), content_type(std::move(type)) {
+    // nop
+  }
+
+  unsigned status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  /// More response headers (the console's security and cache headers).
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using reply_fn = std::function<void(api_reply)>;
+
+/// The non-engine parts the router needs.
+struct api_context {
+  token_policy tokens; ///< what bearer tokens are accepted
+  std::shared_ptr<class hub> events; ///< signs of life are recorded here
+  std::function<std::string()> metrics_text;  ///< Prometheus exposition
+  std::function<bool(std::string&)> ready;    ///< false + why when not ready
+  std::atomic<bool> draining{false};
+  /// The queues joins may name; empty: any well-formed name (the engine
+  /// bounds them). A join of another queue is refused 404 `unknown_queue`
+  /// before it reaches the engine. Set before the server starts.
+  std::unordered_set<std::string> queues;
+  /// Counts each answered request by status (for /metrics); may be empty.
+  std::function<void(unsigned)> count_status;
+  /// The web console's routes (/console/..., /v1/console/...); null: none
+  /// (they answer 404 unknown_route like any other unknown path).
+  std::shared_ptr<class console_routes> console;
+};
+
+/// One route of the router's table. docs/openapi.yaml describes each one
+/// (openapi_test holds the two to each other).
+struct api_route {
+  const char* method; ///< "GET", "POST", "DELETE"
+  const char* path;   ///< an OpenAPI path template: "/v1/users/{user}/swipes"
+  bool websocket;     ///< answered only as a WebSocket upgrade
+  bool token;         ///< needs a bearer token
+};
+
+/// Every route the router answers, in the order it matches them.
+const std::vector<api_route>& api_routes();
+
+/// The OpenAPI 3 description of the API (docs/openapi.yaml as JSON,
+/// compiled in at build time; served at /openapi.json).
+const std::string& openapi_json();
+
+/// A WebSocket upgrade that passed authentication.
+struct ws_admission {
+  bool ok = false;
+  std::string user;
+  std::string token; ///< the bearer token it was admitted with
+  api_reply refusal; ///< when !ok
+};
+
+class api_router {
+public:
+  api_router(std::shared_ptr<api_context> ctx, std::shared_ptr<engine_port> port);
+
+  /// Answers one HTTP request (method in upper case, e.g. "POST"; target is
+  /// path plus query). `done` is called exactly once, maybe on another
+  /// thread; an exception (here or in an engine callback) becomes a 500
+  /// `internal` answer and never leaves. Idempotent exactly when the route
+  /// is (docs/api.md).
+  void handle(const std::string& method, const std::string& target,
+              const std::string& authorization, const std::string& body,
+              reply_fn done) const;
+
+  /// Checks a WebSocket upgrade to `target`.
+  ws_admission admit_ws(const std::string& target,
+                        const std::string& authorization) const;
+
+  /// The JSON error body for `name`/`detail`.
+  static api_reply error(unsigned status, const std::string& name,
+                         const std::string& detail);
+
+  /// The HTTP status of an engine refusal.
+  static unsigned status_of(errc code) noexcept;
+
+  const std::shared_ptr<api_context>& context() const {
+    return ctx_;
+  }
+
+private:
+  /// `handle` without its exception boundary; `reply` answers at most once.
+  void serve(const std::string& method, const std::string& target,
+             const std::string& authorization, const std::string& body,
+             const reply_fn& reply) const;
+
+  std::shared_ptr<api_context> ctx_;
+  std::shared_ptr<engine_port> port_;
+};
+
+/// True for 1-128 bytes of [A-Za-z0-9_.:@-] (users, queues, tickets).
+bool valid_api_id(const std::string& id) noexcept;
+
+/// The JSON text of `t`, `e` (for WebSockets and tests).
+std::string to_json(const ticket_view& t);
+
+} // namespace mm

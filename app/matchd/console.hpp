@@ -1,0 +1,78 @@
+#pragma once
+
+// The web console of matchd (docs/console.md): static pages compiled into
+// the binary (cmake/embed_console.cmake), a JSON stats route for the live
+// page behind an operator token, and the "try it" demo's token route. No
+// CAF, no Beast.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "app/matchd/api.hpp"
+
+namespace mm {
+
+class console_stats;
+struct engine_metrics;
+
+struct console_settings {
+  /// --console-token: the operator token of the stats route. Empty: the
+  /// console is off (its page and route answer 404).
+  std::string token;
+  /// --demo-queue: the queue demo users join. Empty: the demo is off.
+  std::string demo_queue;
+  uint32_t demo_ttl_s = 600; ///< lifetime of a demo user's token
+  double demo_rate = 5;      ///< demo tokens per second, node-wide (burst 2x)
+  std::string secret;        ///< signs the demo users' tokens
+  std::string node;
+  /// The declared queues (shown even before their first join); empty in
+  /// open mode.
+  std::vector<std::string> queues;
+};
+
+/// What the transport has open right now.
+struct console_node_view {
+  int64_t connections = 0;
+  int64_t websockets = 0;
+};
+
+class console_routes {
+public:
+  console_routes(console_settings settings, std::shared_ptr<console_stats> stats,
+                 std::shared_ptr<engine_metrics> metrics,
+                 std::function<console_node_view()> node_view);
+
+  /// True for the paths the console answers: /console, /console/...,
+  /// /v1/console/....
+  static bool owns(const std::string& path) noexcept;
+
+  /// Answers one request of an owned path; `reply` is called once, on this
+  /// thread. Idempotent except POST /v1/console/demo (a new demo user each
+  /// time).
+  void serve(const std::string& method, const std::string& path,
+             const std::string& authorization, const reply_fn& reply) const;
+
+  /// The stats JSON (GET /v1/console/stats), for tests and the route.
+  std::string stats_json() const;
+
+private:
+  void serve_asset(const std::string& method, const std::string& path,
+                   const reply_fn& reply) const;
+  void serve_demo(const std::string& method, const reply_fn& reply) const;
+  bool take_demo_token() const;
+
+  console_settings s_;
+  std::shared_ptr<console_stats> stats_;
+  std::shared_ptr<engine_metrics> metrics_;
+  std::function<console_node_view()> node_view_;
+  int64_t started_unix_ms_;
+  mutable std::mutex mtx_; // guards the demo's token bucket
+  mutable double demo_tokens_;
+  mutable int64_t demo_refilled_us_ = 0;
+};
+
+} // namespace mm

@@ -1,0 +1,676 @@
+// matchd: one node of the engine behind the HTTP/WebSocket API (docs/api.md).
+//
+// Start-up: settings -> logging -> actor system -> engine (stores, migrations)
+// -> API -> listen. SIGTERM/SIGINT drains: stop accepting, refuse new joins,
+// cancel the live joins and wait until each is certain (in-flight
+// finalizations finish), deliver committed events, close the WebSockets
+// after their queues are sent, stop, exit 0 — all within --drain-timeout.
+
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/cluster_tls.hpp"
+
+#include "actors/engine.hpp"
+#include "app/matchd/console.hpp"
+#include "app/matchd/console_stats.hpp"
+#include "app/matchd/depth_lease.hpp"
+#include "app/matchd/engine_bridge.hpp"
+#include "app/matchd/heap.hpp"
+#include "app/matchd/http_server.hpp"
+#include "app/matchd/hub.hpp"
+#include "app/matchd/matchd_config.hpp"
+#include "app/matchd/metrics_text.hpp"
+#include "app/matchd/notify.hpp"
+#include "core/logger.hpp"
+
+using namespace mm;
+
+#ifdef MM_JEMALLOC
+// jemalloc's options, read at its first allocation (MALLOC_CONF in the
+// environment is applied on top). A background thread hands pages freed
+// after a peak back to the system within about a second (dirty pages) and
+// at once after that (no muzzy stage: MADV_FREE'd pages would still count
+// in the RSS until the kernel is short of memory), so the node's RSS
+// follows what it holds now (docs/matchd.md, "Memory").
+extern "C" {
+const char* malloc_conf
+  = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+}
+#endif
+
+namespace {
+
+/// Asks both stores a cheap question every `every`, from its own thread
+/// (never per request: /readyz reads the last answer). A probe that has
+/// not come back within `stall` counts as a failure while it hangs: a
+/// stalled store (SIGSTOP, a black-holed network) makes the node not ready
+/// within `stall` + `every`, whatever the connections' own timeouts. The
+/// reason given to callers names no address; the log line does. Every
+/// second probe also hands its queue store connection to `on_queue` (the
+/// depth leases, app/matchd/depth_lease.hpp) when the store answered.
+class readiness_probe {
+public:
+  using clock = std::chrono::steady_clock;
+  using queue_hook = std::function<void(queue_store&)>;
+
+  readiness_probe(std::shared_ptr<queue_store_factory> qs,
+                  std::shared_ptr<match_store_factory> ms,
+                  std::shared_ptr<hub> events,
+                  std::chrono::milliseconds trim_every, queue_hook on_queue,
+                  std::chrono::milliseconds every
+                  = std::chrono::milliseconds(500),
+                  std::chrono::milliseconds stall
+                  = std::chrono::milliseconds(1000))
+    : qs_(std::move(qs)),
+      ms_(std::move(ms)),
+      events_(std::move(events)),
+      on_queue_(std::move(on_queue)),
+      trim_every_(trim_every),
+      every_(every),
+      stall_(stall) {
+    probe();
+    thread_ = std::thread([this] { loop(); });
+  }
+
+  ~readiness_probe() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  /// The last answer, or "does not answer" when the probe under way has
+  /// hung longer than `stall`. Thread-safe; idempotent.
+  bool ready(std::string& why) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!probing_.empty() && clock::now() - probe_started_ > stall_) {
+      why = probing_ + " does not answer";
+      return false;
+    }
+    why = why_;
+    return why_.empty();
+  }
+
+private:
+  void loop() {
+    // The hub's backlogs are pruned about every 10 s.
+    auto prune_every = std::max<long>(1, 10000 / std::max<long>(1, every_.count()));
+    auto countdown = prune_every;
+    std::unique_lock<std::mutex> guard{mtx_};
+    while (!stop_) {
+      cv_.wait_for(guard, every_);
+      if (stop_)
+        break;
+      guard.unlock();
+      probe();
+      if (--countdown == 0) {
+        events_->prune();
+        countdown = prune_every;
+      }
+      if (trim_every_.count() > 0 && clock::now() >= next_trim_) {
+        // Users come and go by the million: the heap's free pages go back
+        // to the system, so the node's RSS follows what it holds now, not
+        // the most it ever held (docs/matchd.md, --trim-interval).
+        heap_release();
+        next_trim_ = clock::now() + trim_every_;
+      }
+      guard.lock();
+    }
+  }
+
+  /// Marks which store the probe is asking now (empty: none).
+  void asking(const char* what) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    probing_ = what;
+    probe_started_ = clock::now();
+  }
+
+  void probe() {
+    std::string why;    // for callers: no addresses
+    std::string detail; // for the log
+    asking("queue store");
+    if (!queue_conn_)
+      queue_conn_ = qs_->connect();
+    if (!queue_conn_) {
+      why = "queue store unavailable";
+      detail = "cannot connect to " + qs_->describe();
+    } else {
+      auto rep = queue_conn_->execute({{"GET", "mm:readyz"}});
+      if (rep.empty() || rep[0].code != errc::none) {
+        why = "queue store unavailable";
+        detail = qs_->describe() + " does not answer"
+                 + (rep.empty() ? std::string{} : ": " + rep[0].detail);
+        queue_conn_.reset(); // a fresh connection next time
+      }
+    }
+    if (why.empty() && on_queue_ && (odd_ = !odd_))
+      on_queue_(*queue_conn_);
+    if (why.empty()) {
+      asking("database");
+      if (!match_conn_)
+        match_conn_ = ms_->connect();
+      if (!match_conn_) {
+        why = "database unavailable";
+        detail = "cannot connect to " + ms_->describe();
+      } else if (auto res = match_conn_->active_session_of("readyz"); !res) {
+        why = "database unavailable";
+        detail = ms_->describe() + ": " + res.error().detail;
+        if (res.error().code == errc::store_unavailable)
+          match_conn_.reset();
+      }
+    }
+    std::lock_guard<std::mutex> guard{mtx_};
+    probing_.clear();
+    if (why != why_) {
+      static auto lg = logger("matchd");
+      if (why.empty())
+        lg->warn("ready again: the stores answer");
+      else
+        lg->warn("not ready: {} ({})", why, detail);
+    }
+    why_ = std::move(why);
+  }
+
+  std::shared_ptr<queue_store_factory> qs_;
+  std::shared_ptr<match_store_factory> ms_;
+  std::shared_ptr<hub> events_;
+  queue_hook on_queue_;
+  bool odd_ = false; // on_queue_ runs every second probe
+  std::chrono::milliseconds trim_every_;
+  clock::time_point next_trim_ = clock::now() + trim_every_;
+  std::chrono::milliseconds every_;
+  std::chrono::milliseconds stall_;
+  std::unique_ptr<queue_store> queue_conn_;
+  std::unique_ptr<match_store> match_conn_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string why_ = "not probed yet";
+  std::string probing_;        // the store asked right now, if any
+  clock::time_point probe_started_;
+  std::thread thread_;
+};
+
+/// A core actor a failpoint kills, and when (ms after start).
+struct actor_kill {
+  std::string name;
+  uint32_t after_ms = 0;
+};
+
+const char* const core_names[] = {"broker",    "finalizer", "directory",
+                                  "relay",     "gateway",   "lifecycle",
+                                  "pair_lock", "swipe"};
+
+/// Test hook (docs/matchd.md, "Failpoints"): MM_FAILPOINT, read once at
+/// start, makes the finalizer SIGKILL this process at one point of a
+/// commit, so tests can crash a node exactly there; or (kill_actor=NAME@MS)
+/// kills one core actor MS ms after start. Empty: no hook. An unknown
+/// failpoint is refused (false).
+bool arm_failpoint(finalizer_config& fc, std::string& armed,
+                   actor_kill& kill) {
+  const char* env = std::getenv("MM_FAILPOINT");
+  armed = env != nullptr ? env : "";
+  if (armed.empty())
+    return true;
+  if (armed.rfind("kill_actor=", 0) == 0) {
+    auto spec = armed.substr(11);
+    auto at = spec.find('@');
+    kill.name = spec.substr(0, at);
+    try {
+      kill.after_ms = at == std::string::npos
+                        ? 0
+                        : static_cast<uint32_t>(std::stoul(spec.substr(at + 1)));
+    } catch (const std::exception&) {
+      return false;
+    }
+    for (auto* n : core_names)
+      if (kill.name == n)
+        return true;
+    return false;
+  }
+  checkpoint at;
+  if (armed == "kill_before_commit")
+    at = checkpoint::before_answer; // the rows written, COMMIT not sent
+  else if (armed == "kill_after_commit")
+    at = checkpoint::after_commit; // committed, the queue not yet settled
+  else
+    return false;
+  auto name = armed;
+  fc.at_checkpoint = [at, name](checkpoint cp, const claim_pair& p) {
+    if (cp != at)
+      return;
+    std::fprintf(stderr, "failpoint %s: pair %s/%s: SIGKILL\n", name.c_str(),
+                 p.claimer_ticket.c_str(), p.claimed.ticket.c_str());
+    std::fflush(stderr);
+    ::kill(::getpid(), SIGKILL);
+  };
+  return true;
+}
+
+/// Waits until every actor of `sys` is done, or until `by`: false then.
+bool actors_done_by(caf::actor_system& sys,
+                    std::chrono::steady_clock::time_point by) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  std::thread waiter{[&sys, done] {
+    sys.await_all_actors_done();
+    done->set_value();
+  }};
+  if (fut.wait_until(by) == std::future_status::ready) {
+    waiter.join();
+    return true;
+  }
+  waiter.detach(); // the process exits at once
+  return false;
+}
+
+int run(const matchd_config& mc) {
+  auto lg = logger("matchd");
+  // The main thread waits for the signals; every other thread (started
+  // below) inherits the mask and never sees them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  cluster_config cluster;
+  cluster.port = mc.cluster_port;
+  cluster.host = mc.cluster_host;
+  cluster.bind = mc.cluster_bind;
+  cluster.tls_cert = mc.cluster_cert;
+  cluster.tls_key = mc.cluster_key;
+  cluster.tls_ca = mc.cluster_ca;
+  cluster.insecure = mc.cluster_insecure;
+  cluster.peers = mc.peers;
+  cluster.membership = mc.membership;
+  cluster.member_ttl_ms = mc.member_ttl_ms;
+  if (cluster.heartbeat_ms >= cluster.member_ttl_ms)
+    cluster.heartbeat_ms = cluster.member_ttl_ms / 3;
+  if (auto bad = check_cluster_config(cluster, mc.node);
+      bad.code != errc::none) {
+    lg->error("bad cluster settings: {}", bad.detail);
+    return 2;
+  }
+  // A bad certificate file is a named error now, not a refused peer later.
+  if (auto bad = check_cluster_tls(cluster); bad.code != errc::none) {
+    lg->error("bad cluster certificates: {}", bad.detail);
+    return 2;
+  }
+
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  if (cluster.enabled()) // the gateway is published and reached (over TLS)
+    use_cluster_tls(cfg, cluster);
+  cfg.set("scheduler.max-threads", static_cast<size_t>(mc.threads));
+  if (mc.scheduler == "stealing")
+    cfg.set("scheduler.policy", caf::atom("stealing"));
+  else
+    cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+
+  engine_config ec;
+  ec.node = mc.node;
+  ec.session.ttl_ms = mc.ticket_ttl_ms;
+  ec.session.heartbeat_ms = mc.heartbeat_ms;
+  ec.session.idle_release_ms = mc.idle_release_ms;
+  ec.directory.parked_ttl_ms = mc.parked_ttl_ms;
+  ec.lifecycle.max_session_s = mc.max_session_s;
+  ec.lifecycle.retention_s = mc.retention_s;
+  ec.lifecycle.partition_s = mc.outbox_partition_s;
+  // Declared queues are the broker's allow-list; open mode ('*') is its
+  // empty list, bounded by max_queues.
+  if (!mc.open_queues)
+    ec.broker.queues = mc.queues;
+  ec.broker.max_queues = mc.max_queues;
+  ec.rules = mc.rules;
+  ec.broker.queue_idle_ms = mc.queue_idle_ms;
+  ec.relay.stream_maxlen = mc.stream_maxlen;
+  ec.relay.lease_ms = mc.outbox_lease_ms;
+  ec.broker.workers = mc.redis_workers;
+  ec.finalizer.workers = mc.pg_workers;
+  ec.worker_timeout_ms = mc.worker_timeout_ms;
+  std::string failpoint;
+  actor_kill kill;
+  if (!arm_failpoint(ec.finalizer, failpoint, kill)) {
+    lg->error("MM_FAILPOINT={}: unknown failpoint (kill_before_commit, "
+              "kill_after_commit, kill_actor=NAME@MS with NAME one of broker, "
+              "finalizer, directory, relay, gateway, lifecycle, pair_lock, "
+              "swipe)",
+              failpoint);
+    return 2;
+  }
+  if (!failpoint.empty())
+    lg->warn("failpoint {} armed (MM_FAILPOINT): a test hook, never for "
+             "production",
+             failpoint);
+  // A core actor that stops takes the node out of service: not ready, a
+  // drain, exit 70 (EX_SOFTWARE) for the supervisor to restart it.
+  auto core_down = std::make_shared<std::atomic<bool>>(false);
+  ec.on_core_down = [core_down](const std::string&) {
+    if (!core_down->exchange(true))
+      ::kill(::getpid(), SIGTERM); // the main thread's sigwait drains
+  };
+  if (!mc.redis.empty()) {
+    ec.use_redis = true;
+    ec.redis.host = mc.redis_host;
+    ec.redis.port = mc.redis_port;
+    ec.redis.seeds = mc.redis_seeds;
+    ec.redis.cluster = mc.redis_cluster;
+    ec.redis.user = mc.redis_user;
+    ec.redis.password = mc.redis_password;
+    // Refused credentials are a configuration error, named now; a Redis
+    // that is not up yet is not (the node waits for it, /readyz says so).
+    auto probe = probe_redis(ec.redis);
+    if (!probe && probe.error().code == errc::store_auth_failed) {
+      lg->error("store_auth_failed: {}", probe.error().detail);
+      return 2;
+    }
+    if (probe)
+      lg->info("queue store: {}", probe->cluster
+                                    ? "redis cluster of "
+                                        + std::to_string(probe->primaries)
+                                        + " primaries"
+                                    : std::string{"one redis"});
+    else
+      lg->warn("queue store not reachable yet: {} ({})",
+               to_string(probe.error().code), probe.error().detail);
+  }
+  if (!mc.postgres.empty()) {
+    ec.use_postgres = true;
+    ec.postgres.conninfo = mc.postgres;
+  }
+  ec.cluster = cluster;
+  if (!ec.use_redis || !ec.use_postgres)
+    lg->warn("NOT DURABLE: running on {}{}{}: waiting users and matches are "
+             "lost when this process ends; give --redis and --postgres in "
+             "production",
+             ec.use_redis ? "" : "the embedded queue store",
+             !ec.use_redis && !ec.use_postgres ? " and " : "",
+             ec.use_postgres ? "" : "in-memory persistence");
+  auto started = engine::start(sys, ec);
+  if (!started) {
+    lg->error("cannot start the engine: {} ({})",
+              to_string(started.error().code), started.error().detail);
+    return 1;
+  }
+  auto eng = *started;
+  auto metrics = eng->metrics();
+  if (!kill.name.empty()) {
+    caf::actor victim;
+    auto pick = [&](const auto& h) { victim = caf::actor_cast<caf::actor>(h); };
+    if (kill.name == "broker") pick(eng->broker());
+    else if (kill.name == "finalizer") pick(eng->finalizer());
+    else if (kill.name == "directory") pick(eng->directory());
+    else if (kill.name == "relay") pick(eng->relay());
+    else if (kill.name == "gateway") pick(eng->gateway());
+    else if (kill.name == "lifecycle") pick(eng->lifecycle());
+    else if (kill.name == "pair_lock") pick(eng->pair_lock());
+    else pick(eng->swipes());
+    std::thread{[victim, ms = kill.after_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      caf::anon_send_exit(victim, caf::exit_reason::kill);
+    }}.detach();
+  }
+
+  // The hub keeps a user's last sign of life only as long as the presence
+  // check (--client-ttl) reads it.
+  auto events = std::make_shared<hub>(
+    64, std::chrono::seconds{300}, std::chrono::milliseconds(mc.client_ttl_ms));
+  bool console_on = !mc.console_token.empty() || !mc.demo_queue.empty();
+  // The console's counters cost a few atomics per join and match; a node
+  // without the console keeps none.
+  auto console_counts = console_on ? std::make_shared<console_stats>(
+                                       std::max<size_t>(mc.max_queues, 1))
+                                   : nullptr;
+  auto bridge = engine_bridge::make(
+    sys, eng, events, bridge_config{mc.client_ttl_ms, 30000, console_counts});
+  // A WebSocket that opens gets its user a link (and session) here: events
+  // for the user come to this node from then on.
+  events->on_attach([weak = std::weak_ptr<engine_bridge>{bridge}](
+                      const std::string& user) {
+    if (auto b = weak.lock())
+      b->attach(user);
+  });
+  auto exporter = std::make_shared<metrics_exporter>(metrics, mc.node);
+  // The probe's own Redis connection gives up within half a second (the
+  // engine's commands wait longer, and retry): readiness must turn fast.
+  auto probe_queue = eng->queue_store();
+  if (ec.use_redis) {
+    auto o = ec.redis;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 500;
+    o.max_attempts = 1;
+    o.retry_delay_ms = 0;
+    o.failover_wait_ms = 500;
+    probe_queue = make_redis_store(o);
+  }
+  // One node per queue exports its depth (docs/matchd.md, "Metrics").
+  auto lease = std::make_shared<depth_lease>(mc.node);
+  auto probe = std::make_shared<readiness_probe>(
+    probe_queue, eng->match_store(), events,
+    std::chrono::milliseconds(mc.trim_ms),
+    [lease, metrics](queue_store& store) {
+      std::vector<std::string> known;
+      for (auto& kv : metrics->queue_depths())
+        known.push_back(kv.first);
+      lease->renew(store, known);
+    });
+  auto ctx = std::make_shared<api_context>();
+  ctx->tokens.secrets = {mc.secret};
+  if (!mc.secret_next.empty())
+    ctx->tokens.secrets.push_back(mc.secret_next);
+  ctx->tokens.audience = mc.token_audience;
+  ctx->tokens.issuer = mc.token_issuer;
+  ctx->tokens.leeway_s = mc.token_leeway_s;
+  ctx->tokens.accept_v1 = mc.accept_v1_tokens;
+  ctx->tokens.accept_jwt = mc.accept_jwt_tokens;
+  ctx->events = events;
+  ctx->metrics_text = [exporter] { return exporter->render(); };
+  ctx->ready = [probe, eng](std::string& why) {
+    if (auto d = eng->down(); !d.empty()) {
+      why = "core actor " + d;
+      return false;
+    }
+    return probe->ready(why);
+  };
+  // What /readyz answers 200 to (the route adds the drain).
+  auto ready_now = [ctx](std::string& why) {
+    if (ctx->draining.load()) {
+      why = "draining";
+      return false;
+    }
+    return ctx->ready(why);
+  };
+  exporter->attach(lease, [ready_now] {
+    std::string why;
+    return ready_now(why);
+  });
+  if (!mc.open_queues) // refused at the door: no session, no link, no store
+    ctx->queues.insert(mc.queues.begin(), mc.queues.end());
+  ctx->count_status = [exporter](unsigned status) {
+    exporter->count_status(status);
+  };
+  // Set below, once the server runs: the console shows its connections.
+  auto server_view = std::make_shared<std::atomic<const http_server*>>(nullptr);
+  if (console_on) {
+    console_settings cs;
+    cs.token = mc.console_token;
+    cs.demo_queue = mc.demo_queue;
+    cs.demo_ttl_s = mc.demo_ttl_s;
+    cs.secret = mc.secret;
+    cs.node = mc.node;
+    if (!mc.open_queues)
+      cs.queues = mc.queues;
+    ctx->console = std::make_shared<console_routes>(
+      cs, console_counts, metrics, [server_view] {
+        console_node_view v;
+        if (auto* srv = server_view->load()) {
+          v.connections = srv->stats().open_connections.load();
+          v.websockets = srv->stats().open_websockets.load();
+        }
+        return v;
+      });
+  }
+  auto router = std::make_shared<api_router>(ctx, bridge);
+  server_limits limits;
+  limits.max_body = mc.max_body;
+  limits.rate = mc.rate;
+  limits.idle_timeout_ms = mc.idle_timeout_ms;
+  limits.max_connections = mc.max_connections;
+  limits.ws_per_user = mc.max_ws_per_user;
+  limits.ws_idle_timeout_ms = mc.ws_idle_timeout_ms;
+  limits.ws_rate = mc.ws_rate;
+  auto server = http_server::start(mc.listen_host, mc.listen_port,
+                                   mc.io_threads, router, events, limits);
+  if (!server) {
+    lg->error("{}", server.error().detail);
+    eng->stop();
+    return 1;
+  }
+  auto& srv = *server;
+  exporter->attach(srv.get());
+  server_view->store(srv.get());
+  std::string served = "any name, at most " + std::to_string(mc.max_queues)
+                       + " at once";
+  if (!mc.open_queues) {
+    served.clear();
+    for (auto& q : mc.queues)
+      served += (served.empty() ? "" : ",") + q;
+  }
+  lg->info("node {} listening on http://{}:{} (queues: {}; queue store: {}, "
+           "database: {})",
+           mc.node, mc.listen_host, srv->port(), served,
+           eng->queue_store()->describe(), eng->match_store()->describe());
+  if (!mc.console_token.empty())
+    lg->info("web console on http://{}:{}/console/ (operator token: "
+             "--console-token)",
+             mc.listen_host, srv->port());
+  if (!mc.demo_queue.empty())
+    lg->info("demo on http://{}:{}/console/demo.html: visitors join queue {} "
+             "as demo users",
+             mc.listen_host, srv->port(), mc.demo_queue);
+  // Which keys and claims are in force: what an operator checks during a
+  // key rollover (docs/api.md, "Key rollover"). Never the secrets.
+  lg->info("tokens: {}{}; {} secret(s){}; audience {}, issuer {}, leeway {} s",
+           mc.accept_v1_tokens ? "v1" : "",
+           mc.accept_jwt_tokens ? (mc.accept_v1_tokens ? " and JWT HS256"
+                                                       : "JWT HS256")
+                                : "",
+           ctx->tokens.secrets.size(),
+           mc.secret_next.empty() ? "" : " (rollover: --secret-next accepted)",
+           mc.token_audience.empty() ? "none" : "'" + mc.token_audience + "'",
+           mc.token_issuer.empty() ? "unchecked" : "'" + mc.token_issuer + "'",
+           mc.token_leeway_s);
+  if (mc.cluster_port != 0)
+    lg->info("node {} in a cluster: gateway on {}:{} (bound to {}, {}), {} "
+             "static peer(s), membership in Redis {}",
+             mc.node, mc.cluster_host, mc.cluster_port, mc.cluster_bind,
+             cluster.tls() ? "mutual TLS" : "INSECURE: plaintext, loopback",
+             mc.peers.size(), mc.membership ? "on" : "off");
+
+  // systemd (Type=notify): READY=1 once ready, WATCHDOG=1 while a pulse
+  // actor shows that the scheduler runs actors and timers. Nothing without
+  // NOTIFY_SOCKET.
+  service_notifier notifier;
+  caf::actor pulse;
+  if (std::getenv("NOTIFY_SOCKET") != nullptr) {
+    using steady = std::chrono::steady_clock;
+    auto beat = std::make_shared<std::atomic<int64_t>>(
+      steady::now().time_since_epoch().count());
+    pulse = sys.spawn([beat](caf::event_based_actor* self) -> caf::behavior {
+      self->send(self, int32_t{0});
+      return {
+        [self, beat](int32_t) {
+          beat->store(steady::now().time_since_epoch().count());
+          self->delayed_send(self, std::chrono::milliseconds(250), int32_t{0});
+        },
+      };
+    });
+    notifier.start(ready_now, [beat] {
+      auto last = steady::time_point(steady::duration(beat->load()));
+      return steady::now() - last < std::chrono::seconds(3);
+    });
+    lg->info("systemd notification socket: READY=1 once ready{}",
+             notifier.enabled() ? "" : " (not enabled)");
+  }
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  auto t0 = std::chrono::steady_clock::now();
+  auto deadline = t0 + std::chrono::milliseconds(mc.drain_timeout_ms);
+  lg->info("{}: draining (bound {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+           mc.drain_timeout_ms);
+  ctx->draining = true;
+  notifier.stopping();
+  srv->stop_accepting();
+  auto joins_done = bridge->drain(deadline);
+  auto flushed = bridge->flush_events(deadline);
+  // Events handed to the sessions reach the WebSocket queues moments later.
+  std::this_thread::sleep_until(
+    std::min(deadline, std::chrono::steady_clock::now()
+                         + std::chrono::milliseconds(100)));
+  auto ws_closed = srv->close_websockets(deadline);
+  srv->stop();
+  bridge->stop();
+  eng->stop();
+  if (pulse)
+    caf::anon_send_exit(pulse, caf::exit_reason::user_shutdown);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::steady_clock::now() - t0)
+              .count();
+  if (joins_done && flushed && ws_closed)
+    lg->info("drained in {} ms", ms);
+  else
+    lg->warn("drain bound reached after {} ms (joins settled: {}, events "
+             "flushed: {}, websockets closed: {})",
+             ms, joins_done, flushed, ws_closed);
+  if (!actors_done_by(sys, std::max(deadline, std::chrono::steady_clock::now())
+                             + std::chrono::milliseconds(500))) {
+    // Requests still waiting on the engine (their answers would go to
+    // connections already closed) do not hold the exit past the bound;
+    // what is durable is in the stores, as after a crash.
+    lg->warn("{} actors still running past the drain bound; exiting now",
+             sys.registry().running());
+    spdlog::shutdown();
+    std::fflush(nullptr);
+    std::_Exit(*core_down ? 70 : 0);
+  }
+  if (*core_down) {
+    lg->error("exiting 70: core actor {}", eng->down());
+    return 70;
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  matchd_config mc;
+  auto parsed = parse_matchd_config(argc, argv, mc);
+  if (parsed.exit_now) {
+    std::fputs(parsed.output.c_str(), parsed.exit_code == 0 ? stdout : stderr);
+    return parsed.exit_code;
+  }
+  spdlog::set_level(spdlog::level::from_str(mc.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+  return run(mc);
+}

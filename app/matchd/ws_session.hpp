@@ -1,0 +1,95 @@
+#pragma once
+
+// One open WebSocket, /v1/users/{user}/events (internal to the HTTP server):
+// an event sink of the hub that writes what it is given in order, answers
+// the requests the client sends on it (app/matchd/ws_requests.hpp; at --rate as
+// on an HTTP connection, at most ws_requests_in_flight at once; any other
+// frame and pings within --ws-rate, a flood closed), pings a quiet client
+// and closes one that answers nothing for --ws-idle-timeout.
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "app/matchd/hub.hpp"
+#include "app/matchd/server_core.hpp"
+
+namespace mm {
+
+class ws_session : public event_sink,
+                   public std::enable_shared_from_this<ws_session> {
+public:
+  using tcp = boost::asio::ip::tcp;
+  using request = boost::beast::http::request<boost::beast::http::string_body>;
+
+  /// Takes over an upgraded connection with its place among
+  /// --max-connections and its user's WebSocket place.
+  /// `token`: the bearer token of the upgrade, which the socket's requests
+  /// carry until an `auth` request replaces it.
+  ws_session(tcp::socket&& sock, std::shared_ptr<server_core> core,
+             conn_slot conn, ws_slot place, std::string token);
+
+  ~ws_session() override;
+
+  const std::string& user() const {
+    return user_;
+  }
+
+  /// Answers the upgrade `req`, then attaches to the hub. Call once.
+  void run(request req);
+
+  /// Queues `msg`; thread-safe, never blocks.
+  void push(std::shared_ptr<const std::string> msg) override;
+
+  /// Closes once everything queued is sent. Thread-safe, idempotent.
+  void close_when_flushed();
+
+private:
+  void enqueue(std::shared_ptr<const std::string> msg);
+  void do_write();
+  void do_read();
+  /// One frame from the client: a request, answered on this socket; false
+  /// when it was junk over --ws-rate (the socket is to be closed).
+  bool on_request(std::string_view text);
+  /// Queues the router's reply frame `text` from any thread; one request
+  /// less in flight.
+  void reply_later(std::shared_ptr<const std::string> text);
+  void do_close(boost::beast::websocket::close_code code);
+  void finished();
+  bool take_token();
+  void over_rate();
+
+  /// A token bucket (burst twice the rate).
+  struct bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point refilled;
+    bool take(double rate);
+  };
+
+  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  std::shared_ptr<server_core> core_;
+  conn_slot conn_;
+  ws_slot place_;
+  std::string user_;
+  std::string token_;
+  std::size_t in_flight_ = 0; ///< requests handed to the router, unanswered
+  boost::beast::flat_buffer in_;
+  std::deque<std::shared_ptr<const std::string>> queue_;
+  bucket frames_;   ///< every frame but a well-formed request: --ws-rate
+  bucket requests_; ///< well-formed requests: --rate, as on an HTTP connection
+  bool writing_ = false;
+  bool open_ = false;
+  bool closing_ = false;
+  bool closed_ = false;
+  bool done_ = false;
+  bool over_rate_ = false;
+};
+
+} // namespace mm
