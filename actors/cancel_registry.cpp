@@ -7,8 +7,6 @@
 
 namespace mm {
 
-
-
 struct cancel_registry::impl {
   int64_t memory_ms;
   mutable std::mutex mtx;

@@ -18,7 +18,7 @@ std::string ticket_key(const std::string& queue, const std::string& user,
 /// different tickets. Thread-safe. Entries expire after `memory_ms` (longer
 /// than any pair lives unfinalized), so the set stays bounded.
 class cancel_registry {
-public:
+ public:
   explicit cancel_registry(int64_t memory_ms = 120000);
   ~cancel_registry();
 
@@ -33,7 +33,7 @@ public:
   /// Entries held (expired ones are dropped on the next `add`).
   size_t size() const;
 
-private:
+ private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };

@@ -87,8 +87,7 @@ outcome<peer_address> parse_peer(const std::string& text) {
 failure check_cluster_config(const cluster_config& cfg,
                              const std::string& node) {
   if (!valid_node_id(node))
-    return invalid("node id '" + node
-                   + "': must be 1..64 of [A-Za-z0-9._:@-]");
+    return invalid("node id '" + node + "': must be 1..64 of [A-Za-z0-9._:@-]");
   if (!cfg.enabled()) {
     if (!cfg.peers.empty())
       return invalid("cluster peers need a cluster port");
@@ -127,11 +126,10 @@ failure check_cluster_config(const cluster_config& cfg,
                      "and CA (docs/cluster.md), or insecure for a "
                      "loopback-only test cluster");
     if (!loopback_address(cfg.bind))
-      return invalid("an insecure cluster port must bind to a loopback "
-                     "address, not '"
-                     + (cfg.bind.empty() ? std::string{"every interface"}
-                                         : cfg.bind)
-                     + "'");
+      return invalid(
+        "an insecure cluster port must bind to a loopback "
+        "address, not '"
+        + (cfg.bind.empty() ? std::string{"every interface"} : cfg.bind) + "'");
   }
   return {};
 }

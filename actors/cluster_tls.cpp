@@ -15,8 +15,8 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include <openssl/x509err.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509err.h>
 
 namespace mm {
 
@@ -57,12 +57,13 @@ failure check_cluster_tls(const cluster_config& cfg) {
     const char* option;
     const std::string& file;
   };
-  for (auto& [option, file] : {item{"cluster-cert", cfg.tls_cert},
-                               item{"cluster-key", cfg.tls_key},
-                               item{"cluster-ca", cfg.tls_ca}}) {
+  for (auto& [option, file] :
+       {item{"cluster-cert", cfg.tls_cert}, item{"cluster-key", cfg.tls_key},
+        item{"cluster-ca", cfg.tls_ca}}) {
     if (file.empty())
-      return bad(option, file, "missing (give all three of cluster-cert, "
-                               "cluster-key, cluster-ca)");
+      return bad(option, file,
+                 "missing (give all three of cluster-cert, "
+                 "cluster-key, cluster-ca)");
     if (auto why = unreadable(file); !why.empty())
       return bad(option, file, "cannot read: " + why);
   }
@@ -70,16 +71,14 @@ failure check_cluster_tls(const cluster_config& cfg) {
   std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx{SSL_CTX_new(TLS_method()),
                                                    &SSL_CTX_free};
   if (!ctx)
-    return failure{errc::invalid_argument, "cannot make a TLS context: "
-                                             + ssl_error()};
-  if (SSL_CTX_use_certificate_chain_file(ctx.get(), cfg.tls_cert.c_str())
-      != 1)
+    return failure{errc::invalid_argument,
+                   "cannot make a TLS context: " + ssl_error()};
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), cfg.tls_cert.c_str()) != 1)
     return bad("cluster-cert", cfg.tls_cert,
                "not a PEM certificate (chain): " + ssl_error());
   // No passphrase callback: an encrypted key fails here, not at a prompt.
-  SSL_CTX_set_default_passwd_cb(ctx.get(), [](char*, int, int, void*) {
-    return 0;
-  });
+  SSL_CTX_set_default_passwd_cb(ctx.get(),
+                                [](char*, int, int, void*) { return 0; });
   if (SSL_CTX_use_PrivateKey_file(ctx.get(), cfg.tls_key.c_str(),
                                   SSL_FILETYPE_PEM)
       != 1) {
@@ -97,8 +96,7 @@ failure check_cluster_tls(const cluster_config& cfg) {
                "does not match the certificate " + cfg.tls_cert);
   if (SSL_CTX_load_verify_locations(ctx.get(), cfg.tls_ca.c_str(), nullptr)
       != 1)
-    return bad("cluster-ca", cfg.tls_ca,
-               "not a PEM CA bundle: " + ssl_error());
+    return bad("cluster-ca", cfg.tls_ca, "not a PEM CA bundle: " + ssl_error());
   // Our own certificate must pass the check our peers make of it.
   auto* cert = SSL_CTX_get0_certificate(ctx.get());
   STACK_OF(X509)* chain = nullptr;
@@ -111,11 +109,10 @@ failure check_cluster_tls(const cluster_config& cfg) {
            != 1)
     return bad("cluster-cert", cfg.tls_cert, "cannot be checked");
   if (X509_verify_cert(vctx.get()) != 1)
-    return bad("cluster-cert", cfg.tls_cert,
-               std::string{"not accepted by the CA bundle "} + cfg.tls_ca
-                 + ": "
-                 + X509_verify_cert_error_string(
-                   X509_STORE_CTX_get_error(vctx.get())));
+    return bad(
+      "cluster-cert", cfg.tls_cert,
+      std::string{"not accepted by the CA bundle "} + cfg.tls_ca + ": "
+        + X509_verify_cert_error_string(X509_STORE_CTX_get_error(vctx.get())));
   ERR_clear_error();
   return {};
 }
@@ -152,8 +149,7 @@ failure check_cluster_tls_system(caf::actor_system& sys,
                        "config: use_cluster_tls)"};
   };
   if (c.openssl_certificate != cfg.tls_cert)
-    return differs("openssl.certificate", c.openssl_certificate,
-                   cfg.tls_cert);
+    return differs("openssl.certificate", c.openssl_certificate, cfg.tls_cert);
   if (c.openssl_key != cfg.tls_key)
     return differs("openssl.key", c.openssl_key, cfg.tls_key);
   if (c.openssl_cafile != cfg.tls_ca)

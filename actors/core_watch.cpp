@@ -63,10 +63,10 @@ caf::behavior core_watch(caf::stateful_actor<watch_state>* self,
 
 } // namespace
 
-caf::actor spawn_core_watch(caf::actor_system& sys,
-                            std::vector<std::pair<std::string, caf::actor>> core,
-                            std::shared_ptr<core_health> health,
-                            core_down_fn on_down) {
+caf::actor
+spawn_core_watch(caf::actor_system& sys,
+                 std::vector<std::pair<std::string, caf::actor>> core,
+                 std::shared_ptr<core_health> health, core_down_fn on_down) {
   return sys.spawn(core_watch, std::move(core), std::move(health),
                    std::move(on_down));
 }

@@ -21,7 +21,7 @@ namespace mm {
 
 /// What the watch saw. Thread-safe.
 class core_health {
-public:
+ public:
   /// Empty while every core actor runs; else "NAME stopped: REASON" for
   /// the first that stopped.
   std::string down() const;
@@ -33,7 +33,7 @@ public:
   /// From now on stops are expected (the engine stops). Idempotent.
   void stopping();
 
-private:
+ private:
   mutable std::mutex mtx_;
   std::string down_;
   bool stopping_ = false;
@@ -46,9 +46,9 @@ using core_down_fn = std::function<void(const std::string&)>;
 /// that stops while `health` is not stopping is recorded there, logged, and
 /// handed to `on_down` (may be empty). Not idempotent: every call spawns
 /// another watch.
-caf::actor spawn_core_watch(caf::actor_system& sys,
-                            std::vector<std::pair<std::string, caf::actor>> core,
-                            std::shared_ptr<core_health> health,
-                            core_down_fn on_down);
+caf::actor
+spawn_core_watch(caf::actor_system& sys,
+                 std::vector<std::pair<std::string, caf::actor>> core,
+                 std::shared_ptr<core_health> health, core_down_fn on_down);
 
 } // namespace mm

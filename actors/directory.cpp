@@ -99,9 +99,9 @@ void arm_sweep(directory_ptr self) {
     return;
   st.sweep_armed = true;
   auto wait = st.order.front().due - self->clock().now();
-  self->delayed_send(self,
-                     std::max(wait, decltype(wait){std::chrono::milliseconds(1)}),
-                     tick_atom_v);
+  self->delayed_send(
+    self, std::max(wait, decltype(wait){std::chrono::milliseconds(1)}),
+    tick_atom_v);
 }
 
 /// Drops the kept events past their time.

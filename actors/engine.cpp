@@ -5,9 +5,9 @@
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/publish.hpp>
-#include <caf/openssl/manager.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/publish.hpp>
 
 #include "actors/cluster_tls.hpp"
 #include "actors/directory.hpp"
@@ -19,8 +19,7 @@
 namespace mm {
 
 engine::engine(caf::actor_system& sys, engine_config cfg)
-  : sys_(sys),
-    cfg_(std::move(cfg)),
+  : sys_(sys), cfg_(std::move(cfg)),
     sessions_(std::make_shared<session_table>()) {
   // nop
 }
@@ -63,9 +62,10 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   cfg.swipe.metrics = cfg.metrics;
   cfg.lifecycle.metrics = cfg.metrics;
   cfg.directory.metrics = cfg.metrics;
-  for (auto* t : {&cfg.broker.worker_timeout_ms, &cfg.finalizer.worker_timeout_ms,
-                  &cfg.relay.worker_timeout_ms, &cfg.lock.worker_timeout_ms,
-                  &cfg.swipe.worker_timeout_ms, &cfg.cluster.worker_timeout_ms})
+  for (auto* t :
+       {&cfg.broker.worker_timeout_ms, &cfg.finalizer.worker_timeout_ms,
+        &cfg.relay.worker_timeout_ms, &cfg.lock.worker_timeout_ms,
+        &cfg.swipe.worker_timeout_ms, &cfg.cluster.worker_timeout_ms})
     *t = cfg.worker_timeout_ms;
   // No COMMIT starts after 4/5 of the claim hold, so none starts after the
   // hold lapsed in the queue (docs/engine.md, "A cancel whose owner cannot
@@ -73,8 +73,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   auto hold = std::max<uint32_t>(1, cfg.broker.hold_ms);
   if (cfg.finalizer.claim_window_ms == 0)
     cfg.finalizer.claim_window_ms = std::max<uint32_t>(1, hold - hold / 5);
-  cfg.finalizer.claim_window_ms
-    = std::min(cfg.finalizer.claim_window_ms, hold);
+  cfg.finalizer.claim_window_ms = std::min(cfg.finalizer.claim_window_ms, hold);
   std::shared_ptr<engine> e{new engine(sys, cfg)};
   if (cfg.queue_factory) {
     e->queue_store_ = cfg.queue_factory;
@@ -98,13 +97,11 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
     if (sc.owner_wait_ms == 0) {
       // (An unknown commit bound never answers `cancelled` this way: then
       // the wait only covers the hold, for `matched`.)
-      uint64_t wait = uint64_t{hold} + 2ull * cfg.broker.sweep_interval_ms
-                      + (sc.commit_bound_ms == UINT32_MAX
-                           ? 0
-                           : sc.commit_bound_ms)
-                      + 10000;
-      sc.owner_wait_ms = static_cast<uint32_t>(
-        std::min<uint64_t>(wait, UINT32_MAX));
+      uint64_t wait
+        = uint64_t{hold} + 2ull * cfg.broker.sweep_interval_ms
+          + (sc.commit_bound_ms == UINT32_MAX ? 0 : sc.commit_bound_ms) + 10000;
+      sc.owner_wait_ms
+        = static_cast<uint32_t>(std::min<uint64_t>(wait, UINT32_MAX));
     }
   }
   {
@@ -148,11 +145,10 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
     auto in = bind.empty() ? nullptr : bind.c_str();
     // With TLS a peer without a certificate of the cluster's CA is refused
     // in the handshake, before BASP reads a byte of it.
-    auto port = cfg.cluster.tls()
-                  ? caf::openssl::publish(e->gateway_, cfg.cluster.port, in,
-                                          true)
-                  : sys.middleman().publish(e->gateway_, cfg.cluster.port, in,
-                                            true);
+    auto port
+      = cfg.cluster.tls()
+          ? caf::openssl::publish(e->gateway_, cfg.cluster.port, in, true)
+          : sys.middleman().publish(e->gateway_, cfg.cluster.port, in, true);
     if (!port) {
       auto why = sys.render(port.error());
       e->stop();
@@ -171,17 +167,16 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
                           cfg.swipe);
   auto as_actor = [](const auto& h) { return caf::actor_cast<caf::actor>(h); };
-  e->watch_ = spawn_core_watch(
-    sys,
-    {{"broker", as_actor(e->broker_)},
-     {"finalizer", as_actor(e->finalizer_)},
-     {"directory", as_actor(e->directory_)},
-     {"relay", as_actor(e->relay_)},
-     {"gateway", as_actor(e->gateway_)},
-     {"lifecycle", as_actor(e->lifecycle_)},
-     {"pair_lock", as_actor(e->lock_)},
-     {"swipe", as_actor(e->swipe_)}},
-    e->health_, cfg.on_core_down);
+  e->watch_ = spawn_core_watch(sys,
+                               {{"broker", as_actor(e->broker_)},
+                                {"finalizer", as_actor(e->finalizer_)},
+                                {"directory", as_actor(e->directory_)},
+                                {"relay", as_actor(e->relay_)},
+                                {"gateway", as_actor(e->gateway_)},
+                                {"lifecycle", as_actor(e->lifecycle_)},
+                                {"pair_lock", as_actor(e->lock_)},
+                                {"swipe", as_actor(e->swipe_)}},
+                               e->health_, cfg.on_core_down);
   return e;
 }
 

@@ -91,7 +91,7 @@ struct engine_config {
 /// One engine inside a host's actor system: queue broker, finalizer,
 /// directory, outbox relay, node gateway, and one session actor per user.
 class engine {
-public:
+ public:
   /// Connects the stores, applies the database migrations and spawns the
   /// engine's actors in `sys`. Fails with `store_unavailable` when the
   /// database cannot be reached, `protocol_error` when a migration fails,
@@ -210,7 +210,7 @@ public:
     return health_->down();
   }
 
-private:
+ private:
   engine(caf::actor_system& sys, engine_config cfg);
 
   caf::actor_system& sys_;

@@ -1,5 +1,5 @@
-#include "actors/worker_bound.hpp"
 #include "actors/finalizer.hpp"
+#include "actors/worker_bound.hpp"
 
 #include <algorithm>
 #include <map>
@@ -38,7 +38,7 @@ struct pending_pair {
   uint32_t attempts = 0;
   bool mutual = false;
   steady_time since = std::chrono::steady_clock::now(); ///< receipt
-  clock_time commit_by = clock_time::max(); ///< claim_window_ms
+  clock_time commit_by = clock_time::max();             ///< claim_window_ms
 };
 
 /// Answers a finalization and records how long it took since its receipt.
@@ -65,7 +65,7 @@ struct finalizer_state {
   finalizer_config cfg;
   queue_broker_actor broker;
   std::unique_ptr<match_store> inline_store; // non-blocking stores
-  std::vector<commit_worker_actor> idle; // blocking stores: free workers
+  std::vector<commit_worker_actor> idle;     // blocking stores: free workers
   std::vector<pending_pair> pending;
   std::vector<ticket_lookup> lookups; // waiting for a worker
   bool tick_armed = false;
@@ -148,8 +148,9 @@ void release_all(fin_ptr self, const std::string& queue,
       release_all(self, queue, std::move(rest), std::move(first));
     };
   }
-  self->request(self->state.broker, caf::infinite, release_atom_v, queue,
-                std::move(tickets))
+  self
+    ->request(self->state.broker, caf::infinite, release_atom_v, queue,
+              std::move(tickets))
     .then([then](std::vector<release_result>&) { then(); },
           [self, then](caf::error& err) {
             log_failure("release", err, self);
@@ -157,12 +158,12 @@ void release_all(fin_ptr self, const std::string& queue,
           });
 }
 
-
 /// Puts a claimed (or claimer) record back at its original place, then runs
 /// `then`.
 void requeue(fin_ptr self, const std::string& queue, const std::string& ticket,
              std::function<void()> then) {
-  self->request(self->state.broker, caf::infinite, requeue_atom_v, queue, ticket)
+  self
+    ->request(self->state.broker, caf::infinite, requeue_atom_v, queue, ticket)
     .then([then](requeue_result&) { then(); },
           [self, then](caf::error& err) {
             log_failure("requeue", err, self);
@@ -193,10 +194,10 @@ void undo(fin_ptr self, pending_pair& pp, bool claimed_guilty,
   auto& st = self->state;
   auto& p = pp.pair;
   // Cancels count up to now, also those that came after the checkpoints.
-  bool claimed_cancelled
-    = st.cfg.cancels->contains(p.queue, p.claimed.user, p.claimed.ticket);
-  bool claimer_cancelled
-    = st.cfg.cancels->contains(p.queue, p.claimer_user, p.claimer_ticket);
+  bool claimed_cancelled = st.cfg.cancels->contains(p.queue, p.claimed.user,
+                                                    p.claimed.ticket);
+  bool claimer_cancelled = st.cfg.cancels->contains(p.queue, p.claimer_user,
+                                                    p.claimer_ticket);
   auto claimed_done = [self, q{p.queue}, u{p.claimed.user},
                        t{p.claimed.ticket}](bool honoured) {
     auto g = std::make_shared<undo_guard>(self, ticket_key(q, u, t));
@@ -290,8 +291,8 @@ void note_commit(fin_ptr self, const commit_job& job) {
   st.backoff_ms = st.backoff_ms == 0 ? lo : std::min(hi, st.backoff_ms * 2);
   auto pct = std::min<uint32_t>(st.cfg.retry_jitter_pct, 100);
   std::uniform_int_distribution<int64_t> spread(-int64_t{pct}, int64_t{pct});
-  auto ms = std::max<int64_t>(1, int64_t{st.backoff_ms}
-                                   * (100 + spread(st.rng)) / 100);
+  auto ms = std::max<int64_t>(1, int64_t{st.backoff_ms} * (100 + spread(st.rng))
+                                   / 100);
   st.backoff_until = now + std::chrono::milliseconds(ms);
   static log_limit limit{3, std::chrono::seconds(10)};
   uint64_t suppressed = 0;
@@ -450,7 +451,8 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
                   for (size_t k = 0; k < answers.size(); ++k)
                     answer(m, since[k], answers[k].first,
                            finalize_result{finalize_outcome::committed,
-                                           answers[k].second, {}});
+                                           answers[k].second,
+                                           {}});
                   if (--*open == 0)
                     push();
                 });
@@ -519,7 +521,8 @@ void flush(fin_ptr self) {
     }
     auto worker = std::move(st.idle.back());
     st.idle.pop_back();
-    self->request(worker, worker_bound(st.cfg.worker_timeout_ms), std::move(job))
+    self
+      ->request(worker, worker_bound(st.cfg.worker_timeout_ms), std::move(job))
       .then(
         [self, worker, batch](job_ptr& done) {
           self->state.idle.push_back(worker);
@@ -608,7 +611,8 @@ finalizer_impl(fin_ptr self, std::shared_ptr<match_store_factory> factory,
       auto& st = self->state;
       auto rp = self->make_response_promise<cancel_verdict>();
       auto k = ticket_key(c.queue, c.user, c.ticket);
-      if (auto* v = st.book.final_verdict(k, std::chrono::steady_clock::now())) {
+      if (auto* v = st.book.final_verdict(k,
+                                          std::chrono::steady_clock::now())) {
         rp.deliver(*v);
         return rp;
       }

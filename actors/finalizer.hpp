@@ -27,10 +27,10 @@ constexpr const char* mutual_ticket = "like";
 
 /// Settings of the finalizer.
 struct finalizer_config {
-  uint32_t batch_max = 100;  ///< pairs per group commit transaction
+  uint32_t batch_max = 100;    ///< pairs per group commit transaction
   uint32_t batch_delay_ms = 2; ///< wait for more pairs; 0: commit at once
-  uint32_t workers = 2;      ///< database connections (blocking stores)
-  uint32_t attempts = 3;     ///< commits of a pair before giving it up
+  uint32_t workers = 2;        ///< database connections (blocking stores)
+  uint32_t attempts = 3;       ///< commits of a pair before giving it up
   /// A group commit the database could not take (store unavailable) makes
   /// the whole finalizer back off: no commit and no cancel lookup runs
   /// before the delay has passed. The delay starts at `retry_min_ms`,

@@ -81,10 +81,9 @@ void run_job(match_store& store, const cancel_registry& cancels,
       continue;
     }
     live.push_back(i);
-    reqs.push_back(match_request{p.queue, p.claimer_user, p.claimer_ticket,
-                                 p.claimer_attrs, p.claimed.user,
-                                 p.claimed.ticket, p.claimed.attrs,
-                                 job.mutual[i]});
+    reqs.push_back(match_request{
+      p.queue, p.claimer_user, p.claimer_ticket, p.claimer_attrs,
+      p.claimed.user, p.claimed.ticket, p.claimed.attrs, job.mutual[i]});
   }
   if (reqs.empty())
     return;

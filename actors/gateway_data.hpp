@@ -32,8 +32,9 @@ std::shared_ptr<spdlog::logger> gw_log();
 
 /// The gateway's own handle type: the public interface, its heartbeat timer
 /// and its links' reports.
-using gateway_impl_actor = node_gateway_actor::extend<
-  caf::reacts_to<tick_atom>, caf::reacts_to<link_report>>;
+using gateway_impl_actor
+  = node_gateway_actor::extend<caf::reacts_to<tick_atom>,
+                               caf::reacts_to<link_report>>;
 
 /// One peer node. Its connection is its link's (actors/peer_link.hpp):
 ///
@@ -112,8 +113,7 @@ void locate(gw_ptr self, peer_entry& p, const std::string& address);
 /// at once (no node known: `unrouted`; ours or gone: nothing to do).
 void route_to(gw_ptr self, caf::typed_response_promise<delivery_report> rp,
               std::string user, std::shared_ptr<match_event> ev,
-              const std::string& node, const std::string& address,
-              bool member);
+              const std::string& node, const std::string& address, bool member);
 
 /// Hands the user's active match (if any) to the directory: a session that
 /// starts here gets the match it may have missed elsewhere.

@@ -49,12 +49,12 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::gw_match_job_ptr)
 namespace mm {
 
 /// The gateway's queue store worker: runs a job's calls, answers the job.
-using queue_worker_actor = caf::typed_actor<
-  caf::replies_to<gw_queue_job_ptr>::with<gw_queue_job_ptr>>;
+using queue_worker_actor
+  = caf::typed_actor<caf::replies_to<gw_queue_job_ptr>::with<gw_queue_job_ptr>>;
 
 /// The gateway's match store worker: runs a job's lookups, answers the job.
-using match_worker_actor = caf::typed_actor<
-  caf::replies_to<gw_match_job_ptr>::with<gw_match_job_ptr>>;
+using match_worker_actor
+  = caf::typed_actor<caf::replies_to<gw_match_job_ptr>::with<gw_match_job_ptr>>;
 
 /// Runs one lookup on `conn`.
 outcome<std::optional<match_record>> look_up(match_store& conn,

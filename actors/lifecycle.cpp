@@ -155,11 +155,11 @@ void run_lookups(lc_ptr self) {
   if (st.lookup_running || st.lookups.empty() || st.lookup_armed)
     return;
   st.lookup_running = true;
-  auto batch = std::make_shared<
-    std::vector<std::pair<std::string, lookup_promise>>>();
+  auto batch
+    = std::make_shared<std::vector<std::pair<std::string, lookup_promise>>>();
   batch->swap(st.lookups);
-  auto res = std::make_shared<
-    std::vector<outcome<std::optional<match_record>>>>();
+  auto res
+    = std::make_shared<std::vector<outcome<std::optional<match_record>>>>();
   std::vector<std::string> users;
   for (auto& entry : *batch)
     users.push_back(entry.first);
@@ -193,8 +193,8 @@ void run_ends(lc_ptr self) {
   if (st.ends_running || st.ends.empty())
     return;
   st.ends_running = true;
-  auto batch = std::make_shared<
-    std::vector<std::pair<end_request, end_promise>>>();
+  auto batch
+    = std::make_shared<std::vector<std::pair<end_request, end_promise>>>();
   auto n = std::min<size_t>(st.ends.size(), st.cfg.batch);
   batch->assign(std::make_move_iterator(st.ends.begin()),
                 std::make_move_iterator(st.ends.begin() + n));
@@ -330,14 +330,13 @@ void sweep(lc_ptr self) {
       if (res->parts.created + res->parts.dropped > 0)
         lc_log()->info("outbox partitions: {} created, {} dropped, {} old "
                        "kept for undelivered events, {} now",
-                       res->parts.created, res->parts.dropped,
-                       res->parts.kept, res->parts.partitions);
+                       res->parts.created, res->parts.dropped, res->parts.kept,
+                       res->parts.partitions);
       sweep_done(self, res->what, res->err);
     },
     [self](const caf::error& err) {
       sweep_done(self, "the database call",
-                 failure{errc::store_unavailable,
-                         self->system().render(err)});
+                 failure{errc::store_unavailable, self->system().render(err)});
     });
 }
 
@@ -349,7 +348,7 @@ lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
   st.cfg = std::move(cfg);
   if (store->blocking()) {
     st.worker = self->spawn<caf::detached + caf::linked>(lc_worker,
-                                                          std::move(store));
+                                                         std::move(store));
     st.lookup_worker = self->spawn<caf::detached + caf::linked>(
       lc_worker, std::move(lookup_store));
   } else
@@ -409,9 +408,8 @@ lifecycle_actor spawn_lifecycle(caf::actor_system& sys,
   std::shared_ptr<match_store> lookup_conn;
   if (conn->blocking())
     lookup_conn = store->connect();
-  return caf::actor_cast<lifecycle_actor>(
-    sys.spawn(lifecycle_impl, std::move(conn), std::move(lookup_conn),
-              std::move(cfg)));
+  return caf::actor_cast<lifecycle_actor>(sys.spawn(
+    lifecycle_impl, std::move(conn), std::move(lookup_conn), std::move(cfg)));
 }
 
 } // namespace mm

@@ -76,14 +76,15 @@ void pump_queue(gw_ptr self) {
     st.queue_busy = false;
     return;
   }
-  auto ops = std::make_shared<std::vector<queue_op>>(
-    std::move(st.queue_pending));
+  auto ops
+    = std::make_shared<std::vector<queue_op>>(std::move(st.queue_pending));
   st.queue_pending.clear();
   auto job = std::make_shared<gw_queue_job>();
   for (auto& op : *ops)
     job->calls.push_back(op.call);
-  self->request(st.queue_worker, worker_bound(st.cfg.worker_timeout_ms),
-                std::move(job))
+  self
+    ->request(st.queue_worker, worker_bound(st.cfg.worker_timeout_ms),
+              std::move(job))
     .then(
       [self, ops](gw_queue_job_ptr& done) {
         self->state.queue_busy = false;
@@ -123,14 +124,15 @@ void pump_matches(gw_ptr self) {
     st.match_busy = false;
     return;
   }
-  auto ops = std::make_shared<std::vector<match_op>>(
-    std::move(st.match_pending));
+  auto ops
+    = std::make_shared<std::vector<match_op>>(std::move(st.match_pending));
   st.match_pending.clear();
   auto job = std::make_shared<gw_match_job>();
   for (auto& op : *ops)
     job->lookups.push_back(op.lookup);
-  self->request(st.match_worker, worker_bound(st.cfg.worker_timeout_ms),
-                std::move(job))
+  self
+    ->request(st.match_worker, worker_bound(st.cfg.worker_timeout_ms),
+              std::move(job))
     .then(
       [self, ops](gw_match_job_ptr& done) {
         self->state.match_busy = false;
@@ -218,9 +220,8 @@ void map_again(gw_ptr self) {
                  "its {} user(s) to it again",
                  st.node, st.mapped.size());
   for (const auto& user : st.mapped) {
-    script_call call{script_id::cluster_user,
-                     {cluster_keys::users},
-                     {"set", user, st.node}};
+    script_call call{
+      script_id::cluster_user, {cluster_keys::users}, {"set", user, st.node}};
     call_queue(self, std::move(call), [self, user](const store_reply& r) {
       if (auto f = fields_of(r); !f)
         gw_log()->warn("gateway {}: user '{}' not mapped again: {}",
@@ -318,8 +319,7 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
     for (auto& text : st.cfg.peers) {
       auto p = parse_peer(text);
       if (!p || p->node == st.node) {
-        gw_log()->error("gateway {}: ignoring static peer '{}'", st.node,
-                        text);
+        gw_log()->error("gateway {}: ignoring static peer '{}'", st.node, text);
         continue;
       }
       auto& e = peer(self, p->node);
@@ -365,8 +365,7 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
                      gw_log()->warn("gateway {}: route of '{}' not looked "
                                     "up: {}",
                                     self->state.node, user,
-                                    f ? "unexpected reply"
-                                      : f.error().detail);
+                                    f ? "unexpected reply" : f.error().detail);
                      delivery_report failed;
                      failed.failed = 1;
                      rp.deliver(failed);
@@ -427,16 +426,14 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
       st.mapped.insert(user);
       // The map first, the lookup after it: a match committed after the
       // lookup is routed here by the map (docs/cluster.md).
-      script_call call{script_id::cluster_user,
-                       {cluster_keys::users},
-                       {"set", user, st.node}};
+      script_call call{
+        script_id::cluster_user, {cluster_keys::users}, {"set", user, st.node}};
       call_queue(self, std::move(call),
                  [self, user, wants_replay](const store_reply& r) {
                    auto f = fields_of(r);
                    if (!f)
                      gw_log()->warn("gateway {}: user '{}' not mapped: {}",
-                                    self->state.node, user,
-                                    f.error().detail);
+                                    self->state.node, user, f.error().detail);
                    if (wants_replay)
                      replay(self, user);
                  });
@@ -472,8 +469,8 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
       if (!from_here(self)) {
         // A peer must not replace another node's handle (and so receive
         // its users' events): only the host introduces handles.
-        refuse(self, "a peer announcement for node '" + node
-                       + "' from another node");
+        refuse(self,
+               "a peer announcement for node '" + node + "' from another node");
         return;
       }
       auto h = caf::actor_cast<node_gateway_actor>(gw);
@@ -484,8 +481,7 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
     [self](peers_atom) {
       std::vector<peer_info> out;
       for (auto& [id, p] : self->state.peers)
-        out.push_back(peer_info{id, p.address,
-                                p.phase == link_phase::connected,
+        out.push_back(peer_info{id, p.address, p.phase == link_phase::connected,
                                 p.static_peer, p.member});
       return out;
     },
@@ -514,10 +510,11 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
 
 namespace mm {
 
-node_gateway_actor spawn_node_gateway(
-  caf::actor_system& sys, std::string node, cluster_config cfg,
-  std::shared_ptr<queue_store_factory> queue,
-  std::shared_ptr<match_store_factory> matches, gateway_links links) {
+node_gateway_actor
+spawn_node_gateway(caf::actor_system& sys, std::string node, cluster_config cfg,
+                   std::shared_ptr<queue_store_factory> queue,
+                   std::shared_ptr<match_store_factory> matches,
+                   gateway_links links) {
   // The first connections are opened here (never inside a cooperative
   // actor); they tell inline from worker use.
   std::shared_ptr<queue_store> queue_conn;
@@ -527,9 +524,9 @@ node_gateway_actor spawn_node_gateway(
   std::shared_ptr<match_store> match_conn;
   if (cfg.enabled() && matches)
     match_conn = matches->connect();
-  auto hdl = sys.spawn(gateway_detail::gateway_impl, std::move(node), std::move(cfg),
-                       std::move(queue_conn), std::move(match_conn),
-                       std::move(links));
+  auto hdl = sys.spawn(gateway_detail::gateway_impl, std::move(node),
+                       std::move(cfg), std::move(queue_conn),
+                       std::move(match_conn), std::move(links));
   return caf::actor_cast<node_gateway_actor>(hdl);
 }
 

@@ -89,9 +89,10 @@ struct gateway_links {
 /// Stop it with an exit message (its workers and links follow). Publishing
 /// is the caller's (the engine does it with `cfg.auto_connect`). Not
 /// idempotent: every call spawns a new gateway.
-node_gateway_actor spawn_node_gateway(
-  caf::actor_system& sys, std::string node, cluster_config cfg,
-  std::shared_ptr<queue_store_factory> queue,
-  std::shared_ptr<match_store_factory> matches, gateway_links links);
+node_gateway_actor
+spawn_node_gateway(caf::actor_system& sys, std::string node, cluster_config cfg,
+                   std::shared_ptr<queue_store_factory> queue,
+                   std::shared_ptr<match_store_factory> matches,
+                   gateway_links links);
 
 } // namespace mm

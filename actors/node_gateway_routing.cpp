@@ -112,8 +112,8 @@ void refuse(gw_ptr self, const std::string& what) {
   auto& st = self->state;
   auto n = ++st.refused;
   if ((n & (n - 1)) == 0)
-    gw_log()->warn("gateway {}: refused {} (refused so far: {})", st.node,
-                   what, n);
+    gw_log()->warn("gateway {}: refused {} (refused so far: {})", st.node, what,
+                   n);
 }
 
 void deliver_checked(gw_ptr self,
@@ -130,8 +130,8 @@ void deliver_checked(gw_ptr self,
     [self, rp, user, ev](outcome<std::optional<match_record>>& found) mutable {
       auto& st = self->state;
       if (!found) {
-        gw_log()->warn("gateway {}: event {} for '{}' not checked: {}",
-                       st.node, ev->event_id, user, found.error().detail);
+        gw_log()->warn("gateway {}: event {} for '{}' not checked: {}", st.node,
+                       ev->event_id, user, found.error().detail);
         delivery_report failed;
         failed.failed = 1;
         rp.deliver(failed);

@@ -1,7 +1,7 @@
-#include "actors/worker_bound.hpp"
 #include "actors/outbox_relay.hpp"
 #include "actors/relay_events.hpp"
 #include "actors/relay_workers.hpp"
+#include "actors/worker_bound.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -34,8 +34,8 @@ std::shared_ptr<spdlog::logger> relay_log() {
 using relay_impl_actor
   = outbox_relay_actor::extend<caf::reacts_to<tick_atom, uint64_t>>;
 
-constexpr uint64_t poll_tag = 0; ///< the polling timer
-constexpr uint64_t next_tag = 1; ///< the next batch of a cycle
+constexpr uint64_t poll_tag = 0;            ///< the polling timer
+constexpr uint64_t next_tag = 1;            ///< the next batch of a cycle
 constexpr uint64_t mark_tag = ~uint64_t{0}; ///< the gathered marks are due
 // Tags from 2 on name one armed backoff timer each (the latest one counts).
 
@@ -47,11 +47,11 @@ constexpr auto directory_timeout = std::chrono::seconds(10);
 /// One leased batch on its way through sink, directory and mark.
 struct batch {
   std::vector<outbox_event> events;
-  std::vector<match_event> parsed;   ///< one per event
-  std::vector<bool> readable;        ///< payload parsed: deliver to sessions
-  std::vector<size_t> unsent;        ///< indexes still to XADD
-  failure last;                      ///< why the last XADD of one failed
-  uint64_t pushes = 0;               ///< pushed messages it holds (0: fetched)
+  std::vector<match_event> parsed; ///< one per event
+  std::vector<bool> readable;      ///< payload parsed: deliver to sessions
+  std::vector<size_t> unsent;      ///< indexes still to XADD
+  failure last;                    ///< why the last XADD of one failed
+  uint64_t pushes = 0;             ///< pushed messages it holds (0: fetched)
 };
 
 using batch_ptr = std::shared_ptr<batch>;
@@ -72,10 +72,10 @@ struct relay_state {
   match_worker_actor store_worker;           ///< blocking match store
   std::shared_ptr<queue_store> inline_sink;  ///< non-blocking sink
   sink_worker_actor sink_worker;             ///< blocking sink
-  bool busy = false;   ///< a batch is on its way (fetched or pushed)
-  bool dirty = false;  ///< woken while busy: run one more fetch cycle
-  bool fetching = false; ///< a fetch cycle is running
-  uint64_t cycle = 0;  ///< number of the current / last fetch cycle
+  bool busy = false;        ///< a batch is on its way (fetched or pushed)
+  bool dirty = false;       ///< woken while busy: run one more fetch cycle
+  bool fetching = false;    ///< a fetch cycle is running
+  uint64_t cycle = 0;       ///< number of the current / last fetch cycle
   uint64_t cycles_done = 0; ///< fetch cycles that found nothing more
   /// Events committed and leased by this node, pushed by its finalizer
   /// (`deliver_atom`): they go out before the next fetch, without one.
@@ -89,10 +89,10 @@ struct relay_state {
   bool mark_armed = false;
   uint32_t mark_backoff_ms = 0; ///< delay of a failed mark's retry; 0: none
   std::vector<flush_waiter> flushes;
-  uint32_t backoff_ms = 0;      ///< current delay; 0: no failure streak
+  uint32_t backoff_ms = 0;       ///< current delay; 0: no failure streak
   uint64_t retry_tag = next_tag; ///< tag of the armed backoff timer
-  std::function<void()> retry;  ///< what the armed backoff timer resumes
-  uint64_t delivered = 0;       ///< since start, for logs
+  std::function<void()> retry;   ///< what the armed backoff timer resumes
+  uint64_t delivered = 0;        ///< since start, for logs
   static inline const char* name = "outbox_relay";
 };
 
@@ -109,8 +109,9 @@ void with_store(relay_ptr self, std::function<void(match_store&)> work,
   }
   auto job = std::make_shared<store_job<match_store>>();
   job->work = std::move(work);
-  self->request(st.store_worker, worker_bound(st.cfg.worker_timeout_ms),
-                std::move(job))
+  self
+    ->request(st.store_worker, worker_bound(st.cfg.worker_timeout_ms),
+              std::move(job))
     .then([then](match_job_ptr&) { then(); },
           [self](caf::error& err) {
             relay_log()->error("match store worker failed: {}",
@@ -130,8 +131,9 @@ void with_sink(relay_ptr self, std::function<void(queue_store&)> work,
   }
   auto job = std::make_shared<store_job<queue_store>>();
   job->work = std::move(work);
-  self->request(st.sink_worker, worker_bound(st.cfg.worker_timeout_ms),
-                std::move(job))
+  self
+    ->request(st.sink_worker, worker_bound(st.cfg.worker_timeout_ms),
+              std::move(job))
     .then([then](sink_job_ptr&) { then(); },
           [self](caf::error& err) {
             relay_log()->error("sink worker failed: {}",
@@ -279,8 +281,7 @@ void finish_cycle(relay_ptr self) {
 }
 
 void fetch(relay_ptr self) {
-  auto res = std::make_shared<outcome<std::vector<outbox_event>>>(
-    errc::none);
+  auto res = std::make_shared<outcome<std::vector<outbox_event>>>(errc::none);
   auto cfg = self->state.cfg;
   with_store(
     self,
@@ -302,8 +303,7 @@ void fetch(relay_ptr self) {
       }
       // Leased before and never marked: a relay (maybe this one) lost it.
       count_retries(self, static_cast<size_t>(std::count_if(
-                            evs.begin(), evs.end(),
-                            [](const outbox_event& ev) {
+                            evs.begin(), evs.end(), [](const outbox_event& ev) {
                               return ev.attempts > 1;
                             })));
       auto b = std::make_shared<batch>();
@@ -328,8 +328,7 @@ void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent);
 /// Whether the directory's report `r` for `ev` lets it be marked delivered
 /// (logs why not): a user whose node could not be reached, or one the store
 /// knows no node for on its first deliveries, leaves it for another one.
-bool settled(relay_ptr self, const outbox_event& ev,
-             const delivery_report& r) {
+bool settled(relay_ptr self, const outbox_event& ev, const delivery_report& r) {
   if (!complete(r)) {
     relay_log()->warn("event {} did not reach {} user(s) on a node that "
                       "could not be reached: left for another delivery "
@@ -494,8 +493,7 @@ void run_marks(relay_ptr self) {
         if (st.mark_backoff_ms == 0)
           relay_log()->warn("outbox relay: marking pushed events delivered "
                             "failed ({}: {}); retrying with backoff",
-                            to_string(res->error().code),
-                            res->error().detail);
+                            to_string(res->error().code), res->error().detail);
         st.mark_backoff_ms
           = st.mark_backoff_ms == 0
               ? std::max(st.cfg.mark_delay_ms, st.cfg.backoff_min_ms)
@@ -524,7 +522,8 @@ void run_marks(relay_ptr self) {
 
 /// A pushed batch's delivered events join the marks to come; the relay
 /// goes on with the next batch at once.
-void gather_marks(relay_ptr self, batch_ptr b, const std::vector<size_t>& sent) {
+void gather_marks(relay_ptr self, batch_ptr b,
+                  const std::vector<size_t>& sent) {
   auto& st = self->state;
   for (auto i : sent)
     st.to_mark.emplace_back(b->events[i].event_id, b->events[i].created_at);
@@ -582,8 +581,7 @@ relay_impl(relay_ptr self, std::shared_ptr<match_store> store,
       store_worker<match_store>, store);
     if (cfg.listen)
       self->spawn<caf::detached + caf::linked>(
-        listen_worker, factory,
-        caf::actor_cast<outbox_relay_actor>(self),
+        listen_worker, factory, caf::actor_cast<outbox_relay_actor>(self),
         cfg.poll_ms > 0 ? cfg.poll_ms : 1000u);
   } else {
     // Inline: only this actor ever uses the connection.
@@ -642,11 +640,11 @@ relay_impl(relay_ptr self, std::shared_ptr<match_store> store,
 
 } // namespace
 
-outbox_relay_actor spawn_outbox_relay(caf::actor_system& sys,
-                                      std::shared_ptr<match_store_factory> store,
-                                      std::shared_ptr<queue_store_factory> sink,
-                                      directory_actor directory,
-                                      relay_config cfg) {
+outbox_relay_actor
+spawn_outbox_relay(caf::actor_system& sys,
+                   std::shared_ptr<match_store_factory> store,
+                   std::shared_ptr<queue_store_factory> sink,
+                   directory_actor directory, relay_config cfg) {
   cfg.batch = std::clamp<uint32_t>(cfg.batch, 1, 10000);
   cfg.lease_ms = std::max<uint32_t>(cfg.lease_ms, 1);
   cfg.backoff_min_ms = std::max<uint32_t>(cfg.backoff_min_ms, 1);

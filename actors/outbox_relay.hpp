@@ -21,7 +21,7 @@ class queue_store_factory;
 /// 1..10000, lease_ms and backoff_min_ms to at least 1, backoff_max_ms to at
 /// least backoff_min_ms).
 struct relay_config {
-  uint32_t batch = 100;     ///< events leased per fetch
+  uint32_t batch = 100;      ///< events leased per fetch
   uint32_t lease_ms = 30000; ///< how long a fetched event is ours alone
   /// An event with a user the store knows no node for is left unmarked on
   /// its first `unrouted_attempts` deliveries (delivered again after its
@@ -104,10 +104,10 @@ struct relay_config {
 /// down with it (linked); restart it from the host. Stop it with an exit
 /// message; its workers follow within `poll_ms` (the LISTEN wait). Not
 /// idempotent: every call spawns a new relay.
-outbox_relay_actor spawn_outbox_relay(caf::actor_system& sys,
-                                      std::shared_ptr<match_store_factory> store,
-                                      std::shared_ptr<queue_store_factory> sink,
-                                      directory_actor directory,
-                                      relay_config cfg = {});
+outbox_relay_actor
+spawn_outbox_relay(caf::actor_system& sys,
+                   std::shared_ptr<match_store_factory> store,
+                   std::shared_ptr<queue_store_factory> sink,
+                   directory_actor directory, relay_config cfg = {});
 
 } // namespace mm

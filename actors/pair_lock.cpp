@@ -1,5 +1,5 @@
-#include "actors/worker_bound.hpp"
 #include "actors/pair_lock.hpp"
+#include "actors/worker_bound.hpp"
 
 #include <chrono>
 #include <deque>
@@ -227,16 +227,14 @@ void dispatch(lock_ptr self) {
 /// `token`.
 void unlock(lock_ptr self, const std::string& key, const std::string& token) {
   script_call call{script_id::unlock, {redis_key(self->state, key)}, {token}};
-  submit(self, store_op{std::nullopt, std::move(call)},
-         [key](store_reply& r) {
-           if (r.code != errc::none)
-             lock_log()->error("unlock of pair {} failed: {} (its lease "
-                               "lapses on its own)",
-                               key, r.detail);
-           else if (r.value.type == store_value::kind::error)
-             lock_log()->error("unlock of pair {} failed: {}", key,
-                               r.value.str);
-         });
+  submit(self, store_op{std::nullopt, std::move(call)}, [key](store_reply& r) {
+    if (r.code != errc::none)
+      lock_log()->error("unlock of pair {} failed: {} (its lease "
+                        "lapses on its own)",
+                        key, r.detail);
+    else if (r.value.type == store_value::kind::error)
+      lock_log()->error("unlock of pair {} failed: {}", key, r.value.str);
+  });
 }
 
 /// Forgets the holder of `e` (and stops watching it once it holds nothing).
@@ -279,17 +277,12 @@ void advance(lock_ptr self, const std::string& key) {
   e.trying = true;
   e.retry_gen = 0; // a retry timer still pending is moot now
   auto& head = e.waiters.front();
-  store_command cmd{"SET",
-                    redis_key(st, key),
-                    head.token,
-                    "NX",
-                    "PX",
-                    std::to_string(st.cfg.lease_ms)};
+  store_command cmd{"SET",      redis_key(st, key),
+                    head.token, "NX",
+                    "PX",       std::to_string(st.cfg.lease_ms)};
   submit(self, store_op{std::move(cmd), std::nullopt},
-         [self, key, id{head.id}, token{head.token},
-          sent{self->clock().now()}](store_reply& r) {
-           on_set_reply(self, key, id, token, sent, r);
-         });
+         [self, key, id{head.id}, token{head.token}, sent{self->clock().now()}](
+           store_reply& r) { on_set_reply(self, key, id, token, sent, r); });
 }
 
 /// Makes the head of `key`'s queue the holder. The local lease counts from

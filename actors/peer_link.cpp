@@ -28,8 +28,9 @@ std::shared_ptr<spdlog::logger> link_log() {
 // -- the connector (detached: it blocks) --------------------------------------
 
 /// One connection attempt to a peer's gateway at (host, port).
-using connector_actor = caf::typed_actor<caf::replies_to<
-  caf::connect_atom, std::string, uint16_t>::with<node_gateway_actor>>;
+using connector_actor
+  = caf::typed_actor<caf::replies_to<caf::connect_atom, std::string,
+                                     uint16_t>::with<node_gateway_actor>>;
 
 /// Blocks in `remote_actor` (over mutual TLS when `tls`), answers, and
 /// quits (a one-shot actor, so an attempt that outlives its link leaves
@@ -41,10 +42,9 @@ connector_actor::behavior_type connector(connector_actor::pointer self,
                 uint16_t port) -> caf::result<node_gateway_actor> {
       self->quit();
       auto& sys = self->system();
-      auto res = tls ? caf::openssl::remote_actor<node_gateway_actor>(
-                   sys, host, port)
-                     : sys.middleman().remote_actor<node_gateway_actor>(
-                       host, port);
+      auto res
+        = tls ? caf::openssl::remote_actor<node_gateway_actor>(sys, host, port)
+              : sys.middleman().remote_actor<node_gateway_actor>(host, port);
       if (!res)
         return std::move(res.error());
       return std::move(*res);
@@ -208,8 +208,7 @@ void connect(link_ptr self) {
   st.attempt = true;
   update_phase(self);
   auto c = self->spawn<caf::detached>(connector, st.cfg.tls());
-  self
-    ->request(c, caf::infinite, caf::connect_atom_v, hp->first, hp->second)
+  self->request(c, caf::infinite, caf::connect_atom_v, hp->first, hp->second)
     .then([self](node_gateway_actor& h) { attempt_succeeded(self, h); },
           [self](caf::error& err) { attempt_failed(self, err); });
 }
@@ -302,8 +301,7 @@ void forward_event(link_ptr self,
           if (st.handle == h) {
             link_log()->info("gateway {}: node {}'s gateway did not take an "
                              "event ({}); connecting again",
-                             st.self_node, st.node,
-                             self->system().render(err));
+                             st.self_node, st.node, self->system().render(err));
             self->demonitor(st.handle.address());
             st.handle = nullptr;
             update_phase(self);

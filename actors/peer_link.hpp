@@ -55,13 +55,13 @@ using peer_link_actor = caf::typed_actor<
   // peer cannot be reached (no connection within `forward_timeout_ms`, a
   // back-off, no address, no `auto_connect`) or does not answer within
   // `forward_timeout_ms`. Idempotent per event id at the receiving session.
-  caf::replies_to<deliver_atom, std::string, match_event>::with<
-    delivery_report>,
+  caf::replies_to<deliver_atom, std::string,
+                  match_event>::with<delivery_report>,
   // (node, cancel) for the finalizer of the peer `node`: its verdict
   // (bounded by `cancel_timeout_ms`); `store_unavailable` when the peer
   // cannot be reached. Idempotent.
-  caf::replies_to<cancel_atom, std::string, inflight_cancel>::with<
-    cancel_verdict>,
+  caf::replies_to<cancel_atom, std::string,
+                  inflight_cancel>::with<cancel_verdict>,
   // The peer greeted us from this handle: kept unless one is held already.
   // Idempotent.
   caf::reacts_to<hello_atom, node_gateway_actor>,

@@ -1,11 +1,11 @@
-#include "actors/worker_bound.hpp"
 #include "actors/queue_broker.hpp"
+#include "actors/worker_bound.hpp"
 
 #include <algorithm>
 #include <deque>
-#include <optional>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -161,8 +161,7 @@ void run_parsed(broker_ptr self, outcome<script_call> call,
 
 void publish_known(broker_ptr self) {
   if (auto& m = self->state.cfg.metrics)
-    m->queues_known.store(self->state.queues.size(),
-                          std::memory_order_relaxed);
+    m->queues_known.store(self->state.queues.size(), std::memory_order_relaxed);
 }
 
 /// Makes `q` known (or refreshes it) for a join; refuses, changing
@@ -170,8 +169,7 @@ void publish_known(broker_ptr self) {
 /// one more queue than `cfg.max_queues` (when it is). A re-scan (`join ==
 /// false`) is never refused: its ticket exists; it only refreshes a known
 /// queue or takes a free place.
-std::optional<failure> admit(broker_ptr self, const std::string& q,
-                             bool join) {
+std::optional<failure> admit(broker_ptr self, const std::string& q, bool join) {
   auto& st = self->state;
   auto& allowed = st.cfg.queues;
   auto now = self->clock().now();
@@ -190,12 +188,13 @@ std::optional<failure> admit(broker_ptr self, const std::string& q,
       return std::nullopt;
     if (!st.warned_full) // once per full spell: clients may retry a lot
       broker_log()->warn("joins of new queues refused ('{}' first): {} "
-                         "queues known (max_queues)", q, st.queues.size());
+                         "queues known (max_queues)",
+                         q, st.queues.size());
     st.warned_full = true;
-    return failure{errc::too_many_queues,
-                   "this node serves at most "
-                     + std::to_string(st.cfg.max_queues)
-                     + " queues at once; '" + q + "' is not one of them"};
+    return failure{errc::too_many_queues, "this node serves at most "
+                                            + std::to_string(st.cfg.max_queues)
+                                            + " queues at once; '" + q
+                                            + "' is not one of them"};
   }
   st.queues.emplace(q, known_queue{now});
   publish_known(self);
@@ -241,8 +240,8 @@ void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
                && res->scans <= self->state.cfg.max_rescans) {
              // Our ticket now waits: rescan as a waiter, so that if it is
              // claimed meanwhile we never claim a second partner.
-             claim(self, std::move(spec), true, res->scans,
-                   res->stale_removed, std::move(out));
+             claim(self, std::move(spec), true, res->scans, res->stale_removed,
+                   std::move(out));
              return;
            }
            out(std::move(res));
@@ -453,9 +452,10 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
 
 } // namespace
 
-queue_broker_actor spawn_queue_broker(caf::actor_system& sys,
-                                      std::shared_ptr<queue_store_factory> store,
-                                      broker_config cfg) {
+queue_broker_actor
+spawn_queue_broker(caf::actor_system& sys,
+                   std::shared_ptr<queue_store_factory> store,
+                   broker_config cfg) {
   return sys.spawn(broker_impl, std::move(store), cfg);
 }
 

@@ -14,16 +14,16 @@ class queue_store_factory;
 
 /// Settings of the queue broker.
 struct broker_config {
-  uint32_t scan = 10;           ///< candidates per claim script call
+  uint32_t scan = 10; ///< candidates per claim script call
   /// Candidates per claim call on a queue with rules (the index cells'
   /// heads, merged oldest first; docs/rules.md).
   uint32_t rule_scan = 32;
-  uint32_t hold_ms = 10000;     ///< bound on a claimed pair's finalization
-  uint32_t max_rescans = 8;     ///< extra claim calls after stale-only windows
-  uint32_t workers = 4;         ///< store connections (blocking stores only)
-  uint32_t max_batch = 64;      ///< calls pipelined per round trip
+  uint32_t hold_ms = 10000; ///< bound on a claimed pair's finalization
+  uint32_t max_rescans = 8; ///< extra claim calls after stale-only windows
+  uint32_t workers = 4;     ///< store connections (blocking stores only)
+  uint32_t max_batch = 64;  ///< calls pipelined per round trip
   uint32_t sweep_interval_ms = 1000; ///< periodic sweep of known queues; 0: off
-  uint32_t sweep_batch = 100;   ///< tickets removed per sweep call
+  uint32_t sweep_batch = 100;        ///< tickets removed per sweep call
   /// The queues users may join; empty: any well-formed name. A join of
   /// another queue is refused with `unknown_queue`.
   std::vector<std::string> queues;
@@ -62,8 +62,9 @@ struct broker_config {
 /// or its metric labels grow. Re-scans, heartbeats, cancels, requeues and
 /// releases are never refused for the bound: they act on existing tickets.
 /// Not idempotent: every call spawns a new broker.
-queue_broker_actor spawn_queue_broker(caf::actor_system& sys,
-                                      std::shared_ptr<queue_store_factory> store,
-                                      broker_config cfg = {});
+queue_broker_actor
+spawn_queue_broker(caf::actor_system& sys,
+                   std::shared_ptr<queue_store_factory> store,
+                   broker_config cfg = {});
 
 } // namespace mm

@@ -38,16 +38,10 @@ std::vector<std::string> xadd(const std::string& stream, uint64_t maxlen,
   std::vector<std::string> cmd{"XADD", stream};
   if (maxlen > 0)
     cmd.insert(cmd.end(), {"MAXLEN", "~", std::to_string(maxlen)});
-  cmd.insert(cmd.end(), {"*",
-                         "event_id", ev.event_id,
-                         "type", ev.type,
-                         "session_id", m.session_id,
-                         "queue", m.queue,
-                         "user_a", m.user_a,
-                         "ticket_a", m.ticket_a,
-                         "user_b", m.user_b,
-                         "ticket_b", m.ticket_b,
-                         "payload", ev.payload});
+  cmd.insert(cmd.end(), {"*", "event_id", ev.event_id, "type", ev.type,
+                         "session_id", m.session_id, "queue", m.queue, "user_a",
+                         m.user_a, "ticket_a", m.ticket_a, "user_b", m.user_b,
+                         "ticket_b", m.ticket_b, "payload", ev.payload});
   return cmd;
 }
 

@@ -123,15 +123,16 @@ void finish(ses_ptr self, session_phase phase, std::string session_id,
       auto waited = std::chrono::duration_cast<std::chrono::microseconds>(
         self->clock().now() - d.join_started);
       d.cfg.metrics->observe_time_to_match(
-        d.st.queue, static_cast<uint64_t>(std::max<int64_t>(0, waited.count())));
+        d.st.queue,
+        static_cast<uint64_t>(std::max<int64_t>(0, waited.count())));
     }
   }
   d.join_started = {};
   if (phase == session_phase::cancelled && self->state.giving_up) {
     // The cancel was ours: the ticket waited give_up_after_s in vain.
     phase = session_phase::timed_out;
-    detail = "gave up after "
-             + std::to_string(self->state.give_up_after_s) + " s";
+    detail = "gave up after " + std::to_string(self->state.give_up_after_s)
+             + " s";
   }
   self->state.st.session_id = std::move(session_id);
   self->state.st.detail = std::move(detail);
@@ -188,7 +189,6 @@ caf::result<end_result> end_session(ses_ptr self, std::string session_id,
       });
   return rp;
 }
-
 
 // -- a store that did not answer ----------------------------------------------
 
@@ -275,8 +275,9 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
           && ev.ticket_a != d.store_ticket && ev.ticket_b != d.store_ticket) {
         // Matched under an earlier ticket of this join while a self-heal
         // re-enqueued us: take the newer ticket down.
-        self->request(d.links.broker, store_timeout(d), cancel_atom_v,
-                      ticket_ref{d.st.queue, d.st.user, d.st.token})
+        self
+          ->request(d.links.broker, store_timeout(d), cancel_atom_v,
+                    ticket_ref{d.st.queue, d.st.user, d.st.token})
           .then([](cancel_result&) {}, [](caf::error&) {});
       }
       finish(self, session_phase::matched, ev.session_id, {});
@@ -360,7 +361,6 @@ session_actor::behavior_type claiming_b(ses_ptr self) {
     ignore_timer, ignore_timer);
 }
 
-
 /// A cancel handler: every caller waits for the final state; `start` runs
 /// for the first cancel of the join only.
 cancel_fn cancel_once(ses_ptr self, std::function<void()> start) {
@@ -390,15 +390,14 @@ session_actor::behavior_type queued_b(ses_ptr self) {
         self->delayed_send(self, next_look(d), tick_atom_v, gen);
       };
       d.claim_sent = self->clock().now(); // a re-scan may claim
-      self
-        ->request(d.links.broker, store_timeout(d), rescan_atom_v,
-                  spec_of(d))
+      self->request(d.links.broker, store_timeout(d), rescan_atom_v, spec_of(d))
         .then(
           [self, gen, again](claim_result& r) {
             auto& d = self->state;
             if (gen != d.gen)
               return;
-            if (auto before = d.st.windows; r.outcome == claim_outcome::queued) {
+            if (auto before = d.st.windows;
+                r.outcome == claim_outcome::queued) {
               note_windows(d, r); // the ticket's state shows its windows
               if (d.st.windows != before)
                 publish(self);
@@ -429,10 +428,9 @@ session_actor::behavior_type queued_b(ses_ptr self) {
 }
 
 session_actor::behavior_type finalizing_b(ses_ptr self) {
-  return make(
-    self, join_while_busy(self),
-    cancel_once(self, [self] { ask_finalizer_to_cancel(self); }),
-    ignore_timer, ignore_timer);
+  return make(self, join_while_busy(self),
+              cancel_once(self, [self] { ask_finalizer_to_cancel(self); }),
+              ignore_timer, ignore_timer);
 }
 
 // -- the claim and the finalization ---------------------------------------------------
@@ -493,7 +491,7 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
     if (d.cfg.metrics)
       d.cfg.metrics->joins.fetch_add(1, std::memory_order_relaxed);
   }
-  if (!r.token.empty()) // a re-scan whose record is gone names no token:
+  if (!r.token.empty())   // a re-scan whose record is gone names no token:
     d.st.token = r.token; // ours is still the one of that store ticket
   note_windows(d, r);
   if (r.outcome == claim_outcome::matched)
@@ -518,8 +516,9 @@ void on_claimed(ses_ptr self, uint64_t gen, claim_result& r) {
         1, std::chrono::duration_cast<std::chrono::nanoseconds>(
              d.claim_sent.time_since_epoch())
              .count());
-      self->request(d.links.finalizer, caf::infinite, finalize_atom_v,
-                    std::move(pair))
+      self
+        ->request(d.links.finalizer, caf::infinite, finalize_atom_v,
+                  std::move(pair))
         .then([self, g](finalize_result& fr) { on_finalized(self, g, fr); },
               [self](caf::error& err) { fail(self, err); });
       if (d.cancel_requested)
@@ -578,8 +577,7 @@ void start_claim(ses_ptr self, bool rescan) {
     };
     if (!d.join_waiters.empty()
         && (refused(errc::invalid_argument) || refused(errc::not_found)
-            || refused(errc::duplicate_ticket)
-            || refused(errc::unknown_queue)
+            || refused(errc::duplicate_ticket) || refused(errc::unknown_queue)
             || refused(errc::too_many_queues))) {
       // Bad input on the first step: refuse the join, change nothing.
       for (auto& rp : d.join_waiters)
@@ -595,10 +593,13 @@ void start_claim(ses_ptr self, bool rescan) {
     fail(self, err);
   };
   if (rescan)
-    self->request(d.links.broker, store_timeout(d), rescan_atom_v, std::move(spec))
+    self
+      ->request(d.links.broker, store_timeout(d), rescan_atom_v,
+                std::move(spec))
       .then(handle, on_err);
   else
-    self->request(d.links.broker, store_timeout(d), claim_atom_v, std::move(spec))
+    self
+      ->request(d.links.broker, store_timeout(d), claim_atom_v, std::move(spec))
       .then(handle, on_err);
 }
 
@@ -624,7 +625,8 @@ namespace mm {
 
 session_actor spawn_session(caf::actor_system& sys, std::string user,
                             session_links links, session_config cfg) {
-  return sys.spawn(session_detail::session_impl, std::move(user), std::move(links), cfg);
+  return sys.spawn(session_detail::session_impl, std::move(user),
+                   std::move(links), cfg);
 }
 
 } // namespace mm

@@ -11,11 +11,11 @@ namespace mm {
 
 /// Settings of a session actor.
 struct session_config {
-  std::string node = "node-1"; ///< recorded in the user's tickets
-  uint32_t ttl_ms = 30000;     ///< presence window of a ticket
+  std::string node = "node-1";   ///< recorded in the user's tickets
+  uint32_t ttl_ms = 30000;       ///< presence window of a ticket
   uint32_t heartbeat_ms = 10000; ///< ticket refresh period (< ttl_ms)
-  uint32_t grace_ms = 5000;    ///< wait for a match after "gone"
-  uint32_t max_self_heals = 20; ///< re-enqueues of one join
+  uint32_t grace_ms = 5000;      ///< wait for a match after "gone"
+  uint32_t max_self_heals = 20;  ///< re-enqueues of one join
   /// Bound of one ask for an in-flight cancel verdict: of another node's
   /// finalizer through the gateway, or of this node's (either may take its
   /// `cancel_wait_ms`). This node's finalizer is asked again when it does
@@ -63,7 +63,7 @@ struct session_config {
 struct session_links {
   queue_broker_actor broker;
   finalizer_actor finalizer;
-  directory_actor directory; ///< may be invalid: then no registration
+  directory_actor directory;   ///< may be invalid: then no registration
   subscriber_actor subscriber; ///< may be invalid: then nobody is told
   /// Routes a cancel verdict request to the finalizer of the node that owns
   /// the claimed pair, when that is not this node (the claimer's node, as

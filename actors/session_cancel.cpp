@@ -250,8 +250,7 @@ void owner_recheck(ses_ptr self, uint64_t gen) {
   auto& d = self->state;
   if (gen != d.gen || terminal(d.st.phase) || d.owner.gen != gen)
     return;
-  if (!d.links.gateway || d.owner_node.empty()
-      || d.owner_node == d.cfg.node) {
+  if (!d.links.gateway || d.owner_node.empty() || d.owner_node == d.cfg.node) {
     owner_round(self, gen);
     return;
   }
@@ -278,8 +277,7 @@ void ask_finalizer_to_cancel(ses_ptr self) {
     on_cancel_verdict(self, gen, v);
   };
   inflight_cancel c{d.st.queue, d.st.user, d.store_ticket};
-  if (d.links.gateway && !d.owner_node.empty()
-      && d.owner_node != d.cfg.node) {
+  if (d.links.gateway && !d.owner_node.empty() && d.owner_node != d.cfg.node) {
     // The pair is committed on another node: only its finalizer can tell.
     self
       ->request(d.links.gateway,

@@ -41,31 +41,31 @@ struct session_data {
   int64_t next_change_ms = -1;
   std::deque<std::string> recent;
   std::string partner_attrs; // of the pair we claimed (pair distance metric)
-  std::string base_ticket;          // the client's ticket (idempotency key)
+  std::string base_ticket;   // the client's ticket (idempotency key)
   // What the queue, the finalizer and the database know the join by: made
   // from the user, the client's ticket, a nonce per join and the self-heal
   // number (core/ticket_id.hpp), so two users' `t-1`, or one user's `t-1`
   // of today and of yesterday, never meet below the session.
   std::string store_ticket;
   std::string nonce;
-  std::set<std::string> tickets;    // every store ticket of this join
-  uint64_t gen = 0;                 // timers of an older state are ignored
+  std::set<std::string> tickets; // every store ticket of this join
+  uint64_t gen = 0;              // timers of an older state are ignored
   uint32_t heals = 0;
-  uint32_t cancel_rounds = 0;       // queue <-> finalizer rounds of a cancel
+  uint32_t cancel_rounds = 0; // queue <-> finalizer rounds of a cancel
   bool cancel_requested = false;
   // A store outage: the claim (a re-scan or not) or the cancel at the queue
   // goes again after this delay (0: the store answers).
   uint32_t store_backoff_ms = 0;
   bool claim_rescan = false;
-  bool join_counted = false;        // this join is in metrics->joins
+  bool join_counted = false; // this join is in metrics->joins
   // When this join reached us, for the time-to-match histogram; reset
   // once observed, so a join is observed once (epoch: not observed).
   caf::actor_clock::time_point join_started;
-  std::string owner_node;           // whose finalizer owns our claimed pair
+  std::string owner_node; // whose finalizer owns our claimed pair
   // A cancel whose owner node could not be asked (session_cancel.cpp):
   // decided from the queue and the database, never from a timeout alone.
   struct owner_wait {
-    uint64_t gen = 0; // the state it belongs to (0: none yet)
+    uint64_t gen = 0;                   // the state it belongs to (0: none yet)
     caf::actor_clock::time_point since; // the owner first could not be asked
     std::string first; // why it could not be asked, that first time
     std::string why;   // what keeps the cancel undecided now
@@ -79,12 +79,12 @@ struct session_data {
   // The user has no active match session: this actor saw it end, or the
   // database said so. Until then a join asks the database first.
   bool free_known = false;
-  uint64_t join_no = 0;             // the give-up timer belongs to one join
+  uint64_t join_no = 0; // the give-up timer belongs to one join
   uint32_t give_up_after_s = 0;
-  bool giving_up = false;           // our own cancel: the join timed out
+  bool giving_up = false; // our own cancel: the join timed out
   std::vector<state_promise> join_waiters;
   std::vector<state_promise> cancel_waiters;
-  std::set<std::string> seen;       // event ids (at-least-once delivery)
+  std::set<std::string> seen; // event ids (at-least-once delivery)
   std::deque<std::string> seen_order;
   // Idle release: the last request or state change, the armed timer, and
   // ends whose answer is still out (someone waits on us).

@@ -21,9 +21,9 @@ void begin_join(ses_ptr self, join_request& r, state_promise rp) {
   auto& d = self->state;
   if (!valid_client_id(r.ticket)) {
     // Checked here: the store sees only the store ticket made from it.
-    rp.deliver(caf::make_error(
-      errc::invalid_argument,
-      "ticket must be 1..128 bytes of [A-Za-z0-9._:@-]"));
+    rp.deliver(
+      caf::make_error(errc::invalid_argument,
+                      "ticket must be 1..128 bytes of [A-Za-z0-9._:@-]"));
     return;
   }
   // Rules: the attributes must fit the queue's declarations, checked first.

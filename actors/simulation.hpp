@@ -44,7 +44,7 @@ inline engine_config default_engine_config() {
 
 /// What the users' sessions reported.
 struct report {
-  std::map<std::string, session_state> last; ///< per user
+  std::map<std::string, session_state> last;             ///< per user
   std::set<std::pair<std::string, std::string>> matches; ///< (min, max) user
 };
 
@@ -110,9 +110,9 @@ struct population_config {
   uint32_t users = 1000;
   std::string queue = "sim";
   int64_t arrival_window_ms = 100000; ///< arrivals spread uniformly
-  double cancel_rate = 0.1;          ///< cancels some time after joining
+  double cancel_rate = 0.1;           ///< cancels some time after joining
   int64_t max_cancel_delay_ms = 300;
-  double lapse_rate = 0.02;          ///< the app dies: heartbeats stop
+  double lapse_rate = 0.02; ///< the app dies: heartbeats stop
   uint64_t seed = 1;
 };
 
@@ -126,8 +126,8 @@ struct played {
 /// session actor is killed, so its ticket goes stale), then lets the clock
 /// run `settle_ms` further. Deterministic for a given seed.
 template <class Fixture>
-played play(Fixture& fx, const population_config& cfg,
-            int64_t settle_ms = 10000) {
+played
+play(Fixture& fx, const population_config& cfg, int64_t settle_ms = 10000) {
   played out;
   enum kind { join, cancel, lapse };
   std::mt19937_64 rng{cfg.seed};

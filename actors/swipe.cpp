@@ -1,5 +1,5 @@
-#include "actors/worker_bound.hpp"
 #include "actors/swipe.hpp"
+#include "actors/worker_bound.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -103,7 +103,8 @@ void decide(swipe_ptr self, swipe_request req, std::string token,
     finish(self, req, token, rp, swipe_result{true, rec.session_id, false});
     return;
   }
-  auto pair = mutual_pair{std::min(req.from, req.to), std::max(req.from, req.to)};
+  auto pair = mutual_pair{std::min(req.from, req.to),
+                          std::max(req.from, req.to)};
   self->request(self->state.finalizer, caf::infinite, finalize_atom_v, pair)
     .then(
       [self, req, token, rp](finalize_result& r) {
@@ -180,8 +181,9 @@ swipe_impl(swipe_ptr self, std::shared_ptr<match_store_factory> factory,
       }
       // Nothing is written before the lock is ours: a swipe that cannot get
       // it within the bound fails with `conflict` and changes nothing.
-      self->request(self->state.lock, caf::infinite, acquire_atom_v, req.from,
-                    req.to)
+      self
+        ->request(self->state.lock, caf::infinite, acquire_atom_v, req.from,
+                  req.to)
         .then(
           [self, req, rp](std::string& token) {
             record(self, req, std::move(token), rp);
@@ -190,7 +192,8 @@ swipe_impl(swipe_ptr self, std::shared_ptr<match_store_factory> factory,
             auto& m = self->state.metrics;
             if (m && err.category() == caf::atom("mm")
                 && err.code() == static_cast<uint8_t>(errc::conflict))
-              m->conflicts.fetch_add(1, std::memory_order_relaxed); // wait bound
+              m->conflicts.fetch_add(1,
+                                     std::memory_order_relaxed); // wait bound
             rp.deliver(std::move(err));
           });
       return rp;
@@ -200,10 +203,9 @@ swipe_impl(swipe_ptr self, std::shared_ptr<match_store_factory> factory,
 
 } // namespace
 
-swipe_actor spawn_swipe(caf::actor_system& sys,
-                        std::shared_ptr<match_store_factory> store,
-                        pair_lock_actor lock, finalizer_actor finalizer,
-                        swipe_config cfg) {
+swipe_actor
+spawn_swipe(caf::actor_system& sys, std::shared_ptr<match_store_factory> store,
+            pair_lock_actor lock, finalizer_actor finalizer, swipe_config cfg) {
   return sys.spawn(swipe_impl, std::move(store), std::move(lock),
                    std::move(finalizer), cfg);
 }

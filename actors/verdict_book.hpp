@@ -18,7 +18,7 @@
 namespace mm {
 
 class verdict_book {
-public:
+ public:
   using steady_time = std::chrono::steady_clock::time_point;
 
   /// Final verdicts kept at most, whatever their age (the memory bound);
@@ -45,8 +45,7 @@ public:
   /// session) answers later cancels until it ages out; "back in the queue"
   /// (neither) marks the ticket requeued instead, unless it is in flight
   /// again. Idempotent for the same verdict.
-  void record(const std::string& key, const cancel_verdict& v,
-              steady_time now);
+  void record(const std::string& key, const cancel_verdict& v, steady_time now);
 
   /// The final verdict of `key`, if one is kept; null otherwise. Drops the
   /// verdicts that aged out first.
@@ -56,7 +55,7 @@ public:
   /// flight: the mark is used up by this call. Not idempotent.
   bool take_requeued(const std::string& key, steady_time now);
 
-private:
+ private:
   void forget_decided(steady_time now);
   void forget_requeued(steady_time now);
 

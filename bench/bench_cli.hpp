@@ -54,8 +54,9 @@ inline void add_window_options(CLI::App& app, service_options& o,
 
 /// --scheduler-threads, --keep-databases.
 inline void add_run_options(CLI::App& app, service_options& o) {
-  app.add_option("--scheduler-threads", o.scheduler_threads,
-                 "CAF scheduler threads (0: CAF default)")
+  app
+    .add_option("--scheduler-threads", o.scheduler_threads,
+                "CAF scheduler threads (0: CAF default)")
     ->capture_default_str();
   app.add_flag("--keep-databases", o.keep_databases,
                "keep each variant's database for inspection");

@@ -12,9 +12,9 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <unistd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 namespace mm::bench {
 
@@ -68,11 +68,10 @@ bool resolve_redis_port(service_options& o, const char* missing) {
 namespace {
 
 class counting_store final : public queue_store {
-public:
+ public:
   counting_store(std::unique_ptr<queue_store> inner,
                  std::shared_ptr<store_counters> c)
-    : inner_(std::move(inner)), c_(std::move(c)) {
-  }
+    : inner_(std::move(inner)), c_(std::move(c)) {}
 
   std::vector<store_reply> run(const std::vector<script_call>& calls) override {
     c_->threads.note();
@@ -95,7 +94,7 @@ public:
     return inner_->blocking();
   }
 
-private:
+ private:
   void count(size_t n, uint64_t ns) {
     c_->batches.fetch_add(1, std::memory_order_relaxed);
     c_->calls.fetch_add(n, std::memory_order_relaxed);
@@ -164,8 +163,7 @@ std::map<int, uint64_t> thread_cpu_ns() {
       int tid = std::atoi(e->d_name);
       int ignored = 0;
       uint64_t ns = 0;
-      if (proc_stat_path(std::string{"/proc/self/task/"} + e->d_name
-                           + "/stat",
+      if (proc_stat_path(std::string{"/proc/self/task/"} + e->d_name + "/stat",
                          ignored, ns))
         out[tid] = ns;
     }
@@ -190,8 +188,7 @@ int current_tid() {
 }
 
 bool proc_stat(int pid, int& ppid, uint64_t& cpu_ns) {
-  return proc_stat_path("/proc/" + std::to_string(pid) + "/stat", ppid,
-                        cpu_ns);
+  return proc_stat_path("/proc/" + std::to_string(pid) + "/stat", ppid, cpu_ns);
 }
 
 uint64_t server_cpu_ns(int pid) {

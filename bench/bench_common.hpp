@@ -36,22 +36,22 @@ struct redis_target {
 
 /// Options of `claim_bench broker`.
 struct broker_options {
-  std::string store = "redis";                 ///< redis | embedded
+  std::string store = "redis";                      ///< redis | embedded
   std::vector<size_t> levels{1, 16, 64, 256, 1024}; ///< claims in flight
-  double duration_s = 3.0;                     ///< measured window per level
-  double warmup_s = 0.3;                       ///< before the window
+  double duration_s = 3.0; ///< measured window per level
+  double warmup_s = 0.3;   ///< before the window
   // Chosen by `bench/run claim-tune` on this 2-core machine: 4 connections
   // of up to 64 pipelined calls keep Redis busy while the other workers
   // encode and parse (1 worker: ~10% less; 2..8 workers within noise).
-  std::vector<uint32_t> workers{4};            ///< broker_config::workers
-  std::vector<uint32_t> max_batch{64};         ///< broker_config::max_batch
-  std::string form = "single";                 ///< single | batch
-  size_t batch_size = 64;                      ///< specs per batch message
-  size_t drivers = 1;                          ///< driver actors per level
+  std::vector<uint32_t> workers{4};    ///< broker_config::workers
+  std::vector<uint32_t> max_batch{64}; ///< broker_config::max_batch
+  std::string form = "single";         ///< single | batch
+  size_t batch_size = 64;              ///< specs per batch message
+  size_t drivers = 1;                  ///< driver actors per level
   /// One scheduler thread: the broker and the drivers share it and no idle
   /// thread polls for work on the core Redis needs. 0: CAF's default.
   size_t scheduler_threads = 1;
-  std::string policy = "stealing";             ///< CAF scheduler policy
+  std::string policy = "stealing"; ///< CAF scheduler policy
   std::string queue_prefix = "bench";
   /// Queues per level: claim n goes to queue n % queues (so claim n+queues
   /// matches it); many queues spread the claims over a cluster's shards.
@@ -111,16 +111,15 @@ struct command_stat {
 
 /// Every command's line of an INFO commandstats reply, by command name
 /// (lower case, as Redis writes it).
-std::map<std::string, command_stat>
-parse_commandstats(const std::string& info);
+std::map<std::string, command_stat> parse_commandstats(const std::string& info);
 
 /// Options of `claim_bench script` (bench/script_cost.cpp).
 struct script_cost_options {
-  uint64_t calls = 200000;   ///< calls per variant and round
-  size_t pipeline = 64;      ///< calls per round trip
-  size_t rounds = 3;         ///< every variant once per round, in turns
-  std::string minimal_sha;   ///< SCRIPT LOAD of bench/lua/minimal_claim.lua
-  std::string minimal_fn;    ///< the same as a function ('' = not run)
+  uint64_t calls = 200000; ///< calls per variant and round
+  size_t pipeline = 64;    ///< calls per round trip
+  size_t rounds = 3;       ///< every variant once per round, in turns
+  std::string minimal_sha; ///< SCRIPT LOAD of bench/lua/minimal_claim.lua
+  std::string minimal_fn;  ///< the same as a function ('' = not run)
   /// Other libraries' claims to set beside the built one: label, text.
   std::vector<std::pair<std::string, std::string>> variants;
 };
@@ -131,8 +130,7 @@ struct script_cost_options {
 inline uint64_t steady_ns() {
   using namespace std::chrono;
   return static_cast<uint64_t>(
-    duration_cast<nanoseconds>(steady_clock::now().time_since_epoch())
-      .count());
+    duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
 }
 
 /// Seconds since some fixed point.
@@ -173,7 +171,7 @@ struct thread_set {
     return tids;
   }
 
-private:
+ private:
   static uint64_t next_id() {
     static std::atomic<uint64_t> n{0};
     return ++n;
@@ -191,11 +189,10 @@ inline void raise_max(std::atomic<uint64_t>& max, uint64_t n) {
 /// A store factory whose connections are `Wrapper(inner connection, c)`.
 template <class Factory, class Wrapper, class Counters>
 class counting_factory_of final : public Factory {
-public:
+ public:
   counting_factory_of(std::shared_ptr<Factory> inner,
                       std::shared_ptr<Counters> c)
-    : inner_(std::move(inner)), c_(std::move(c)) {
-  }
+    : inner_(std::move(inner)), c_(std::move(c)) {}
 
   auto connect() -> decltype(std::declval<Factory&>().connect()) override {
     return std::make_unique<Wrapper>(inner_->connect(), c_);
@@ -205,7 +202,7 @@ public:
     return inner_->describe() + " (counted)";
   }
 
-private:
+ private:
   std::shared_ptr<Factory> inner_;
   std::shared_ptr<Counters> c_;
 };
@@ -328,8 +325,8 @@ std::vector<std::string> labels_of(const std::vector<R>& rs) {
 
 /// The run of `label` with the highest `rate`; null when none ran.
 template <class R>
-const R* best_run(const std::vector<R>& rs, const std::string& label,
-                  double R::*rate) {
+const R*
+best_run(const std::vector<R>& rs, const std::string& label, double R::*rate) {
   const R* out = nullptr;
   for (auto& r : rs)
     if (r.v.label == label && (out == nullptr || r.*rate > out->*rate))
@@ -339,8 +336,8 @@ const R* best_run(const std::vector<R>& rs, const std::string& label,
 
 /// "1234/1180": the rounded `rate` of every run of `label`.
 template <class R>
-std::string runs_of(const std::vector<R>& rs, const std::string& label,
-                    double R::*rate) {
+std::string
+runs_of(const std::vector<R>& rs, const std::string& label, double R::*rate) {
   std::string out;
   for (auto& r : rs)
     if (r.v.label == label)
@@ -371,8 +368,8 @@ int print_summary(const std::vector<R>& rs, double R::*rate,
     return 1;
   }
   std::printf("# ratio: %s %.0f %s / %s %.0f %s (best run of each)\n",
-              a->v.label.c_str(), a->*rate, unit, b->v.label.c_str(),
-              b->*rate, unit);
+              a->v.label.c_str(), a->*rate, unit, b->v.label.c_str(), b->*rate,
+              unit);
   std::printf("%s=%.2f\n", key, a->*rate / b->*rate);
   std::fflush(stdout);
   return violations == 0 ? 0 : 1;

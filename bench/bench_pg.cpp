@@ -21,7 +21,8 @@ pg_conn::pg_conn(const std::string& conninfo) {
     throw std::runtime_error("connect (" + conninfo + "): " + msg);
   }
   // "database ... does not exist, skipping" and the like are expected.
-  PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+    c_, [](void*, const char*) {}, nullptr);
 }
 
 pg_conn::~pg_conn() {

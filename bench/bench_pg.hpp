@@ -15,7 +15,7 @@ namespace mm::bench {
 
 /// One libpq connection; notices ("... does not exist, skipping") dropped.
 class pg_conn {
-public:
+ public:
   explicit pg_conn(const std::string& conninfo);
 
   pg_conn(const pg_conn&) = delete;
@@ -31,7 +31,7 @@ public:
 
   uint64_t count(const std::string& sql);
 
-private:
+ private:
   PGconn* c_ = nullptr;
 };
 

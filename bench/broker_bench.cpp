@@ -240,34 +240,31 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
   auto stop = std::make_shared<std::atomic<bool>>(false);
   caf::scoped_actor waiter{sys};
   auto drivers = std::max<size_t>(1, std::min(o.drivers, in_flight));
-  size_t batch_size = o.form == "batch" ? std::max<size_t>(1, o.batch_size)
-                                        : 0;
+  size_t batch_size = o.form == "batch" ? std::max<size_t>(1, o.batch_size) : 0;
   for (size_t d = 0; d < drivers; ++d)
     stats->drivers.emplace_back(std::make_unique<driver_counters>());
   for (size_t d = 0; d < drivers; ++d) {
     // This driver's share of the claims in flight, in messages.
     size_t claims = in_flight / drivers + (d < in_flight % drivers ? 1 : 0);
-    size_t messages = batch_size == 0
-                        ? claims
-                        : std::max<size_t>(1, claims / batch_size);
+    size_t messages
+      = batch_size == 0 ? claims : std::max<size_t>(1, claims / batch_size);
     auto id = static_cast<uint32_t>(d);
     auto done_to = caf::actor_cast<caf::actor>(waiter);
     auto* dc = stats->drivers[d].get();
-    sys.spawn(
-      [=](driver_ptr self) {
-        auto& st = self->state;
-        st.broker = broker;
-        st.stats = stats;
-        st.counters = dc;
-        st.stop = stop;
-        st.done_to = done_to;
-        st.queues = queues;
-        st.id = id;
-        st.batch_size = batch_size;
-        st.user_prefix = "u" + std::to_string(id) + "x";
-        st.ticket_prefix = "t" + std::to_string(id) + "x";
-        return driver(self, messages);
-      });
+    sys.spawn([=](driver_ptr self) {
+      auto& st = self->state;
+      st.broker = broker;
+      st.stats = stats;
+      st.counters = dc;
+      st.stop = stop;
+      st.done_to = done_to;
+      st.queues = queues;
+      st.id = id;
+      st.batch_size = batch_size;
+      st.user_prefix = "u" + std::to_string(id) + "x";
+      st.ticket_prefix = "t" + std::to_string(id) + "x";
+      return driver(self, messages);
+    });
   }
   sleep_s(o.warmup_s);
   auto a = take(*stats, counters, admin);
@@ -302,10 +299,10 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
   auto trips = b.store.batches - a.store.batches;
   auto calls = b.store.calls - a.store.calls;
   auto busy = b.store.busy_ns - a.store.busy_ns;
-  std::string shape = workers > 0 ? "workers=" + std::to_string(workers)
-                                       + " max_batch="
-                                       + std::to_string(max_batch)
-                                  : std::string{"store inline in the broker"};
+  std::string shape = workers > 0
+                        ? "workers=" + std::to_string(workers)
+                            + " max_batch=" + std::to_string(max_batch)
+                        : std::string{"store inline in the broker"};
   std::printf("[%s] %s %s in_flight=%zu: %.0f claims/s\n", tag.c_str(),
               label.c_str(), shape.c_str(), in_flight, rate);
   std::printf("[%s]   matched %.0f/s (each pairs two users), queued %.0f/s, "
@@ -352,13 +349,12 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
                   "cpu per claim: bench %.1f us, redis %.1f us | busy: bench "
                   "%.0f%%, redis %.0f%%",
                   bench_us,
-                  claims > 0 ? (b.redis_cpu - a.redis_cpu) / claims / 1e3
-                             : 0.0,
+                  claims > 0 ? (b.redis_cpu - a.redis_cpu) / claims / 1e3 : 0.0,
                   bench_busy, 100.0 * (b.redis_cpu - a.redis_cpu) / (dt * 1e9));
   else
     std::snprintf(cpu, sizeof(cpu),
-                  "cpu per claim: bench %.1f us | busy: bench %.0f%%",
-                  bench_us, bench_busy);
+                  "cpu per claim: bench %.1f us | busy: bench %.0f%%", bench_us,
+                  bench_busy);
   std::printf("[%s]   store: %.1f calls per round trip, %.1f us per round "
               "trip, inside store %.0f%% of %s | %s | threads: %s\n",
               tag.c_str(), trips > 0 ? static_cast<double>(calls) / trips : 0.0,
@@ -375,8 +371,8 @@ level_result run_level(caf::actor_system& sys, queue_broker_actor broker,
 int run_broker(const redis_target& redis, const broker_options& o) {
   caf::actor_system_config cfg;
   configure(cfg, o.scheduler_threads);
-  cfg.set("scheduler.policy", o.policy == "sharing" ? caf::atom("sharing")
-                                                   : caf::atom("stealing"));
+  cfg.set("scheduler.policy",
+          o.policy == "sharing" ? caf::atom("sharing") : caf::atom("stealing"));
   caf::actor_system sys{cfg};
 
   std::shared_ptr<queue_store_factory> base;
@@ -396,11 +392,11 @@ int run_broker(const redis_target& redis, const broker_options& o) {
   auto factory = counting_factory(base, counters);
   std::string tag = o.store == "redis" ? (o.form == "single" ? "a" : "a/batch")
                                        : (o.form == "single" ? "d" : "d/batch");
-  std::string label = "broker(" + o.store + ") "
-                      + (o.form == "single"
-                           ? std::string{"single-claim messages"}
-                           : "batch messages of "
-                               + std::to_string(o.batch_size) + " claims");
+  std::string label
+    = "broker(" + o.store + ") "
+      + (o.form == "single"
+           ? std::string{"single-claim messages"}
+           : "batch messages of " + std::to_string(o.batch_size) + " claims");
   level_result best;
   for (auto workers : o.workers) {
     for (auto max_batch : o.max_batch) {

@@ -16,8 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 #include <unistd.h>
 
@@ -53,7 +53,7 @@ struct naive_thread {
   std::atomic<uint64_t> claims{0};    // of which "claimed" a waiter
   std::atomic<uint64_t> zrem_zero{0}; // ZREM said somebody else removed it
   std::atomic<uint64_t> errors{0};
-  std::vector<uint64_t> claimed;      // waiter ids this thread "claimed"
+  std::vector<uint64_t> claimed; // waiter ids this thread "claimed"
   std::string first_error;
 };
 
@@ -86,7 +86,8 @@ void naive_level(queue_store_factory& factory, queue_store& admin,
         writes.clear();
         cands.clear();
         for (auto& r : heads) {
-          if (r.code != errc::none || r.value.type == store_value::kind::error) {
+          if (r.code != errc::none
+              || r.value.type == store_value::kind::error) {
             me.errors.fetch_add(1, std::memory_order_relaxed);
             if (me.first_error.empty())
               me.first_error = r.code != errc::none ? r.detail : r.value.str;
@@ -97,9 +98,9 @@ void naive_level(queue_store_factory& factory, queue_store& admin,
             writes.push_back({"ZREM", key, r.value.elements[0].str});
           } else {
             auto score = std::to_string(seq.fetch_add(1));
-            writes.push_back({"ZADD", key, score,
-                              "w" + std::to_string(t) + "x"
-                                + std::to_string(n++)});
+            writes.push_back(
+              {"ZADD", key, score,
+               "w" + std::to_string(t) + "x" + std::to_string(n++)});
           }
         }
         auto done = conn->execute(writes);
@@ -255,32 +256,38 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   broker->add_option("--warmup", bo.warmup_s, "seconds before measuring")
     ->capture_default_str();
-  broker->add_option("--workers", bo.workers,
-                     "broker_config::workers (a list runs every combination)")
+  broker
+    ->add_option("--workers", bo.workers,
+                 "broker_config::workers (a list runs every combination)")
     ->delimiter(',')
     ->default_str(join(bo.workers));
-  broker->add_option("--max-batch", bo.max_batch,
-                     "broker_config::max_batch (a list runs every combination)")
+  broker
+    ->add_option("--max-batch", bo.max_batch,
+                 "broker_config::max_batch (a list runs every combination)")
     ->delimiter(',')
     ->default_str(join(bo.max_batch));
-  broker->add_option("--form", bo.form,
-                     "single: one claim per message; batch: --batch-size "
-                     "claims per message")
+  broker
+    ->add_option("--form", bo.form,
+                 "single: one claim per message; batch: --batch-size "
+                 "claims per message")
     ->check(CLI::IsMember({"single", "batch"}))
     ->capture_default_str();
   broker->add_option("--batch-size", bo.batch_size, "claims per batch message")
     ->capture_default_str();
-  broker->add_option("--drivers", bo.drivers,
-                     "driver actors sharing the claims in flight")
+  broker
+    ->add_option("--drivers", bo.drivers,
+                 "driver actors sharing the claims in flight")
     ->capture_default_str();
-  broker->add_option("--scheduler-threads", bo.scheduler_threads,
-                     "CAF scheduler threads (0: CAF default)")
+  broker
+    ->add_option("--scheduler-threads", bo.scheduler_threads,
+                 "CAF scheduler threads (0: CAF default)")
     ->capture_default_str();
   broker->add_option("--policy", bo.policy, "CAF scheduler policy")
     ->check(CLI::IsMember({"stealing", "sharing"}))
     ->capture_default_str();
-  broker->add_option("--queues", bo.queues,
-                     "queues per level (claim n in queue n % N)")
+  broker
+    ->add_option("--queues", bo.queues,
+                 "queues per level (claim n in queue n % N)")
     ->capture_default_str();
   broker->add_flag("--cluster", bo.cluster,
                    "--host/--port is a Redis Cluster node (slot routing)");
@@ -295,8 +302,9 @@ int main(int argc, char** argv) {
   naive->add_option("--threads", no.threads, "client threads (a list: each)")
     ->delimiter(',')
     ->default_str(join(no.threads));
-  naive->add_option("--depth", no.depth,
-                    "pipelined clients per thread (a list: each)")
+  naive
+    ->add_option("--depth", no.depth,
+                 "pipelined clients per thread (a list: each)")
     ->delimiter(',')
     ->default_str(join(no.depth));
   naive->add_option("--duration", no.duration_s, "seconds measured")
@@ -308,15 +316,17 @@ int main(int argc, char** argv) {
               "the minimal claim's (INFO commandstats)");
   script->add_option("--calls", so.calls, "calls per variant and round")
     ->capture_default_str();
-  script->add_option("--pipeline", so.pipeline,
-                     "calls per round trip (its matched tickets go in one "
-                     "release call: at most 1,000)")
+  script
+    ->add_option("--pipeline", so.pipeline,
+                 "calls per round trip (its matched tickets go in one "
+                 "release call: at most 1,000)")
     ->check(CLI::Range(1, 500))
     ->capture_default_str();
   script->add_option("--rounds", so.rounds, "rounds (variants in turns)")
     ->capture_default_str();
-  script->add_option("--minimal-sha", so.minimal_sha,
-                     "SHA of the loaded minimal claim script")
+  script
+    ->add_option("--minimal-sha", so.minimal_sha,
+                 "SHA of the loaded minimal claim script")
     ->required();
   script->add_option("--minimal-fn", so.minimal_fn,
                      "the minimal claim loaded as a function");
@@ -346,7 +356,8 @@ int main(int argc, char** argv) {
     std::fputs(mm::script_library, stdout);
     return 0;
   }
-  if (!redis_dir.empty() && redis.port == 0 && !read_port(redis_dir, redis.port))
+  if (!redis_dir.empty() && redis.port == 0
+      && !read_port(redis_dir, redis.port))
     return 1;
   bool need_redis = load_script || naive->parsed() || script->parsed()
                     || (broker->parsed() && bo.store == "redis");
@@ -361,10 +372,10 @@ int main(int argc, char** argv) {
     ro.port = redis.port;
     auto conn = mm::make_redis_store(ro)->connect();
     auto r = conn->execute({{"FUNCTION", "LOAD", mm::script_library}});
-    bool ok = !r.empty() && r[0].code == mm::errc::none
-              && (r[0].value.type == mm::store_value::kind::string
-                  || r[0].value.str.find("already exists")
-                       != std::string::npos);
+    bool ok
+      = !r.empty() && r[0].code == mm::errc::none
+        && (r[0].value.type == mm::store_value::kind::string
+            || r[0].value.str.find("already exists") != std::string::npos);
     if (!ok) {
       std::fprintf(stderr, "FUNCTION LOAD failed: %s\n",
                    r.empty() ? "no reply"

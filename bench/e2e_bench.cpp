@@ -144,8 +144,7 @@ bool set_up(const options& o, const std::string& prefix, rig& g) {
     ec.lifecycle.lookup_delay_ms = static_cast<uint32_t>(o.lookup_delay_ms);
   auto started = engine::start(*g.sys, ec);
   if (!started) {
-    std::fprintf(stderr, "engine::start: %s\n",
-                 started.error().detail.c_str());
+    std::fprintf(stderr, "engine::start: %s\n", started.error().detail.c_str());
     return false;
   }
   g.eng = *started;
@@ -165,11 +164,10 @@ void print_header(const options& o, const std::string& tag, const rig& g,
               "scheduler threads=%zu (%s) | broker workers=%u max_batch=%u, "
               "finalizer batch_max=%u delay=%u ms workers=%u, relay batch=%u "
               "poll=%u ms\n",
-              tag.c_str(), std::thread::hardware_concurrency(),
-              o.store.c_str(), o.db.c_str(), where.c_str(), o.users, o.queues,
-              o.in_flight, pacing.c_str(), drivers, o.sched_threads,
-              o.sched_policy.c_str(), ecfg.broker.workers,
-              ecfg.broker.max_batch,
+              tag.c_str(), std::thread::hardware_concurrency(), o.store.c_str(),
+              o.db.c_str(), where.c_str(), o.users, o.queues, o.in_flight,
+              pacing.c_str(), drivers, o.sched_threads, o.sched_policy.c_str(),
+              ecfg.broker.workers, ecfg.broker.max_batch,
               ecfg.finalizer.batch_max, ecfg.finalizer.batch_delay_ms,
               ecfg.finalizer.workers, ecfg.relay.batch, ecfg.relay.poll_ms);
   std::fflush(stdout);
@@ -372,16 +370,19 @@ int main(int argc, char** argv) {
   app.add_option("--queues", o.queues, "queues; user i joins q{i % queues}")
     ->check(CLI::Range(1, 100000))
     ->capture_default_str();
-  app.add_option("--in-flight", o.in_flight,
-                 "users joined but not yet matched, at most")
+  app
+    .add_option("--in-flight", o.in_flight,
+                "users joined but not yet matched, at most")
     ->check(CLI::Range(1, 100000000))
     ->capture_default_str();
-  app.add_option("--rate", o.rate,
-                 "joins per second (0: as fast as --in-flight allows)")
+  app
+    .add_option("--rate", o.rate,
+                "joins per second (0: as fast as --in-flight allows)")
     ->check(CLI::NonNegativeNumber)
     ->capture_default_str();
-  app.add_option("--sched-threads", o.sched_threads,
-                 "CAF scheduler threads (0: CAF default)")
+  app
+    .add_option("--sched-threads", o.sched_threads,
+                "CAF scheduler threads (0: CAF default)")
     ->capture_default_str();
   app.add_option("--sched-policy", o.sched_policy, "CAF scheduler policy")
     ->check(CLI::IsMember({"stealing", "sharing"}))
@@ -389,11 +390,13 @@ int main(int argc, char** argv) {
   app.add_option("--drivers", o.drivers, "driver actors (subscribers)")
     ->check(CLI::Range(1, 64))
     ->capture_default_str();
-  app.add_option("--duration", o.duration_s,
-                 "bound in seconds on the joining phase")
+  app
+    .add_option("--duration", o.duration_s,
+                "bound in seconds on the joining phase")
     ->capture_default_str();
-  app.add_option("--drain", o.drain_s,
-                 "seconds to wait for matches after the --duration bound")
+  app
+    .add_option("--drain", o.drain_s,
+                "seconds to wait for matches after the --duration bound")
     ->capture_default_str();
   app.add_option("--broker-workers", o.broker_workers,
                  "the queue broker's store connections (0: the engine's)");
@@ -404,15 +407,15 @@ int main(int argc, char** argv) {
   app.add_option("--lookup-delay-ms", o.lookup_delay_ms,
                  "the joins' in-session checks gather for this long (-1: the "
                  "engine's)");
-  app.add_option("--relay-batch", o.relay_batch,
-                 "outbox relay batch (events per cycle; 0: the engine's "
-                 "default)")
+  app
+    .add_option("--relay-batch", o.relay_batch,
+                "outbox relay batch (events per cycle; 0: the engine's "
+                "default)")
     ->capture_default_str();
   app.add_option("--label", o.label, "tag of the output lines");
   app.add_flag("--keep-database", o.keep_database,
                "keep the run's database for inspection");
-  app.add_flag("!--no-progress", o.progress,
-               "no per-second progress lines");
+  app.add_flag("!--no-progress", o.progress, "no per-second progress lines");
   CLI11_PARSE(app, argc, argv);
 
   if (o.users == 0)

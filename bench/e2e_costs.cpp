@@ -54,8 +54,7 @@ std::map<std::string, command_stat> redis_commandstats(queue_store& conn) {
 } // namespace
 
 std::string describe_cpu(const std::map<std::string, uint64_t>& a,
-                         const std::map<std::string, uint64_t>& b,
-                         double dt) {
+                         const std::map<std::string, uint64_t>& b, double dt) {
   std::vector<std::pair<uint64_t, std::string>> d;
   for (auto& [label, ns] : b) {
     auto i = a.find(label);
@@ -134,8 +133,8 @@ void pg_activity::take(pg_conn& admin, const std::string& db) {
       "'%NOTIFY%' THEN 'finalizer' WHEN query LIKE 'LISTEN%' THEN "
       "'relay listen' WHEN query LIKE '%session.ended%' THEN 'lifecycle' "
       "WHEN query LIKE '%outbox%' THEN 'relay' ELSE '' END";
-  auto rows = admin.query(std::string{"SELECT pid, "} + backend_state_sql
-                          + ", " + kind_sql
+  auto rows = admin.query(std::string{"SELECT pid, "} + backend_state_sql + ", "
+                          + kind_sql
                           + " FROM pg_stat_activity WHERE datname = '" + db
                           + "' AND backend_type = 'client backend'");
   ++samples;

@@ -37,8 +37,7 @@ struct sampler {
 /// "scheduler workers 1.20 s (60% of a core), ...": the CPU of each label
 /// between two samples (threads that ended meanwhile are missing from `b`).
 std::string describe_cpu(const std::map<std::string, uint64_t>& a,
-                         const std::map<std::string, uint64_t>& b,
-                         double dt);
+                         const std::map<std::string, uint64_t>& b, double dt);
 
 /// Redis commands per match between two samples: the engine's own calls
 /// (EVALSHA, XADD) apart from the commands its scripts run (INFO
@@ -58,7 +57,7 @@ command_figures count_commands(const sample& a, const sample& b,
 /// seen running).
 struct pg_activity {
   std::map<std::string, std::map<std::string, uint64_t>> states; ///< by pid
-  std::map<std::string, std::string> kind_of;                     ///< by pid
+  std::map<std::string, std::string> kind_of;                    ///< by pid
   uint64_t samples = 0;
 
   /// One sample of the client backends of database `db`.

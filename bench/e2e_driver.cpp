@@ -201,9 +201,8 @@ spawn_drivers(caf::actor_system& sys, const std::shared_ptr<engine>& eng,
   for (size_t d = 0; d < drivers; ++d) {
     auto count = (users - d + drivers - 1) / drivers;
     auto limit = (in_flight + drivers - 1 - d) / drivers;
-    drvs.push_back(sys.spawn(driver, eng, sh, prefix, queue_names, d,
-                             drivers, count, limit,
-                             rate / static_cast<double>(drivers),
+    drvs.push_back(sys.spawn(driver, eng, sh, prefix, queue_names, d, drivers,
+                             count, limit, rate / static_cast<double>(drivers),
                              &reports[d]));
   }
   return drvs;

@@ -24,15 +24,14 @@ void print_figures(const options& o, const std::string& tag, run_record& r) {
                 ? static_cast<double>(t.last_event - t.first_join) / 1e9
                 : 0.0;
   auto matches_per_s = span > 0 ? n_sessions / span : 0.0;
-  auto join_span = static_cast<double>(
-                     t.last_join - std::min(t.first_join, t.last_join))
-                   / 1e9;
+  auto join_span
+    = static_cast<double>(t.last_join - std::min(t.first_join, t.last_join))
+      / 1e9;
   auto p50 = percentile_ms(t.ttm, 0.50), p95 = percentile_ms(t.ttm, 0.95),
        p99 = percentile_ms(t.ttm, 0.99), max = percentile_ms(t.ttm, 1.0);
   auto sp50 = percentile_ms(t.ttm_state, 0.50),
        sp99 = percentile_ms(t.ttm_state, 0.99);
-  auto rp50 = percentile_ms(t.relay, 0.50),
-       rp99 = percentile_ms(t.relay, 0.99);
+  auto rp50 = percentile_ms(t.relay, 0.50), rp99 = percentile_ms(t.relay, 0.99);
   auto dt = s1.t - s0.t;
   auto per_match = std::max(1.0, n_sessions);
   auto per_match_us = [&](uint64_t a, uint64_t b) {
@@ -100,19 +99,17 @@ void print_figures(const options& o, const std::string& tag, run_record& r) {
                 r.activity.samples, r.activity.describe().c_str());
   }
   std::printf("[%s]   engine counters: %" PRIu64 " claim scripts (%.2f per "
-              "match), %" PRIu64 " matches, %" PRIu64 " events delivered, %"
-              PRIu64 " relay retries, %" PRIu64 " conflicts, %" PRIu64
-              " requeues\n",
+              "match), %" PRIu64 " matches, %" PRIu64
+              " events delivered, %" PRIu64 " relay retries, %" PRIu64
+              " conflicts, %" PRIu64 " requeues\n",
               tag.c_str(), n.claims, static_cast<double>(n.claims) / per_match,
-              n.matches, n.delivered, n.relay_retries, n.conflicts,
-              n.requeues);
+              n.matches, n.delivered, n.relay_retries, n.conflicts, n.requeues);
   if (!r.waiting_phases.empty())
     std::printf("[%s]   unmatched users not queued: %s\n", tag.c_str(),
                 describe_shares(r.waiting_phases, 0).c_str());
   r.problems.print(tag);
   if (!t.first_error.empty())
-    std::printf("[%s]   first error: %s\n", tag.c_str(),
-                t.first_error.c_str());
+    std::printf("[%s]   first error: %s\n", tag.c_str(), t.first_error.c_str());
   std::printf("e2e_embed store=%s db=%s users=%zu joined=%" PRIu64
               " matches=%zu matches_per_s=%.1f p50_ms=%.2f p95_ms=%.2f "
               "p99_ms=%.2f max_ms=%.2f violations=%zu cpu_s=%.2f "

@@ -23,14 +23,17 @@ struct options {
   size_t sched_threads = 2;
   std::string sched_policy = "sharing"; ///< CAF scheduler policy (matchd's)
   size_t drivers = 2;
-  double duration_s = 60;   ///< bound on the joining phase
-  double drain_s = 10;      ///< bound on the wait for matches after it
-  uint32_t relay_batch = 0; ///< relay_config::batch; 0: the engine's
-  uint32_t broker_workers = 0;    ///< broker_config::workers; 0: the engine's
-  uint32_t finalizer_workers = 0; ///< finalizer_config::workers; 0: the engine's
-  int32_t finalizer_delay_ms = -1; ///< finalizer_config::batch_delay_ms; -1: the engine's
-  int32_t lookup_delay_ms = -1;    ///< lifecycle_config::lookup_delay_ms; -1: the engine's
-  std::string label;        ///< tag of the output lines
+  double duration_s = 60;      ///< bound on the joining phase
+  double drain_s = 10;         ///< bound on the wait for matches after it
+  uint32_t relay_batch = 0;    ///< relay_config::batch; 0: the engine's
+  uint32_t broker_workers = 0; ///< broker_config::workers; 0: the engine's
+  uint32_t finalizer_workers
+    = 0; ///< finalizer_config::workers; 0: the engine's
+  int32_t finalizer_delay_ms
+    = -1; ///< finalizer_config::batch_delay_ms; -1: the engine's
+  int32_t lookup_delay_ms
+    = -1;            ///< lifecycle_config::lookup_delay_ms; -1: the engine's
+  std::string label; ///< tag of the output lines
   bool keep_database = false;
   bool progress = true;
 };

@@ -152,8 +152,8 @@ void check_users(problem_list& problems, const tally& t, size_t users,
   expect("users whose event does not name them", t.not_named, 0);
   expect("users with an event whose session did not end matched",
          t.not_matched_state, 0);
-  expect("users whose matched state names another session",
-         t.state_mismatch, 0);
+  expect("users whose matched state names another session", t.state_mismatch,
+         0);
   expect("users matched in another queue than theirs", t.wrong_queue, 0);
   expect("sessions not heard of by exactly two users", t.one_sided, 0);
   expect("sessions whose users got different event ids", t.split_events, 0);
@@ -166,8 +166,7 @@ void check_users(problem_list& problems, const tally& t, size_t users,
   expect("failed joins (session state failed)", t.failed, 0);
   expect("join requests answered with an error", t.join_errors, 0);
   expect("messages from sessions not ours", t.unknown, 0);
-  expect("engine match counter vs sessions seen", engine_matches,
-         t.sessions);
+  expect("engine match counter vs sessions seen", engine_matches, t.sessions);
 }
 
 uint64_t check_database(problem_list& problems, pg_conn& admin,
@@ -175,8 +174,8 @@ uint64_t check_database(problem_list& problems, pg_conn& admin,
                         size_t sessions, const std::string& tag) {
   pg_conn check{conninfo};
   auto rows = check.count("SELECT count(*) FROM match_sessions");
-  auto outbox = check.count(
-    "SELECT count(*) FROM outbox WHERE type = 'match.created'");
+  auto outbox
+    = check.count("SELECT count(*) FROM outbox WHERE type = 'match.created'");
   auto booked = check.count(
     "SELECT count(*) FROM (SELECT user_id FROM session_members WHERE "
     "active GROUP BY user_id HAVING count(*) > 1) x");
@@ -192,7 +191,8 @@ uint64_t check_database(problem_list& problems, pg_conn& admin,
   // so every backend has reported its counts.
   admin.query("SELECT pg_stat_clear_snapshot()");
   return admin.count("SELECT xact_commit + xact_rollback FROM "
-                     "pg_stat_database WHERE datname = '" + db + "'");
+                     "pg_stat_database WHERE datname = '"
+                     + db + "'");
 }
 
 } // namespace mm::e2e_bench

@@ -29,7 +29,7 @@ struct tally {
   uint64_t two_events = 0, not_named = 0, state_mismatch = 0,
            not_matched_state = 0, wrong_queue = 0; ///< users
   uint64_t one_sided = 0, other_receivers = 0, split_events = 0,
-           cross_queue = 0; ///< sessions (other_receivers: users)
+           cross_queue = 0;   ///< sessions (other_receivers: users)
   uint64_t double_booked = 0; ///< users in two sessions
   std::vector<std::vector<size_t>> waiting; ///< by queue: joined, no event
   uint64_t waiting_total = 0, too_many_waiting = 0;

@@ -103,11 +103,10 @@ struct commit_counters {
 };
 
 class counting_match_store final : public match_store {
-public:
+ public:
   counting_match_store(std::unique_ptr<match_store> inner,
                        std::shared_ptr<commit_counters> c)
-    : inner_(std::move(inner)), c_(std::move(c)) {
-  }
+    : inner_(std::move(inner)), c_(std::move(c)) {}
 
   outcome<std::vector<std::string>> apply_migrations() override {
     return inner_->apply_migrations();
@@ -126,7 +125,7 @@ public:
     return inner_->blocking();
   }
 
-protected:
+ protected:
   std::vector<outcome<match_record>>
   do_commit_matches(const std::vector<match_request>& requests,
                     const commit_check& check) override {
@@ -161,7 +160,7 @@ protected:
     return inner_->fetch_undelivered(limit, lease_ms);
   }
 
-private:
+ private:
   std::unique_ptr<match_store> inner_;
   std::shared_ptr<commit_counters> c_;
 };
@@ -179,7 +178,7 @@ struct run_shared {
   std::atomic<int> phase{0}; ///< 0 warm-up, 1 measuring, 2 stop
   std::atomic<uint64_t> window_committed{0};
   std::atomic<uint64_t> answered{0};
-  std::vector<uint64_t> latencies_ns; ///< answers inside the window
+  std::vector<uint64_t> latencies_ns;   ///< answers inside the window
   std::vector<std::string> session_ids; ///< every committed answer
   uint64_t sent = 0, committed = 0, retry = 0, cancelled = 0, refused = 0,
            errors = 0, empty_ids = 0;
@@ -341,8 +340,8 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   variant_result res;
   res.v = v;
   auto tag = v.label;
-  auto db = "mm_fin_" + std::to_string(getpid()) + "_"
-            + std::to_string(run_no) + "_" + v.label;
+  auto db = "mm_fin_" + std::to_string(getpid()) + "_" + std::to_string(run_no)
+            + "_" + v.label;
   create_database(e.admin, db);
   auto conninfo = with_dbname(o.conninfo, db);
   auto pg = make_pg_match_store(pg_options{conninfo});
@@ -369,11 +368,10 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
 
   auto sh = std::make_shared<run_shared>();
   caf::scoped_actor waiter{e.sys};
-  auto queue = "fin-" + std::to_string(getpid()) + "-"
-               + std::to_string(run_no) + "-" + v.label;
-  auto drv = e.sys.spawn(driver, fin, sh,
-                         caf::actor_cast<caf::actor>(waiter), queue,
-                         v.label + "-u", o.in_flight);
+  auto queue = "fin-" + std::to_string(getpid()) + "-" + std::to_string(run_no)
+               + "-" + v.label;
+  auto drv = e.sys.spawn(driver, fin, sh, caf::actor_cast<caf::actor>(waiter),
+                         queue, v.label + "-u", o.in_flight);
 
   sleep_s(o.warmup_s);
   // Window start: the counters first, then the phase flag.
@@ -429,9 +427,7 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   auto per_match_us = [&](uint64_t a, uint64_t b) {
     return rates.per_unit_us(a, b);
   };
-  auto busy_pct = [&](uint64_t a, uint64_t b) {
-    return rates.busy_pct(a, b);
-  };
+  auto busy_pct = [&](uint64_t a, uint64_t b) { return rates.busy_pct(a, b); };
   // This process's CPU by thread class: commit workers (JSON + libpq), the
   // broker's store workers (hiredis; only with a blocking store), the rest
   // (the CAF scheduler running driver, finalizer and broker; main thread).
@@ -455,9 +451,9 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
   std::printf("[%s] batch_max=%u batch_delay_ms=%u workers=%u, %zu in "
               "flight: %.0f matches/s (%.0f in %.2f s), finalize latency "
               "p50 %.2f ms p99 %.2f ms (%zu answers)\n",
-              tag.c_str(), v.batch_max, v.batch_delay_ms, workers,
-              o.in_flight, res.matches_per_s, matches, dt, res.p50_ms,
-              res.p99_ms, sh->latencies_ns.size());
+              tag.c_str(), v.batch_max, v.batch_delay_ms, workers, o.in_flight,
+              res.matches_per_s, matches, dt, res.p50_ms, res.p99_ms,
+              sh->latencies_ns.size());
   std::printf("[%s]   postgres: %.0f transactions/s, %.1f matches per "
               "transaction (max %" PRIu64 "), %.2f ms per transaction, "
               "commit workers inside the store %.0f%% of the time | "
@@ -468,18 +464,17 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
               100.0 * static_cast<double>(b1 - b0)
                 / (dt * 1e9 * std::max<uint32_t>(1, workers)),
               trips > 0 ? static_cast<double>(calls1 - calls0) / trips : 0.0);
-  std::printf("[%s]   cpu per match: bench %.1f us (commit workers %.1f, "
-              "broker workers %.1f, CAF scheduler + rest %.1f), postgres "
-              "%.1f us, redis %.1f us | busy (%% of one core): bench %.0f%%, "
-              "postgres %.0f%%, redis %.0f%%, sum %.0f%% of %u cores\n",
-              tag.c_str(), per_match_us(cpu0, cpu1),
-              per_match_us(0, commit_ns), per_match_us(0, broker_ns),
-              per_match_us(0, rest_ns), per_match_us(pgcpu0, pgcpu1),
-              per_match_us(rcpu0, rcpu1), busy_pct(cpu0, cpu1),
-              busy_pct(pgcpu0, pgcpu1), busy_pct(rcpu0, rcpu1),
-              busy_pct(cpu0, cpu1) + busy_pct(pgcpu0, pgcpu1)
-                + busy_pct(rcpu0, rcpu1),
-              std::thread::hardware_concurrency());
+  std::printf(
+    "[%s]   cpu per match: bench %.1f us (commit workers %.1f, "
+    "broker workers %.1f, CAF scheduler + rest %.1f), postgres "
+    "%.1f us, redis %.1f us | busy (%% of one core): bench %.0f%%, "
+    "postgres %.0f%%, redis %.0f%%, sum %.0f%% of %u cores\n",
+    tag.c_str(), per_match_us(cpu0, cpu1), per_match_us(0, commit_ns),
+    per_match_us(0, broker_ns), per_match_us(0, rest_ns),
+    per_match_us(pgcpu0, pgcpu1), per_match_us(rcpu0, rcpu1),
+    busy_pct(cpu0, cpu1), busy_pct(pgcpu0, pgcpu1), busy_pct(rcpu0, rcpu1),
+    busy_pct(cpu0, cpu1) + busy_pct(pgcpu0, pgcpu1) + busy_pct(rcpu0, rcpu1),
+    std::thread::hardware_concurrency());
   {
     // Everything else on the machine in the same window (other work on a
     // shared VM shows here), and the ceiling the measured CPU cost implies.
@@ -491,12 +486,11 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
                 "%.0f%% of one core | CPU ceiling at this cost: %u cores / "
                 "%.1f us = %.0f matches/s (measured: %.0f%% of it)\n",
                 tag.c_str(), busy_pct(0, all) / cores, cores,
-                all > ours ? busy_pct(ours, all) : 0.0, cores,
-                per_match / 1e3,
+                all > ours ? busy_pct(ours, all) : 0.0, cores, per_match / 1e3,
                 per_match > 0 ? cores * 1e9 / per_match : 0.0,
-                per_match > 0 ? 100.0 * res.matches_per_s * per_match
-                                  / (cores * 1e9)
-                              : 0.0);
+                per_match > 0
+                  ? 100.0 * res.matches_per_s * per_match / (cores * 1e9)
+                  : 0.0);
     // States of at least 1% of the samples; the rest summed up.
     auto w = describe_shares(waits, 1.0);
     std::printf("[%s]   postgres backends of the %u connections "
@@ -547,17 +541,15 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
     answered_ids.erase(std::unique(answered_ids.begin(), answered_ids.end()),
                        answered_ids.end());
     std::vector<std::string> missing, extra;
-    std::set_difference(answered_ids.begin(), answered_ids.end(),
-                        in_db.begin(), in_db.end(),
-                        std::back_inserter(missing));
+    std::set_difference(answered_ids.begin(), answered_ids.end(), in_db.begin(),
+                        in_db.end(), std::back_inserter(missing));
     std::set_difference(in_db.begin(), in_db.end(), answered_ids.begin(),
                         answered_ids.end(), std::back_inserter(extra));
     expect("sessions vs committed answers", sessions, sh->committed);
     expect("active sessions", active, sessions);
     expect("outbox rows vs sessions", outbox, sessions);
     expect("member rows vs 2 x sessions", members, 2 * sessions);
-    expect("sessions without exactly one match.created row", not_one_event,
-           0);
+    expect("sessions without exactly one match.created row", not_one_event, 0);
     expect("outbox rows without a session", orphan_events, 0);
     expect("sessions without both users active", not_two_members, 0);
     expect("users in two active sessions", double_booked, 0);
@@ -571,8 +563,8 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
     expect("errors", sh->errors, 0);
     expect("requests without an answer", sh->sent - sh->answered.load(), 0);
     std::printf("[%s]   verify (%s): %" PRIu64 " sent, %" PRIu64
-                " committed answers (whole run), %" PRIu64 " sessions, %"
-                PRIu64 " outbox rows, %" PRIu64 " member rows, %" PRIu64
+                " committed answers (whole run), %" PRIu64 " sessions, %" PRIu64
+                " outbox rows, %" PRIu64 " member rows, %" PRIu64
                 " double-booked users -> %zu violations\n",
                 tag.c_str(), db.c_str(), sh->sent, sh->committed, sessions,
                 outbox, members, double_booked, problems.size());
@@ -672,8 +664,9 @@ int main(int argc, char** argv) {
                "bench/run finalize)"};
   options o;
   add_pg_options(app, o);
-  app.add_option("--store", o.store,
-                 "queue store behind the broker that releases the tickets")
+  app
+    .add_option("--store", o.store,
+                "queue store behind the broker that releases the tickets")
     ->check(CLI::IsMember({"redis", "embedded"}))
     ->capture_default_str();
   add_redis_options(app, o);
@@ -683,8 +676,9 @@ int main(int argc, char** argv) {
                       "given twice runs twice and counts with its best run",
                       "two labels A,B: the last line is A's rate / B's rate");
   add_window_options(app, o, "finalizations outstanding from the driver");
-  app.add_option("--workers", o.workers,
-                 "finalizer_config::workers (database connections)")
+  app
+    .add_option("--workers", o.workers,
+                "finalizer_config::workers (database connections)")
     ->capture_default_str();
   add_run_options(app, o);
   CLI11_PARSE(app, argc, argv);

@@ -64,7 +64,7 @@ struct options {
 
 /// One hiredis connection; throws on any error.
 class redis_conn {
-public:
+ public:
   explicit redis_conn(uint16_t port) : c_(redisConnect("127.0.0.1", port)) {
     if (c_ == nullptr || c_->err != 0)
       throw std::runtime_error("redis connect failed");
@@ -117,7 +117,7 @@ public:
     return out;
   }
 
-private:
+ private:
   redisContext* c_;
 };
 
@@ -133,9 +133,9 @@ double info_field(redis_conn& c, const char* section, const std::string& key) {
 }
 
 uint64_t redis_cpu(redis_conn& c) {
-  return static_cast<uint64_t>(
-    (info_field(c, "cpu", "used_cpu_user") + info_field(c, "cpu", "used_cpu_sys"))
-    * 1e9);
+  return static_cast<uint64_t>((info_field(c, "cpu", "used_cpu_user")
+                                + info_field(c, "cpu", "used_cpu_sys"))
+                               * 1e9);
 }
 
 /// EVALSHA calls and usec from INFO commandstats.
@@ -196,8 +196,9 @@ std::string batch_sql(const std::vector<uint64_t>& pairs) {
     auto sep = first ? "" : ",";
     s += sep + ("(" + id + "," + a + "," + b + ")");
     m += sep + ("(" + id + "," + a + "),(" + id + "," + b + ")");
-    x += sep + ("(" + id + ",'{\"type\":\"match.created\",\"users\":[\"fa" + n
-                + "\",\"fb" + n + "\"]}')");
+    x += sep
+         + ("(" + id + ",'{\"type\":\"match.created\",\"users\":[\"fa" + n
+            + "\",\"fb" + n + "\"]}')");
     first = false;
   }
   return s + m + x + ";COMMIT";
@@ -228,8 +229,8 @@ void product_batch(mm::match_store& st, const std::vector<uint64_t>& pairs) {
   std::vector<std::string> events;
   for (auto& res : st.commit_matches(reqs)) {
     if (!res || !res->created)
-      throw std::runtime_error(
-        "group commit: " + (res ? "not created" : res.error().detail));
+      throw std::runtime_error("group commit: "
+                               + (res ? "not created" : res.error().detail));
     events.push_back(mm::match_created_event_id(res->session_id));
   }
   auto marked = st.mark_delivered(events);
@@ -280,20 +281,23 @@ int main(int argc, char** argv) {
   CLI::App app{"floor_bench: the least work per match on Redis + PostgreSQL "
                "(bench/run e2e)"};
   app.add_option("--port", o.port, "Redis port on 127.0.0.1")->required();
-  app.add_option("--conninfo", o.conninfo, "libpq conninfo of an empty database")
+  app
+    .add_option("--conninfo", o.conninfo, "libpq conninfo of an empty database")
     ->required();
   app.add_option("--script", o.script, "the minimal claim script (Lua)")
     ->required();
-  app.add_option("--matches", o.matches, "matches to make")->capture_default_str();
+  app.add_option("--matches", o.matches, "matches to make")
+    ->capture_default_str();
   app.add_option("--pipeline", o.pipeline, "pairs per Redis round trip")
     ->capture_default_str()
     ->check(CLI::Range(1, 10000));
   app.add_option("--batch", o.batch, "matches per transaction")
     ->capture_default_str()
     ->check(CLI::Range(1, 10000));
-  app.add_option("--rows", o.rows,
-                 "floor: the rows with primary keys only; product: the "
-                 "engine's lookups, group commit and marks (its schema)")
+  app
+    .add_option("--rows", o.rows,
+                "floor: the rows with primary keys only; product: the "
+                "engine's lookups, group commit and marks (its schema)")
     ->capture_default_str()
     ->check(CLI::IsMember({"floor", "product"}));
   CLI11_PARSE(app, argc, argv);
@@ -305,8 +309,8 @@ int main(int argc, char** argv) {
       throw std::runtime_error("empty script " + o.script);
     redis_conn admin{o.port};
     auto sha = admin.run({"SCRIPT", "LOAD", text.str()});
-    admin.run({"UNLINK", "mm:{floor}:waiting", "mm:{floor}:seq",
-               "mm:{floor}:users"});
+    admin.run(
+      {"UNLINK", "mm:{floor}:waiting", "mm:{floor}:seq", "mm:{floor}:users"});
     mm::bench::pg_conn db{o.conninfo};
     if (o.rows == "product") {
       mm::pg_options po;
@@ -347,7 +351,8 @@ int main(int argc, char** argv) {
     claim_loop(o, sha, q, refused);
     writer.join();
     if (!write_error.empty())
-      throw std::runtime_error("writing the rows: " + write_error.substr(0, 300));
+      throw std::runtime_error("writing the rows: "
+                               + write_error.substr(0, 300));
     auto dt = now_s() - t0;
     auto self = process_cpu_ns() - s0;
     auto pg = server_cpu_ns(postmaster) - p0;
@@ -359,11 +364,11 @@ int main(int argc, char** argv) {
                            : "SELECT count(*) FROM floor_sessions");
     auto n = static_cast<double>(written);
     if (written == 0 || refused.load() != 0 || rows != written) {
-      std::fprintf(stderr,
-                   "floor_bench: VIOLATION written=%llu refused=%llu rows=%llu\n",
-                   static_cast<unsigned long long>(written),
-                   static_cast<unsigned long long>(refused.load()),
-                   static_cast<unsigned long long>(rows));
+      std::fprintf(
+        stderr, "floor_bench: VIOLATION written=%llu refused=%llu rows=%llu\n",
+        static_cast<unsigned long long>(written),
+        static_cast<unsigned long long>(refused.load()),
+        static_cast<unsigned long long>(rows));
       return 1;
     }
     auto us = [&](uint64_t ns) { return static_cast<double>(ns) / 1e3 / n; };
@@ -374,16 +379,15 @@ int main(int argc, char** argv) {
                 "processes %.1f) | claim script %.2f us per call (server), "
                 "%.2f calls per match | %u pairs per round trip, %u matches "
                 "per transaction, %s rows\n",
-                static_cast<unsigned long long>(written), dt, n / dt,
-                us(total), us(self), us(redis), us(pg), us(other),
+                static_cast<unsigned long long>(written), dt, n / dt, us(total),
+                us(self), us(redis), us(pg), us(other),
                 (e1.second - e0.second) / std::max(1.0, e1.first - e0.first),
-                (e1.first - e0.first) / n, o.pipeline, o.batch,
-                o.rows.c_str());
+                (e1.first - e0.first) / n, o.pipeline, o.batch, o.rows.c_str());
     std::printf("floor_matches_per_s=%.0f floor_cpu_us_per_match=%.1f\n",
                 n / dt, us(total));
     db.query("DROP TABLE floor_sessions, floor_members, floor_outbox");
-    admin.run({"UNLINK", "mm:{floor}:waiting", "mm:{floor}:seq",
-               "mm:{floor}:users"});
+    admin.run(
+      {"UNLINK", "mm:{floor}:waiting", "mm:{floor}:seq", "mm:{floor}:users"});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "floor_bench: %s\n", e.what());
     return 1;

@@ -176,9 +176,8 @@ void quality(const variant& v, const std::vector<person>& people,
   size_t next = 0;
   auto wall0 = std::chrono::steady_clock::now();
   while (true) {
-    int64_t t_arrival = next < people.size()
-                          ? static_cast<int64_t>(next) * step_ms
-                          : INT64_MAX;
+    int64_t t_arrival
+      = next < people.size() ? static_cast<int64_t>(next) * step_ms : INT64_MAX;
     int64_t t_look = looks.empty() ? INT64_MAX : looks.begin()->first - t0;
     int64_t t = std::min(t_arrival, t_look);
     if (t == INT64_MAX || t > end)
@@ -195,14 +194,15 @@ void quality(const variant& v, const std::vector<person>& people,
         on_reply(i, run1(codec::claim_call(spec_of(i), 32, 600000, true)));
     }
   }
-  auto wall = std::chrono::duration<double>(std::chrono::steady_clock::now()
-                                            - wall0)
-                .count();
+  auto wall
+    = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0)
+        .count();
   size_t within30 = std::count_if(ttm_s.begin(), ttm_s.end(),
                                   [](double x) { return x <= 30.0; });
-  double mean_gap = gaps.empty() ? 0
-                                 : std::accumulate(gaps.begin(), gaps.end(), 0.0)
-                                     / gaps.size();
+  double mean_gap = gaps.empty()
+                      ? 0
+                      : std::accumulate(gaps.begin(), gaps.end(), 0.0)
+                          / gaps.size();
   std::printf("quality %-9s users=%zu matches=%zu matches_per_s=%.1f "
               "ttm_p50_s=%.2f ttm_p95_s=%.2f ttm_p99_s=%.2f "
               "gap_mean=%.1f gap_p95=%.1f matched_within_30s=%.3f "
@@ -210,8 +210,7 @@ void quality(const variant& v, const std::vector<person>& people,
               v.name, people.size(), matches,
               matches / (static_cast<double>(arrivals_end) / 1000.0),
               pct(ttm_s, 50), pct(ttm_s, 95), pct(ttm_s, 99), mean_gap,
-              pct(gaps, 95),
-              static_cast<double>(within30) / people.size(),
+              pct(gaps, 95), static_cast<double>(within30) / people.size(),
               people.size() - 2 * matches, wall);
   if (std::string{v.name} == "widening")
     std::printf("quality_goal widening_ttm_p95_s=%.2f cap_time_s=%.1f\n",
@@ -235,10 +234,9 @@ double throughput(const char* store, queue_store_factory& factory,
                   bool redis) {
   auto conn = factory.connect();
   auto q = std::string{"rb-"} + v.name + "-"
-           + std::to_string(std::chrono::steady_clock::now()
-                              .time_since_epoch()
-                              .count()
-                            % 1000000000);
+           + std::to_string(
+             std::chrono::steady_clock::now().time_since_epoch().count()
+             % 1000000000);
   if (redis)
     conn->execute({{"CONFIG", "RESETSTAT"}});
   size_t matched = 0;
@@ -246,9 +244,8 @@ double throughput(const char* store, queue_store_factory& factory,
   for (size_t i = 0; i < people.size(); i += 64) {
     std::vector<script_call> calls;
     for (size_t k = i; k < std::min(people.size(), i + 64); ++k)
-      calls.push_back(*codec::claim_call(make_spec(q, k, people[k],
-                                                   v.rules.get()),
-                                         32, 600000, false));
+      calls.push_back(*codec::claim_call(
+        make_spec(q, k, people[k], v.rules.get()), 32, 600000, false));
     for (auto& rep : conn->run(calls)) {
       auto r = codec::parse_claim(rep);
       if (!r) {
@@ -258,9 +255,9 @@ double throughput(const char* store, queue_store_factory& factory,
       matched += r->outcome == claim_outcome::matched;
     }
   }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now()
-                                              - t0)
-                  .count();
+  double secs
+    = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+        .count();
   double per_s = people.size() / secs;
   double usec = redis ? redis_usec_per_call(*conn) : 0;
   std::printf("claims %-8s %-9s calls=%zu matched=%zu calls_per_s=%.0f "

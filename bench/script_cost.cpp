@@ -154,8 +154,7 @@ int run_script_cost(const redis_target& redis, const script_cost_options& o) {
       return 2;
     }
     auto suffix = text.substr(at + 8, end - at - 8);
-    libs.push_back({label, text, "mm_claim_" + suffix,
-                    "mm_release_" + suffix});
+    libs.push_back({label, text, "mm_claim_" + suffix, "mm_release_" + suffix});
   }
   for (auto& lib : libs) {
     auto loaded = conn->execute({{"FUNCTION", "LOAD", "REPLACE", lib.text}});
@@ -193,17 +192,19 @@ int run_script_cost(const redis_target& redis, const script_cost_options& o) {
   };
   std::vector<variant> variants;
   for (auto& lib : libs)
-    variants.push_back({lib.label.c_str(), head_of({"FCALL", lib.claim_fn},
-                                                   keys),
-                        true, "fcall", lib.release_fn, &keys});
-  variants.insert(variants.end(), {
-    {"minimal_loop", head_of({"EVALSHA", o.minimal_sha}, min_keys), false,
-     "evalsha", "", &min_keys},
-  });
+    variants.push_back({lib.label.c_str(),
+                        head_of({"FCALL", lib.claim_fn}, keys), true, "fcall",
+                        lib.release_fn, &keys});
+  variants.insert(variants.end(),
+                  {
+                    {"minimal_loop",
+                     head_of({"EVALSHA", o.minimal_sha}, min_keys), false,
+                     "evalsha", "", &min_keys},
+                  });
   if (!o.minimal_fn.empty())
-    variants.push_back({"minimal_fn_loop", head_of({"FCALL", o.minimal_fn},
-                                              min_keys),
-                        false, "fcall", "", &min_keys});
+    variants.push_back({"minimal_fn_loop",
+                        head_of({"FCALL", o.minimal_fn}, min_keys), false,
+                        "fcall", "", &min_keys});
   for (size_t round = 1; round <= o.rounds; ++round)
     for (auto& v : variants) {
       drop(*v.ks);

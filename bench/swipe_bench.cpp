@@ -74,13 +74,13 @@ struct variant {
 };
 
 struct options : service_options {
-  std::string order = "seq"; ///< distinct pairs: seq | cross
+  std::string order = "seq";  ///< distinct pairs: seq | cross
   uint32_t swipe_workers = 0; ///< 0: swipe_config's default
   int fin_delay_ms = -1;      ///< finalizer batch_delay_ms; -1: default
 
   options() {
-    variants = {"pairs:pairs:pair", "pairs_global:pairs:global",
-                "hot:hot:pair", "hot_global:hot:global"};
+    variants = {"pairs:pairs:pair", "pairs_global:pairs:global", "hot:hot:pair",
+                "hot_global:hot:global"};
     ratio = {"pairs", "pairs_global"};
     duration_s = 4.0;
   }
@@ -128,8 +128,8 @@ struct run_shared {
   std::vector<uint64_t> latencies_ns; ///< OK answers inside the window
   /// Every mutual answer: pair index -> the session it named.
   std::vector<std::pair<uint64_t, std::string>> mutual_answers;
-  uint64_t sent = 0, ok = 0, mutual = 0, created = 0, conflicts = 0,
-           errors = 0, pairs_started = 0, pairs_done = 0;
+  uint64_t sent = 0, ok = 0, mutual = 0, created = 0, conflicts = 0, errors = 0,
+           pairs_started = 0, pairs_done = 0;
   /// Answers that contradict the lock's order (see `pair_done`).
   uint64_t odd_answers = 0;
   std::string first_error, first_conflict, first_odd;
@@ -137,9 +137,9 @@ struct run_shared {
 
 struct pair_slot {
   uint64_t idx = 0;
-  int left = 0;  ///< swipes of the pair not answered yet
-  int good = 0;  ///< swipes of the pair answered OK
-  int made = 0;  ///< of them, answered created=true
+  int left = 0;            ///< swipes of the pair not answered yet
+  int good = 0;            ///< swipes of the pair answered OK
+  int made = 0;            ///< of them, answered created=true
   int first_ok_mutual = 0; ///< of them, mutual without created
 };
 
@@ -271,9 +271,8 @@ void pair_done(driver_ptr self, const pair_slot& p) {
     // Under the pair's lock one of the two runs first and sees no opposite
     // like; the other completes the pair and creates its one match.
     if (p.made != 1 || p.first_ok_mutual != 0)
-      odd(self, "pair " + std::to_string(p.idx) + ": "
-                  + std::to_string(p.made) + " created answers, "
-                  + std::to_string(p.first_ok_mutual)
+      odd(self, "pair " + std::to_string(p.idx) + ": " + std::to_string(p.made)
+                  + " created answers, " + std::to_string(p.first_ok_mutual)
                   + " mutual answers that did not create");
   }
   if (running(self))
@@ -439,7 +438,8 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
         "'%pg_advisory_xact_lock%' OR query LIKE '%INSERT INTO likes%' THEN "
         "'swipe' WHEN query LIKE '%INSERT INTO match_sessions%' OR query LIKE "
         "'%NOTIFY%' THEN 'finalizer' ELSE '' END FROM pg_stat_activity WHERE "
-        "datname = '" + db + "' AND backend_type = 'client backend'";
+        "datname = '"
+      + db + "' AND backend_type = 'client backend'";
   sample_until(e.admin, activity_sql, t0 + o.duration_s, [&](auto& row) {
     auto& b = backends[row[0]];
     ++b.states[row[1]];
@@ -480,7 +480,8 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     e.admin.query("SELECT pg_stat_clear_snapshot()");
     xacts = e.admin.count("SELECT xact_commit + xact_rollback FROM "
-                          "pg_stat_database WHERE datname = '" + db + "'");
+                          "pg_stat_database WHERE datname = '"
+                          + db + "'");
   }
 
   auto dt = t1 - t0;
@@ -501,11 +502,10 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
               " matches in %.2f s), latency p50 %.2f ms p99 %.2f ms | "
               "conflicts %" PRIu64 ", errors %" PRIu64 " (window; whole run "
               "%" PRIu64 " / %" PRIu64 ")\n",
-              tag.c_str(), what.c_str(),
-              v.global ? "ONE global" : "per-pair", o.in_flight,
-              res.swipes_per_s, res.matches_per_s, res.pairs_per_s, window_ok,
-              window_created, dt, res.p50_ms, res.p99_ms, window_conflicts,
-              window_errors, sh->conflicts, sh->errors);
+              tag.c_str(), what.c_str(), v.global ? "ONE global" : "per-pair",
+              o.in_flight, res.swipes_per_s, res.matches_per_s, res.pairs_per_s,
+              window_ok, window_created, dt, res.p50_ms, res.p99_ms,
+              window_conflicts, window_errors, sh->conflicts, sh->errors);
   {
     window_rates rates{dt, swipes};
     auto per_swipe_us = [&](uint64_t a, uint64_t b) {
@@ -526,22 +526,20 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
                 busy(0, all) / cores, cores,
                 all > ours ? busy(ours, all) : 0.0);
     auto answered = sh->answered.load();
-    std::printf("[%s]   per swipe: %.2f redis commands (lock: SET NX PX; "
-                "unlock: EVALSHA running GET + DEL), %.2f postgres "
-                "transactions (whole run, pg_stat_database) | lock "
-                "wait_ms=%u lease_ms=%u, swipe workers=%u, finalizer "
-                "batch_max=%u delay=%u ms workers=%u\n",
-                tag.c_str(),
-                swipes > 0 ? static_cast<double>(r1.commands - r0.commands)
-                               / swipes
-                           : 0.0,
-                answered > 0 ? static_cast<double>(xacts)
-                                 / static_cast<double>(answered)
-                             : 0.0,
-                cfg.lock.wait_ms,
-                cfg.lock.lease_ms, cfg.swipe.workers,
-                cfg.finalizer.batch_max, cfg.finalizer.batch_delay_ms,
-                cfg.finalizer.workers);
+    std::printf(
+      "[%s]   per swipe: %.2f redis commands (lock: SET NX PX; "
+      "unlock: EVALSHA running GET + DEL), %.2f postgres "
+      "transactions (whole run, pg_stat_database) | lock "
+      "wait_ms=%u lease_ms=%u, swipe workers=%u, finalizer "
+      "batch_max=%u delay=%u ms workers=%u\n",
+      tag.c_str(),
+      swipes > 0 ? static_cast<double>(r1.commands - r0.commands) / swipes
+                 : 0.0,
+      answered > 0 ? static_cast<double>(xacts) / static_cast<double>(answered)
+                   : 0.0,
+      cfg.lock.wait_ms, cfg.lock.lease_ms, cfg.swipe.workers,
+      cfg.finalizer.batch_max, cfg.finalizer.batch_delay_ms,
+      cfg.finalizer.workers);
     std::map<std::string, std::map<std::string, uint64_t>> by_kind;
     std::map<std::string, size_t> conns;
     for (auto& [pid, b] : backends) {
@@ -553,8 +551,8 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
     std::string line;
     for (auto& [kind, states] : by_kind)
       line += (line.empty() ? "" : " | ") + kind + " ("
-              + std::to_string(conns[kind]) + " conn): "
-              + describe_states(states);
+              + std::to_string(conns[kind])
+              + " conn): " + describe_states(states);
     std::printf("[%s]   postgres backends (pg_stat_activity every 20 ms, "
                 "%" PRIu64 " samples): %s\n",
                 tag.c_str(), samples, line.empty() ? "none" : line.c_str());
@@ -577,11 +575,12 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
     auto like_rows = check.count("SELECT count(*) FROM likes");
     auto mm_rows = check.count("SELECT count(*) FROM mutual_matches");
     auto sessions = check.count("SELECT count(*) FROM match_sessions");
-    auto events = check.count(
-      "SELECT count(*) FROM outbox WHERE type = 'match.created'");
+    auto events
+      = check.count("SELECT count(*) FROM outbox WHERE type = 'match.created'");
     auto liked_not_one_row = check.count(
-      "SELECT count(*) FROM (" + liked + ") l WHERE (SELECT count(*) FROM "
-      "mutual_matches p WHERE p.pair_min = l.lo AND p.pair_max = l.hi) <> 1");
+      "SELECT count(*) FROM (" + liked
+      + ") l WHERE (SELECT count(*) FROM "
+        "mutual_matches p WHERE p.pair_min = l.lo AND p.pair_max = l.hi) <> 1");
     auto row_not_liked = check.count(
       "SELECT count(*) FROM mutual_matches p WHERE NOT EXISTS (SELECT 1 FROM ("
       + liked + ") l WHERE l.lo = p.pair_min AND l.hi = p.pair_max)");
@@ -622,8 +621,8 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
            liked_not_one_row, 0);
     expect("mutual_matches rows of pairs not liked both ways", row_not_liked,
            0);
-    expect("mutual_matches rows without their pair's session",
-           row_bad_session, 0);
+    expect("mutual_matches rows without their pair's session", row_bad_session,
+           0);
     expect("sessions without a mutual_matches row", session_not_mutual, 0);
     expect("sessions without exactly one match.created event",
            session_not_one_event, 0);
@@ -645,13 +644,13 @@ variant_result run_variant(env& e, const variant& v, size_t run_no) {
              sh->ok);
     std::printf("[%s]   verify (%s): %" PRIu64 " swipes sent, %" PRIu64
                 " OK (%" PRIu64 " mutual, %" PRIu64 " created), %" PRIu64
-                " conflicts, %" PRIu64 " errors; %" PRIu64 " like rows, %"
-                PRIu64 " pairs liked both ways, %" PRIu64
+                " conflicts, %" PRIu64 " errors; %" PRIu64
+                " like rows, %" PRIu64 " pairs liked both ways, %" PRIu64
                 " mutual_matches rows, %" PRIu64 " sessions, %" PRIu64
                 " match.created events -> %zu violations\n",
                 tag.c_str(), db.c_str(), sh->sent, sh->ok, sh->mutual,
-                sh->created, sh->conflicts, sh->errors, like_rows,
-                liked_pairs, mm_rows, sessions, events, problems.size());
+                sh->created, sh->conflicts, sh->errors, like_rows, liked_pairs,
+                mm_rows, sessions, events, problems.size());
   }
   problems.print(tag);
   if (!sh->first_odd.empty())
@@ -725,9 +724,8 @@ int run(const options& o) {
        const std::string& runs) {
       std::printf(" %s=%.0f swipes/s(runs %s, %.0f matches/s, p50 %.2f ms, "
                   "p99 %.2f ms, %" PRIu64 " conflicts, %" PRIu64 " errors)",
-                  label.c_str(), r.swipes_per_s, runs.c_str(),
-                  r.matches_per_s, r.p50_ms, r.p99_ms, r.conflicts,
-                  r.errors);
+                  label.c_str(), r.swipes_per_s, runs.c_str(), r.matches_per_s,
+                  r.p50_ms, r.p99_ms, r.conflicts, r.errors);
     });
 }
 
@@ -747,19 +745,22 @@ int main(int argc, char** argv) {
                       "a label given twice runs twice and counts with its "
                       "best run",
                       "two labels A,B: the last line is A's swipes/s / B's");
-  app.add_option("--order", o.order,
-                 "distinct pairs: seq (B->A once A->B is answered) or cross "
-                 "(both at once; they meet at the pair's lock)")
+  app
+    .add_option("--order", o.order,
+                "distinct pairs: seq (B->A once A->B is answered) or cross "
+                "(both at once; they meet at the pair's lock)")
     ->check(CLI::IsMember({"seq", "cross"}))
     ->capture_default_str();
   add_window_options(app, o, "swipes outstanding");
-  app.add_option("--swipe-workers", o.swipe_workers,
-                 "swipe_config::workers (database connections of the swipe "
-                 "actor; 0: the engine's default)")
+  app
+    .add_option("--swipe-workers", o.swipe_workers,
+                "swipe_config::workers (database connections of the swipe "
+                "actor; 0: the engine's default)")
     ->capture_default_str();
-  app.add_option("--finalizer-delay-ms", o.fin_delay_ms,
-                 "finalizer_config::batch_delay_ms (-1: the engine's "
-                 "default)")
+  app
+    .add_option("--finalizer-delay-ms", o.fin_delay_ms,
+                "finalizer_config::batch_delay_ms (-1: the engine's "
+                "default)")
     ->capture_default_str();
   add_run_options(app, o);
   CLI11_PARSE(app, argc, argv);

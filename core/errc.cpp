@@ -5,11 +5,25 @@ namespace mm {
 namespace {
 
 constexpr const char* names[] = {
-  "none",           "invalid_argument",  "duplicate_ticket", "not_found",
-  "stale_token",    "in_flight",         "store_unavailable", "conflict",
-  "protocol_error", "cancelled",         "shutting_down",     "forbidden",
-  "in_session",     "timed_out",         "unknown_queue",     "too_many_queues",
-  "invalid_attribute", "invalid_rules",   "store_auth_failed",
+  "none",
+  "invalid_argument",
+  "duplicate_ticket",
+  "not_found",
+  "stale_token",
+  "in_flight",
+  "store_unavailable",
+  "conflict",
+  "protocol_error",
+  "cancelled",
+  "shutting_down",
+  "forbidden",
+  "in_session",
+  "timed_out",
+  "unknown_queue",
+  "too_many_queues",
+  "invalid_attribute",
+  "invalid_rules",
+  "store_auth_failed",
 };
 
 } // namespace

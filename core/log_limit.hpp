@@ -14,7 +14,7 @@ namespace mm {
 /// the rest. One limiter per call site (a "kind" is what that site logs).
 /// Thread-safe.
 class log_limit {
-public:
+ public:
   using clock = std::chrono::steady_clock;
 
   log_limit(uint32_t burst, clock::duration interval) noexcept
@@ -43,7 +43,7 @@ public:
     return true;
   }
 
-private:
+ private:
   uint32_t burst_;
   clock::duration interval_;
   std::mutex mtx_;

@@ -14,7 +14,7 @@ namespace mm {
 
 /// A fixed-bucket latency histogram, safe to update from any thread.
 class latency_histogram {
-public:
+ public:
   /// Upper bounds of the buckets in milliseconds (the last bucket is +Inf).
   static constexpr std::array<double, 12> bounds_ms
     = {0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000};
@@ -22,7 +22,8 @@ public:
   /// Records one observation. Not idempotent.
   void observe_us(uint64_t us) noexcept {
     size_t i = 0;
-    while (i < bounds_ms.size() && static_cast<double>(us) > bounds_ms[i] * 1000)
+    while (i < bounds_ms.size()
+           && static_cast<double>(us) > bounds_ms[i] * 1000)
       ++i;
     buckets_[i].fetch_add(1, std::memory_order_relaxed);
     sum_us_.fetch_add(us, std::memory_order_relaxed);
@@ -37,7 +38,7 @@ public:
     return sum_us_.load(std::memory_order_relaxed);
   }
 
-private:
+ private:
   std::array<std::atomic<uint64_t>, bounds_ms.size() + 1> buckets_{};
   std::atomic<uint64_t> sum_us_{0};
 };
@@ -116,7 +117,7 @@ struct engine_metrics {
   std::atomic<int64_t> directory_users{0}; ///< users with a session entry
   std::atomic<int64_t> parked_events{0};   ///< kept for users not here
   std::atomic<int64_t> client_links{0};    ///< matchd: users with a link
-  latency_histogram finalize_latency; ///< claim pair in -> commit answered
+  latency_histogram finalize_latency;      ///< claim pair in -> commit answered
 
   /// Sets the depth of `queue`: tickets in its waiting set, as of the
   /// broker's last sweep of it. Thread-safe.
@@ -174,11 +175,10 @@ struct engine_metrics {
     return depths_;
   }
 
-private:
+ private:
   mutable std::mutex mtx_;
   std::map<std::string, uint64_t> depths_;
-  std::map<std::pair<std::string, std::string>, distance_histogram>
-    distances_;
+  std::map<std::pair<std::string, std::string>, distance_histogram> distances_;
   std::map<std::string, wait_histogram> waits_;
 };
 

@@ -11,7 +11,7 @@ namespace mm {
 /// the store layer so that its headers need no CAF.
 template <class T>
 class outcome {
-public:
+ public:
   outcome(T value) : v_(std::move(value)) {
     // nop
   }
@@ -49,7 +49,7 @@ public:
     return std::get<1>(v_);
   }
 
-private:
+ private:
   std::variant<T, failure> v_;
 };
 

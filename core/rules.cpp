@@ -107,9 +107,9 @@ outcome<rule> parse_rule(const std::string& where, const json& j,
                          const std::vector<attribute_decl>& decls) {
   if (!j.is_object())
     return bad_rules(where, "a rule is an object");
-  static const std::set<std::string> known{"kind",    "attribute", "base",
-                                           "step",    "every_s",   "cap",
-                                           "band",    "relax_after_s", "last"};
+  static const std::set<std::string> known{"kind", "attribute",     "base",
+                                           "step", "every_s",       "cap",
+                                           "band", "relax_after_s", "last"};
   for (auto& [k, v] : j.items())
     if (!known.count(k))
       return bad_rules(where, "unknown field '" + k + "'");
@@ -150,9 +150,8 @@ outcome<rule> parse_rule(const std::string& where, const json& j,
   if (a == j.end() || !a->is_string())
     return bad_rules(where, "attribute is required");
   r.attribute = a->get<std::string>();
-  auto d = std::find_if(decls.begin(), decls.end(), [&](auto& x) {
-    return x.name == r.attribute;
-  });
+  auto d = std::find_if(decls.begin(), decls.end(),
+                        [&](auto& x) { return x.name == r.attribute; });
   if (d == decls.end())
     return bad_rules(where, "attribute '" + r.attribute + "' is not declared");
   if (d->type != want)
@@ -236,14 +235,13 @@ outcome<std::string> make_spec(const std::string& where, rule_set& rs) {
         break;
     }
     if (search > max_search_cells || member > max_member_cells)
-      return bad_rules(where, "the index would need up to "
-                                + std::to_string(search) + " cells per claim and "
-                                + std::to_string(member)
-                                + " per ticket (at most "
-                                + std::to_string(max_search_cells) + " / "
-                                + std::to_string(max_member_cells)
-                                + "): widen the band, shorten max_items or "
-                                  "relax fewer rules");
+      return bad_rules(
+        where, "the index would need up to " + std::to_string(search)
+                 + " cells per claim and " + std::to_string(member)
+                 + " per ticket (at most " + std::to_string(max_search_cells)
+                 + " / " + std::to_string(max_member_cells)
+                 + "): widen the band, shorten max_items or "
+                   "relax fewer rules");
   }
   return out;
 }
@@ -274,8 +272,8 @@ outcome<rule_set> parse_rule_set(const std::string& queue, const json& j) {
     return bad_rules(where, "rules: a list of 1..16 rules");
   bool avoid = false;
   for (size_t i = 0; i < rules->size(); ++i) {
-    auto r = parse_rule(where + ", rule " + std::to_string(i + 1),
-                        (*rules)[i], rs.attributes);
+    auto r = parse_rule(where + ", rule " + std::to_string(i + 1), (*rules)[i],
+                        rs.attributes);
     if (!r)
       return r.error();
     if (r->kind == rule_kind::avoid) {
@@ -378,13 +376,15 @@ outcome<checked_attrs> check_attributes(const rule_set& rs,
                                         + std::to_string(max_string_len)
                                         + " bytes");
         if (!valid_value(s))
-          return bad_attr("bad_value", name + " uses [A-Za-z0-9._@-], "
-                                              "1..64 bytes");
+          return bad_attr("bad_value", name
+                                         + " uses [A-Za-z0-9._@-], "
+                                           "1..64 bytes");
         if (!d->values.empty()
             && std::find(d->values.begin(), d->values.end(), s)
                  == d->values.end())
-          return bad_attr("bad_value", name + ": not one of the declared "
-                                              "values");
+          return bad_attr("bad_value", name
+                                         + ": not one of the declared "
+                                           "values");
         canon[name] = s;
         break;
       }
@@ -401,13 +401,14 @@ outcome<checked_attrs> check_attributes(const rule_set& rs,
             return bad_attr("wrong_type", name + " must be a list of strings");
           auto s = x.get<std::string>();
           if (!valid_value(s))
-            return bad_attr("bad_value", name + ": values use "
-                                                "[A-Za-z0-9._@-], 1..64 bytes");
+            return bad_attr("bad_value", name
+                                           + ": values use "
+                                             "[A-Za-z0-9._@-], 1..64 bytes");
           if (!d->values.empty()
               && std::find(d->values.begin(), d->values.end(), s)
                    == d->values.end())
-            return bad_attr("bad_value", name + ": '" + s
-                                           + "' is not a declared value");
+            return bad_attr("bad_value",
+                            name + ": '" + s + "' is not a declared value");
           if (std::find(items.begin(), items.end(), s) == items.end())
             items.push_back(std::move(s));
         }

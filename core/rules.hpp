@@ -23,8 +23,9 @@ struct attribute_decl {
   attr_type type = attr_type::number;
   double min = -1e9; ///< number: accepted range
   double max = 1e9;
-  std::vector<std::string> values; ///< string, list: allowed values (empty: any)
-  uint32_t max_items = 8;          ///< list: at most this many values
+  std::vector<std::string>
+    values;               ///< string, list: allowed values (empty: any)
+  uint32_t max_items = 8; ///< list: at most this many values
 };
 
 enum class rule_kind : uint8_t { distance, equal, overlap, avoid };

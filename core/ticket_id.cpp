@@ -70,8 +70,8 @@ std::optional<store_ticket_parts> parse_store_ticket(const std::string& id) {
   uint64_t heal = 0;
   uint64_t len = 0;
   if (!read_number(id, pos, ':', heal) || heal > UINT32_MAX
-      || !read_number(id, pos, ':', len) || len == 0
-      || pos + len >= id.size() || id[pos + len] != ':')
+      || !read_number(id, pos, ':', len) || len == 0 || pos + len >= id.size()
+      || id[pos + len] != ':')
     return std::nullopt;
   out.heal = static_cast<uint32_t>(heal);
   out.user = id.substr(pos, len);

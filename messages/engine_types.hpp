@@ -37,7 +37,7 @@ enum class session_phase : uint8_t {
   matched,    ///< a match.created event arrived (terminal)
   cancelled,  ///< the cancel was acknowledged (terminal)
   failed,     ///< a store error ended the join (terminal; detail says why)
-  timed_out,  ///< gave up waiting (`give_up_after_s`), left the queue (terminal)
+  timed_out, ///< gave up waiting (`give_up_after_s`), left the queue (terminal)
 };
 
 const char* to_string(session_phase x) noexcept;
@@ -72,8 +72,8 @@ constexpr const char* session_ended_event = "session.ended";
 struct end_result {
   std::string session_id;
   std::string queue;
-  std::string ended_by; ///< the member who ended it; "" when it expired
-  std::string reason;   ///< the ender's reason, or "expired"
+  std::string ended_by;   ///< the member who ended it; "" when it expired
+  std::string reason;     ///< the ender's reason, or "expired"
   bool ended_now = false; ///< false: it had ended before this request
 };
 
@@ -148,8 +148,8 @@ inline bool operator==(const delivery_report& x,
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, delivery_report& x) {
-  return f(caf::meta::type_name("delivery_report"), x.reached, x.kept,
-           x.failed, x.unrouted);
+  return f(caf::meta::type_name("delivery_report"), x.reached, x.kept, x.failed,
+           x.unrouted);
 }
 
 /// A cluster peer as one node's gateway sees it (`peers_atom`).
@@ -158,7 +158,7 @@ struct peer_info {
   std::string address;    ///< "host:port"; empty when only a handle is known
   bool connected = false; ///< the gateway holds a handle of the peer's gateway
   bool static_peer = false; ///< from the configuration (never forgotten)
-  bool member = false;    ///< seen live in the membership records
+  bool member = false;      ///< seen live in the membership records
 };
 
 template <class Inspector>

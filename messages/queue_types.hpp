@@ -89,12 +89,12 @@ struct claim_result {
   claim_outcome outcome = claim_outcome::queued;
   std::string ticket;
   std::string token;
-  int64_t score = 0;      ///< queued: position
-  int64_t deadline = 0;   ///< queued: presence deadline
-  partner_info partner;   ///< matched: the claimed; claimed_by_other: claimer
+  int64_t score = 0;    ///< queued: position
+  int64_t deadline = 0; ///< queued: presence deadline
+  partner_info partner; ///< matched: the claimed; claimed_by_other: claimer
   uint32_t stale_removed = 0; ///< stale tickets removed on the way
-  bool more = false;      ///< queued: the last window held only stale tickets
-  uint32_t scans = 1;     ///< script calls the broker needed (rescans + 1)
+  bool more = false;  ///< queued: the last window held only stale tickets
+  uint32_t scans = 1; ///< script calls the broker needed (rescans + 1)
   /// queued on a queue with rules: the windows now ("1=150;2=*", rule
   /// positions; core/rules.hpp renders them) and the ms until they change
   /// next (-1: never).
@@ -126,8 +126,8 @@ struct cancel_result {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cancel_result& x) {
-  return f(caf::meta::type_name("cancel_result"), x.outcome, x.ticket,
-           x.state, x.node);
+  return f(caf::meta::type_name("cancel_result"), x.outcome, x.ticket, x.state,
+           x.node);
 }
 
 struct heartbeat_result {
@@ -139,8 +139,8 @@ struct heartbeat_result {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat_result& x) {
-  return f(caf::meta::type_name("heartbeat_result"), x.alive, x.ticket,
-           x.state, x.deadline);
+  return f(caf::meta::type_name("heartbeat_result"), x.alive, x.ticket, x.state,
+           x.deadline);
 }
 
 enum class requeue_outcome : uint8_t {

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include <caf/fwd.hpp>
-#include <caf/type_id.hpp>
-#include <caf/error.hpp>
-#include <caf/replies_to.hpp>
 #include <caf/actor.hpp>
+#include <caf/error.hpp>
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/type_id.hpp>
 #include <caf/typed_actor.hpp>
 
 #include "core/errc.hpp"
@@ -98,8 +98,8 @@ using queue_broker_actor = caf::typed_actor<
   caf::replies_to<claim_atom, ticket_spec>::with<claim_result>,
   // Many claims in one message (load generators, gateways): same semantics,
   // one result or error each, in order.
-  caf::replies_to<claim_atom, std::vector<ticket_spec>>::with<
-    std::vector<claim_result>>,
+  caf::replies_to<claim_atom,
+                  std::vector<ticket_spec>>::with<std::vector<claim_result>>,
   // Re-scan of a user that is waiting: if its ticket is gone it was claimed,
   // and the answer is claimed_by_other (it never claims a second partner).
   caf::replies_to<rescan_atom, ticket_spec>::with<claim_result>,
@@ -107,19 +107,16 @@ using queue_broker_actor = caf::typed_actor<
   // cancel finds nothing (not_found).
   caf::replies_to<cancel_atom, ticket_ref>::with<cancel_result>,
   // Extends the presence deadline by ttl_ms (current token only). Idempotent.
-  caf::replies_to<heartbeat_atom, ticket_ref, uint32_t>::with<
-    heartbeat_result>,
+  caf::replies_to<heartbeat_atom, ticket_ref, uint32_t>::with<heartbeat_result>,
   // (queue, ticket): back at the original score. Idempotent.
-  caf::replies_to<requeue_atom, std::string, std::string>::with<
-    requeue_result>,
+  caf::replies_to<requeue_atom, std::string, std::string>::with<requeue_result>,
   // (queue, ticket): drops a claimed/claimer ticket once settled. Idempotent.
-  caf::replies_to<release_atom, std::string, std::string>::with<
-    release_result>,
+  caf::replies_to<release_atom, std::string, std::string>::with<release_result>,
   // (queue, tickets): the same for many tickets of one queue in one store
   // call (a group commit's pairs); one result per ticket, in order.
   // Idempotent.
-  caf::replies_to<release_atom, std::string, std::vector<std::string>>::with<
-    std::vector<release_result>>,
+  caf::replies_to<release_atom, std::string,
+                  std::vector<std::string>>::with<std::vector<release_result>>,
   // (queue): removes stale tickets in bounded batches until none is left;
   // answers how many it removed and the queue's depth (waiting tickets
   // left). Idempotent.
@@ -128,8 +125,8 @@ using queue_broker_actor = caf::typed_actor<
   caf::reacts_to<tick_atom>>;
 
 /// Receives a user's session updates and match events (the host's side).
-using subscriber_actor
-  = caf::typed_actor<caf::reacts_to<session_state>, caf::reacts_to<match_event>>;
+using subscriber_actor = caf::typed_actor<caf::reacts_to<session_state>,
+                                          caf::reacts_to<match_event>>;
 
 /// One per connected user (actors/session.hpp).
 using session_actor = caf::typed_actor<
@@ -191,18 +188,17 @@ using node_gateway_actor = caf::typed_actor<
   // on. All counts zero: the user is connected nowhere (the directory keeps
   // the event). `failed`: the user's node is live but could not be reached.
   // Idempotent per event id at the receiving session.
-  caf::replies_to<route_atom, std::string, match_event>::with<
-    delivery_report>,
+  caf::replies_to<route_atom, std::string, match_event>::with<delivery_report>,
   // Peer -> gateway: (user, event) to the user's session on THIS node, or
   // kept for it here, once the database confirms the event's session with
   // `user` in it (else all counts zero, nothing delivered; `failed` when the
   // database cannot answer). Never routed further. Idempotent per event id.
-  caf::replies_to<deliver_atom, std::string, match_event>::with<
-    delivery_report>,
+  caf::replies_to<deliver_atom, std::string,
+                  match_event>::with<delivery_report>,
   // Session or peer -> gateway: (node, cancel) to the finalizer of `node`
   // (the node that owns the claimed pair). Idempotent.
-  caf::replies_to<cancel_atom, std::string, inflight_cancel>::with<
-    cancel_verdict>,
+  caf::replies_to<cancel_atom, std::string,
+                  inflight_cancel>::with<cancel_verdict>,
   // Directory -> gateway (from this node): a session of `user` started /
   // ended on this node
   // (the shared user -> node map; the reconnect replay). Idempotent.
@@ -230,12 +226,12 @@ using directory_actor = caf::typed_actor<
   // receiving sessions.
   caf::replies_to<deliver_atom, match_event>::with<delivery_report>,
   // The same for a relay's batch: one report per event, in order.
-  caf::replies_to<deliver_atom, std::vector<match_event>>::with<
-    std::vector<delivery_report>>,
+  caf::replies_to<deliver_atom,
+                  std::vector<match_event>>::with<std::vector<delivery_report>>,
   // (user, event): delivers to that user's session HERE only, or keeps it
   // for the user (never routed). Idempotent per event id.
-  caf::replies_to<deliver_atom, std::string, match_event>::with<
-    delivery_report>,
+  caf::replies_to<deliver_atom, std::string,
+                  match_event>::with<delivery_report>,
   // Routes users without a session here through `gateway` from now on (an
   // invalid handle: routing off). Idempotent.
   caf::reacts_to<attach_atom, node_gateway_actor>,
@@ -273,8 +269,8 @@ using lifecycle_actor = caf::typed_actor<
   // both members and writes the `session.ended` event. Idempotent: a second
   // end (by either member) answers the same final state. `forbidden` for a
   // non-member, `not_found` for an unknown session.
-  caf::replies_to<end_atom, std::string, std::string, std::string>::with<
-    end_result>,
+  caf::replies_to<end_atom, std::string, std::string,
+                  std::string>::with<end_result>,
   // (user): the user's active session id, "" when the user is free.
   caf::replies_to<state_atom, std::string>::with<std::string>,
   // Timer (and tests): end expired sessions, prune old rows.

@@ -125,17 +125,16 @@ std::string path_escape(std::string_view segment) {
 
 class http_pool::connection
   : public std::enable_shared_from_this<http_pool::connection> {
-public:
+ public:
   explicit connection(http_pool& pool)
-    : pool_(&pool), alive_(pool.alive_), stream_(pool.io_) {
-  }
+    : pool_(&pool), alive_(pool.alive_), stream_(pool.io_) {}
 
   /// Opens the TCP connection; the pool hands it work once it is idle.
   void connect() {
     stream_.expires_after(pool_->opts_.timeout);
     stream_.async_connect(pool_->where_.addresses,
-                          [self = shared_from_this()](
-                            const error_code& ec, const tcp::endpoint&) {
+                          [self = shared_from_this()](const error_code& ec,
+                                                      const tcp::endpoint&) {
                             self->on_connect(ec);
                           });
   }
@@ -171,7 +170,7 @@ public:
     stream_.close();
   }
 
-private:
+ private:
   void on_connect(const error_code& ec) {
     if (!*alive_)
       return;
@@ -183,9 +182,9 @@ private:
       // With no connection at all left, nothing queued can succeed soon.
       // (Counted first: a callback may queue a new request.)
       auto* pool = pool_;
-      auto failing = pool->open_ == 0 ? pool->queue_.size()
-                                      : std::min<std::size_t>(
-                                        1, pool->queue_.size());
+      auto failing = pool->open_ == 0
+                       ? pool->queue_.size()
+                       : std::min<std::size_t>(1, pool->queue_.size());
       for (; failing > 0 && !pool->queue_.empty(); --failing)
         pool->fail_front(ec ? ec : asio::error::operation_aborted);
       pool->dispatch();
@@ -275,9 +274,7 @@ private:
 
 http_pool::http_pool(asio::io_context& io, http_endpoint where,
                      http_pool_options opts)
-  : io_(io),
-    where_(std::move(where)),
-    opts_(opts),
+  : io_(io), where_(std::move(where)), opts_(opts),
     alive_(std::make_shared<bool>(true)) {
   if (opts_.max_connections == 0)
     opts_.max_connections = 1;
@@ -293,8 +290,8 @@ void http_pool::request(http::verb method, std::string target,
                         std::string authorization, std::string body,
                         http_callback done) {
   pending_++;
-  queued q{method, std::move(target), std::move(authorization),
-           std::move(body), std::move(done)};
+  queued q{method, std::move(target), std::move(authorization), std::move(body),
+           std::move(done)};
   if (shut_down_) {
     abort_later(std::move(q));
     return;
@@ -424,12 +421,8 @@ struct ws_client::impl {
 
   impl(asio::io_context& io, const http_endpoint& where, std::string target,
        std::string authorization, ws_options opts)
-    : ws(io),
-      where(where),
-      target(std::move(target)),
-      authorization(std::move(authorization)),
-      opts(opts) {
-  }
+    : ws(io), where(where), target(std::move(target)),
+      authorization(std::move(authorization)), opts(opts) {}
 
   websocket::stream<beast::tcp_stream> ws;
   const http_endpoint& where; // owned by the caller, outlives the run
@@ -450,8 +443,7 @@ ws_client::ws_client(asio::io_context& io, const http_endpoint& where,
                      std::string target, std::string authorization,
                      ws_options opts)
   : impl_(std::make_unique<impl>(io, where, std::move(target),
-                                 std::move(authorization), opts)) {
-}
+                                 std::move(authorization), opts)) {}
 
 ws_client::~ws_client() = default;
 
@@ -540,7 +532,7 @@ void ws_client::start(ws_handlers handlers) {
 void ws_client::read_next() {
   auto& d = *impl_;
   d.ws.async_read(d.buffer, [self = shared_from_this()](const error_code& ec,
-                                                         std::size_t) {
+                                                        std::size_t) {
     auto& d = *self->impl_;
     if (d.ph == impl::phase::done)
       return;

@@ -64,7 +64,9 @@ struct http_result {
   std::string body;
 
   /// True for a response with a 2xx status.
-  bool ok() const noexcept { return !ec && status >= 200 && status < 300; }
+  bool ok() const noexcept {
+    return !ec && status >= 200 && status < 300;
+  }
 };
 
 using http_callback = std::function<void(http_result&&)>;
@@ -85,7 +87,7 @@ struct http_pool_options {
 /// every matchd route is idempotent, so a retry cannot do harm. Destroying
 /// the pool closes its connections; callbacks still pending then never run.
 class http_pool {
-public:
+ public:
   /// Opens no connection yet.
   http_pool(asio::io_context& io, http_endpoint where, http_pool_options opts);
   ~http_pool();
@@ -98,14 +100,17 @@ public:
   /// "Bearer v1...."), empty for none; a non-empty `body` is sent as
   /// application/json. Not idempotent: every call sends a request.
   void request(boost::beast::http::verb method, std::string target,
-               std::string authorization, std::string body,
-               http_callback done);
+               std::string authorization, std::string body, http_callback done);
 
   /// Requests queued or on the wire.
-  std::size_t pending() const noexcept { return pending_; }
+  std::size_t pending() const noexcept {
+    return pending_;
+  }
 
   /// Open connections (busy, connecting or idle).
-  std::size_t connections() const noexcept { return open_; }
+  std::size_t connections() const noexcept {
+    return open_;
+  }
 
   /// Closes idle connections and fails queued requests with
   /// `operation_aborted`; requests on the wire still complete. Idempotent.
@@ -116,11 +121,13 @@ public:
   void abort();
 
   /// The host this pool talks to.
-  const http_endpoint& endpoint() const noexcept { return where_; }
+  const http_endpoint& endpoint() const noexcept {
+    return where_;
+  }
 
   class connection; // implementation detail, public for the .cpp only
 
-private:
+ private:
   friend class connection;
 
   struct queued {
@@ -157,18 +164,18 @@ private:
 
 /// How a WebSocket ended.
 struct ws_close_info {
-  error_code ec;          ///< transport error, or websocket::error::closed
-  bool opened = false;    ///< the handshake had succeeded
-  bool by_us = false;     ///< close() or abort() was called first
-  uint16_t code = 0;      ///< close code the server sent (0: none)
-  std::string reason;     ///< close reason the server sent
+  error_code ec;            ///< transport error, or websocket::error::closed
+  bool opened = false;      ///< the handshake had succeeded
+  bool by_us = false;       ///< close() or abort() was called first
+  uint16_t code = 0;        ///< close code the server sent (0: none)
+  std::string reason;       ///< close reason the server sent
   unsigned http_status = 0; ///< status of a refused handshake
   std::string http_body;    ///< body of a refused handshake
 };
 
 struct ws_handlers {
   std::function<void()> on_open;
-  std::function<void(std::string_view)> on_message; ///< each text message
+  std::function<void(std::string_view)> on_message;   ///< each text message
   std::function<void(const ws_close_info&)> on_close; ///< called once
 };
 
@@ -183,7 +190,7 @@ struct ws_options {
 /// messages until closed. Create with `std::make_shared` and call `start`;
 /// the pending operations keep it alive until `on_close` has run.
 class ws_client : public std::enable_shared_from_this<ws_client> {
-public:
+ public:
   /// `where` must outlive the client; `target` is the path (and query) of
   /// the upgrade request, `authorization` the whole header value or empty.
   /// Connects nothing yet.
@@ -214,7 +221,7 @@ public:
 
   struct impl;
 
-private:
+ private:
   void read_next();
   void write_next();
 

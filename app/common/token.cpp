@@ -114,7 +114,8 @@ bool base64url_decode(const std::string& in, std::string& out) {
 
 std::string sign_token(const std::string& secret, const std::string& user,
                        int64_t expiry_unix_s) {
-  auto body = "v1." + base64url_encode(user) + "." + std::to_string(expiry_unix_s);
+  auto body = "v1." + base64url_encode(user) + "."
+              + std::to_string(expiry_unix_s);
   return body + "." + base64url_encode(hmac_sha256(secret, body));
 }
 
@@ -254,8 +255,9 @@ token_check verify_jwt(const token_policy& policy, const std::string& token,
     return refuse(token_error::malformed, "the JWT header has no alg");
   if (*alg != "HS256")
     return refuse(token_error::bad_algorithm,
-                  "alg must be HS256, not " + alg->dump(-1, ' ', false,
-                                                        json::error_handler_t::replace));
+                  "alg must be HS256, not "
+                    + alg->dump(-1, ' ', false,
+                                json::error_handler_t::replace));
   if (header.contains("crit"))
     // Extensions that change the meaning of the token (RFC 7515 4.1.11),
     // none of which matchd implements.
@@ -266,8 +268,7 @@ token_check verify_jwt(const token_policy& policy, const std::string& token,
   std::string payload;
   if (p2 == p1 + 1
       || !base64url_decode(token.substr(p1 + 1, p2 - p1 - 1), payload))
-    return refuse(token_error::malformed,
-                  "the JWT payload is not base64url");
+    return refuse(token_error::malformed, "the JWT payload is not base64url");
   std::string sig;
   if (!base64url_decode(token.substr(p2 + 1), sig) || sig.size() != 32)
     return refuse(token_error::malformed,
@@ -344,7 +345,8 @@ token_check verify_jwt(const token_policy& policy, const std::string& token,
     if (iss == claims.end())
       return refuse(token_error::wrong_issuer, "iss: required on this node");
     if (!iss->is_string() || *iss != policy.issuer)
-      return refuse(token_error::wrong_issuer, "iss is not the expected issuer");
+      return refuse(token_error::wrong_issuer,
+                    "iss is not the expected issuer");
   }
   res.error = token_error::none;
   res.user = std::move(user);
@@ -358,9 +360,9 @@ token_check verify_bearer(const token_policy& policy, const std::string& token,
   if (token.empty())
     return refuse(token_error::missing, "no bearer token");
   if (token.size() > max_token_bytes)
-    return refuse(token_error::oversized,
-                  "a token is at most " + std::to_string(max_token_bytes)
-                    + " bytes");
+    return refuse(token_error::oversized, "a token is at most "
+                                            + std::to_string(max_token_bytes)
+                                            + " bytes");
   if (token.compare(0, 3, "v1.") == 0) {
     if (!policy.accept_v1)
       return refuse(token_error::format_disabled,

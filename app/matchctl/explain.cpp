@@ -49,7 +49,8 @@ int run_explain(const explain_options& opts, std::ostream& out) {
         || given[i]->waited_s > 1e9)
       return refuse(out, {errc::invalid_argument, "waited: seconds >= 0"});
     sides[i] = codec::explain_side{
-      checked->rk, static_cast<int64_t>(std::llround(given[i]->waited_s * 1000)),
+      checked->rk,
+      static_cast<int64_t>(std::llround(given[i]->waited_s * 1000)),
       given[i]->user, given[i]->avoid};
   }
   auto call = codec::explain_call(rs.spec, sides[0], sides[1]);

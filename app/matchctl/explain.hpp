@@ -15,10 +15,10 @@ struct explain_options {
   std::string rules_file; ///< the node's --rules file
   std::string queue;
   struct side {
-    std::string attrs;      ///< JSON object, as a join would send it
-    double waited_s = 0;    ///< how long this ticket has waited
+    std::string attrs;   ///< JSON object, as a join would send it
+    double waited_s = 0; ///< how long this ticket has waited
     std::string user = "a";
-    std::string avoid;      ///< its recent partners, ','-separated
+    std::string avoid; ///< its recent partners, ','-separated
   } a, b;
 };
 

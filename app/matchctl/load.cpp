@@ -46,19 +46,17 @@ constexpr int64_t cycle_grace_us = 2000000;
 /// start, notices the end (all done, --duration, a stall, Ctrl-C), lets the
 /// last events settle and then asks about everyone still open.
 class shard {
-public:
+ public:
   shard(const load_options& opts, shared_state& st,
         std::vector<user_record>& recs, unsigned id, unsigned count,
         const std::vector<http_endpoint>& endpoints, session_ledger* ledger)
-    : opts_(opts),
-      st_(st),
+    : opts_(opts), st_(st),
       users_(opts, st, recs, id, count, io_, endpoints, ledger,
              [this] {
                try_start();
                check_finished();
              }),
-      tick_(io_),
-      settle_(io_) {
+      tick_(io_), settle_(io_) {
     rate_ = opts.rate / count;
     concurrency_ = std::max<std::size_t>(1, opts.concurrency / count);
   }
@@ -97,7 +95,7 @@ public:
     return users_;
   }
 
-private:
+ private:
   // -- pacing ---------------------------------------------------------------
 
   void arm_tick() {

@@ -47,10 +47,10 @@
 #include <boost/beast/http/verb.hpp>
 #include <nlohmann/json.hpp>
 
-#include "app/matchctl/explain.hpp"
 #include "app/common/http_client.hpp"
-#include "app/matchctl/load.hpp"
 #include "app/common/token.hpp"
+#include "app/matchctl/explain.hpp"
+#include "app/matchctl/load.hpp"
 
 namespace {
 
@@ -110,8 +110,7 @@ struct common_options {
   }
 
   std::string bearer(const std::string& user) const {
-    return "Bearer "
-           + mm::sign_token(secret, user, unix_now() + token_ttl_s);
+    return "Bearer " + mm::sign_token(secret, user, unix_now() + token_ttl_s);
   }
 };
 
@@ -137,24 +136,22 @@ int one_request(const common_options& c, verb method, const std::string& user,
   po.max_connections = 1;
   mm::http_pool pool(io, ep, po);
   int rc = 1;
-  pool.request(method, target, c.bearer(user), body,
-               [&](mm::http_result&& res) {
-                 if (res.ec) {
-                   std::cerr << "matchctl: " << ep.url.host_header() << ": "
-                             << res.ec.message() << "\n";
-                   return;
-                 }
-                 auto status = static_cast<boost::beast::http::status>(
-                   res.status);
-                 std::cout << "HTTP/1.1 " << res.status << " "
-                           << boost::beast::http::obsolete_reason(status)
-                           << "\n"
-                           << res.body;
-                 if (res.body.empty() || res.body.back() != '\n')
-                   std::cout << "\n";
-                 std::cout.flush();
-                 rc = res.ok() ? 0 : 1;
-               });
+  pool.request(
+    method, target, c.bearer(user), body, [&](mm::http_result&& res) {
+      if (res.ec) {
+        std::cerr << "matchctl: " << ep.url.host_header() << ": "
+                  << res.ec.message() << "\n";
+        return;
+      }
+      auto status = static_cast<boost::beast::http::status>(res.status);
+      std::cout << "HTTP/1.1 " << res.status << " "
+                << boost::beast::http::obsolete_reason(status) << "\n"
+                << res.body;
+      if (res.body.empty() || res.body.back() != '\n')
+        std::cout << "\n";
+      std::cout.flush();
+      rc = res.ok() ? 0 : 1;
+    });
   io.run();
   return rc;
 }
@@ -299,7 +296,8 @@ int main(int argc, char** argv) {
   // explain: a dry run of a queue's rules (app/matchctl/explain.hpp)
   mm::explain_options ex;
   auto* explain_cmd = app.add_subcommand(
-    "explain", "why two tickets would (not) be paired (a dry run of the rules)");
+    "explain",
+    "why two tickets would (not) be paired (a dry run of the rules)");
   explain_cmd->add_option("--rules", ex.rules_file, "the node's rules file")
     ->required();
   explain_cmd->add_option("--queue", ex.queue)->required();
@@ -315,8 +313,8 @@ int main(int argc, char** argv) {
   explain_cmd->add_option("--b-avoid", ex.b.avoid, "b's recent partners");
 
   // watch
-  auto* watch_cmd
-    = app.add_subcommand("watch", "print a user's events as JSON lines");
+  auto* watch_cmd = app.add_subcommand("watch",
+                                       "print a user's events as JSON lines");
   int64_t watch_count = 0, watch_timeout_ms = 0;
   watch_cmd->add_option("--user", user)->required();
   watch_cmd->add_option("--count", watch_count, "stop after N messages")
@@ -330,36 +328,41 @@ int main(int argc, char** argv) {
   lo.prefix = "u" + std::to_string(getpid()) + "-";
   load_cmd->add_option("--users", lo.users, "virtual users")
     ->capture_default_str();
-  load_cmd
-    ->add_option("--rate", lo.rate, "new users per second (0: no pacing)")
+  load_cmd->add_option("--rate", lo.rate, "new users per second (0: no pacing)")
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
-  load_cmd->add_option("--cancel-rate", lo.cancel_rate,
-                       "fraction of users that cancel")
+  load_cmd
+    ->add_option("--cancel-rate", lo.cancel_rate,
+                 "fraction of users that cancel")
     ->capture_default_str()
     ->check(CLI::Range(0.0, 1.0));
-  load_cmd->add_option("--cancel-delay-ms", lo.cancel_delay_ms,
-                       "cancel after a uniform delay in [0, MS]")
+  load_cmd
+    ->add_option("--cancel-delay-ms", lo.cancel_delay_ms,
+                 "cancel after a uniform delay in [0, MS]")
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
-  load_cmd->add_option("--duration", lo.duration_s,
-                       "stop starting users after S seconds")
+  load_cmd
+    ->add_option("--duration", lo.duration_s,
+                 "stop starting users after S seconds")
     ->check(CLI::NonNegativeNumber);
-  load_cmd->add_option("--queues", lo.queues,
-                       "1: the queue 'default'; K > 1: queues q0..q{K-1} "
-                       "(matchd --queues q0,...,q{K-1})")
+  load_cmd
+    ->add_option("--queues", lo.queues,
+                 "1: the queue 'default'; K > 1: queues q0..q{K-1} "
+                 "(matchd --queues q0,...,q{K-1})")
     ->capture_default_str()
     ->check(CLI::PositiveNumber);
-  load_cmd->add_option("--concurrency", lo.concurrency,
-                       "users in progress at most")
+  load_cmd
+    ->add_option("--concurrency", lo.concurrency, "users in progress at most")
     ->capture_default_str()
     ->check(CLI::PositiveNumber);
-  load_cmd->add_option("--connections", lo.connections,
-                       "keep-alive HTTP connections per URL")
+  load_cmd
+    ->add_option("--connections", lo.connections,
+                 "keep-alive HTTP connections per URL")
     ->capture_default_str()
     ->check(CLI::PositiveNumber);
-  load_cmd->add_option("--settle-ms", lo.settle_ms,
-                       "wait after the last join for outstanding events")
+  load_cmd
+    ->add_option("--settle-ms", lo.settle_ms,
+                 "wait after the last join for outstanding events")
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
   load_cmd->add_option("--json", lo.json_file, "write the report here");
@@ -416,8 +419,8 @@ int main(int argc, char** argv) {
   if (token_cmd->parsed()) {
     auto now = unix_now();
     if (token_jwt) {
-      json claims{{"sub", token_user}, {"iat", now},
-                  {"exp", now + c.token_ttl_s}};
+      json claims{
+        {"sub", token_user}, {"iat", now}, {"exp", now + c.token_ttl_s}};
       if (!token_aud.empty())
         claims["aud"] = token_aud;
       if (!token_iss.empty())
@@ -441,8 +444,7 @@ int main(int argc, char** argv) {
       else
         body["attrs"] = attrs;
     }
-    return one_request(c, verb::post, user, tickets_path(user),
-                       compact(body));
+    return one_request(c, verb::post, user, tickets_path(user), compact(body));
   }
   auto ticket_path = [&] {
     return tickets_path(user) + "/" + mm::path_escape(ticket);
@@ -475,11 +477,9 @@ int main(int argc, char** argv) {
     lo.progress = !no_progress;
     rlimit lim{};
     if (getrlimit(RLIMIT_NOFILE, &lim) == 0
-        && lo.concurrency + lo.connections * lo.urls.size() + 64
-             > lim.rlim_cur)
-      std::cerr << "matchctl load: warning: --concurrency "
-                << lo.concurrency << " may exceed the descriptor limit "
-                << lim.rlim_cur << "\n";
+        && lo.concurrency + lo.connections * lo.urls.size() + 64 > lim.rlim_cur)
+      std::cerr << "matchctl load: warning: --concurrency " << lo.concurrency
+                << " may exceed the descriptor limit " << lim.rlim_cur << "\n";
     return mm::run_load(lo);
   }
   return 1;

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/common/token.hpp"
 #include "app/matchd/console.hpp"
 #include "app/matchd/hub.hpp"
-#include "app/common/token.hpp"
 #include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
@@ -154,10 +154,10 @@ enum class route_id {
   swipe,
   end,
   events,
-  console_page,   // answered by console_routes (docs/console.md) ...
+  console_page, // answered by console_routes (docs/console.md) ...
   console_asset,
   console_stats,
-  console_demo,   // ... when the console or the demo is on
+  console_demo, // ... when the console or the demo is on
 };
 
 struct route_entry {
@@ -174,13 +174,15 @@ const route_entry route_table[] = {
   {route_id::metrics, {"GET", "/metrics", false, false}},
   {route_id::openapi, {"GET", "/openapi.json", false, false}},
   {route_id::join, {"POST", "/v1/users/{user}/tickets", false, true}},
-  {route_id::ticket_get, {"GET", "/v1/users/{user}/tickets/{ticket}", false, true}},
+  {route_id::ticket_get,
+   {"GET", "/v1/users/{user}/tickets/{ticket}", false, true}},
   {route_id::ticket_cancel,
    {"DELETE", "/v1/users/{user}/tickets/{ticket}", false, true}},
   {route_id::heartbeat,
    {"POST", "/v1/users/{user}/tickets/{ticket}/heartbeat", false, true}},
   {route_id::swipe, {"POST", "/v1/users/{user}/swipes", false, true}},
-  {route_id::end, {"POST", "/v1/users/{user}/sessions/{session}/end", false, true}},
+  {route_id::end,
+   {"POST", "/v1/users/{user}/sessions/{session}/end", false, true}},
   {route_id::events, {"GET", "/v1/users/{user}/events", true, true}},
   // The web console: console_routes answers them (its own operator token
   // for the stats) when it is on; off, they are unknown routes.
@@ -422,12 +424,12 @@ void api_router::serve(const std::string& method, const std::string& target,
       std::string why;
       if (ctx_->draining.load())
         reply(api_reply{503, text(json{{"status", "not_ready"},
-                                  {"error", "shutting_down"},
-                                  {"detail", "the node is draining"}})});
+                                       {"error", "shutting_down"},
+                                       {"detail", "the node is draining"}})});
       else if (ctx_->ready && !ctx_->ready(why))
         reply(api_reply{503, text(json{{"status", "not_ready"},
-                                  {"error", "store_unavailable"},
-                                  {"detail", why}})});
+                                       {"error", "store_unavailable"},
+                                       {"detail", why}})});
       else
         reply(ok(json{{"status", "ready"}}));
       return;
@@ -459,13 +461,13 @@ void api_router::serve(const std::string& method, const std::string& target,
   }
   if (ctx_->events)
     ctx_->events->touch(user);
-  auto on_ticket = guarded<outcome<ticket_view>>(
-    reply, [reply](outcome<ticket_view> res) {
-      if (res)
-        reply(api_reply{200, to_json(*res)});
-      else
-        reply(refusal(res.error()));
-    });
+  auto on_ticket
+    = guarded<outcome<ticket_view>>(reply, [reply](outcome<ticket_view> res) {
+        if (res)
+          reply(api_reply{200, to_json(*res)});
+        else
+          reply(refusal(res.error()));
+      });
   if (route == route_id::ticket_get || route == route_id::ticket_cancel
       || route == route_id::heartbeat) {
     const auto& ticket = m.params[1];
@@ -501,20 +503,19 @@ void api_router::serve(const std::string& method, const std::string& target,
       reply(error(400, "invalid_argument", "reason: 1-256 bytes"));
       return;
     }
-    port_->end(user, session, reason,
-               guarded<outcome<end_view>>(reply, [reply](outcome<end_view> res) {
-      if (!res) {
-        reply(refusal(res.error()));
-        return;
-      }
-      json out{{"session_id", res->session_id},
-               {"state", "ended"},
-               {"queue", res->queue},
-               {"ended_by", res->ended_by},
-               {"reason", res->reason},
-               {"ended_now", res->ended_now}};
-      reply(api_reply{200, text(out)});
-    }));
+    port_->end(
+      user, session, reason,
+      guarded<outcome<end_view>>(reply, [reply](outcome<end_view> res) {
+        if (!res) {
+          reply(refusal(res.error()));
+          return;
+        }
+        json out{
+          {"session_id", res->session_id}, {"state", "ended"},
+          {"queue", res->queue},           {"ended_by", res->ended_by},
+          {"reason", res->reason},         {"ended_now", res->ended_now}};
+        reply(api_reply{200, text(out)});
+      }));
     return;
   }
   if (route == route_id::join) {
@@ -589,17 +590,18 @@ void api_router::serve(const std::string& method, const std::string& target,
     reply(error(400, "invalid_argument", "action: must be LIKE or DISLIKE"));
     return;
   }
-  port_->swipe(user, to, action == "LIKE",
-               guarded<outcome<swipe_view>>(reply, [reply](outcome<swipe_view> res) {
-    if (!res) {
-      reply(refusal(res.error()));
-      return;
-    }
-    json out{{"mutual", res->mutual}, {"created", res->created}};
-    if (!res->session_id.empty())
-      out["session_id"] = res->session_id;
-    reply(api_reply{200, text(out)});
-  }));
+  port_->swipe(
+    user, to, action == "LIKE",
+    guarded<outcome<swipe_view>>(reply, [reply](outcome<swipe_view> res) {
+      if (!res) {
+        reply(refusal(res.error()));
+        return;
+      }
+      json out{{"mutual", res->mutual}, {"created", res->created}};
+      if (!res->session_id.empty())
+        out["session_id"] = res->session_id;
+      reply(api_reply{200, text(out)});
+    }));
 }
 
 } // namespace mm

@@ -23,7 +23,8 @@ struct ticket_view {
   std::string user;
   std::string queue;
   std::string ticket;
-  std::string state; ///< claiming, queued, finalizing, matched, cancelled, failed
+  std::string
+    state; ///< claiming, queued, finalizing, matched, cancelled, failed
   std::string session_id;
   std::string detail;
   std::string windows; ///< queues with rules: JSON object (docs/rules.md)
@@ -50,31 +51,36 @@ using swipe_cb = std::function<void(outcome<swipe_view>)>;
 
 /// What the API needs from the engine. Callbacks may run on any thread.
 class engine_port {
-public:
+ public:
   virtual ~engine_port();
 
   /// Claim-or-enqueue. Idempotent per (user, ticket).
   virtual void join(const std::string& user, const std::string& queue,
                     const std::string& ticket, const std::string& attrs,
-                    uint32_t give_up_after_s, ticket_cb cb) = 0;
+                    uint32_t give_up_after_s, ticket_cb cb)
+    = 0;
 
   /// Cancels the user's join `ticket`; answers when certain. Idempotent.
-  virtual void cancel(const std::string& user, const std::string& ticket,
-                      ticket_cb cb) = 0;
+  virtual void
+  cancel(const std::string& user, const std::string& ticket, ticket_cb cb)
+    = 0;
 
   /// The state of the user's `ticket`; `not_found` for another ticket.
-  virtual void state(const std::string& user, const std::string& ticket,
-                     ticket_cb cb) = 0;
+  virtual void
+  state(const std::string& user, const std::string& ticket, ticket_cb cb)
+    = 0;
 
   /// A swipe (`like` false: DISLIKE). Idempotent.
-  virtual void swipe(const std::string& from, const std::string& to, bool like,
-                     swipe_cb cb) = 0;
+  virtual void
+  swipe(const std::string& from, const std::string& to, bool like, swipe_cb cb)
+    = 0;
 
   /// `user` ends its match session `session` with `reason`. Idempotent:
   /// every end of one session answers its one final state. `forbidden`
   /// when the user is not a member, `not_found` for an unknown session.
   virtual void end(const std::string& user, const std::string& session,
-                   const std::string& reason, end_cb cb) = 0;
+                   const std::string& reason, end_cb cb)
+    = 0;
 };
 
 /// A reply to a request: status and JSON body.
@@ -96,10 +102,10 @@ using reply_fn = std::function<void(api_reply)>;
 
 /// The non-engine parts the router needs.
 struct api_context {
-  token_policy tokens; ///< what bearer tokens are accepted
+  token_policy tokens;               ///< what bearer tokens are accepted
   std::shared_ptr<class hub> events; ///< signs of life are recorded here
-  std::function<std::string()> metrics_text;  ///< Prometheus exposition
-  std::function<bool(std::string&)> ready;    ///< false + why when not ready
+  std::function<std::string()> metrics_text; ///< Prometheus exposition
+  std::function<bool(std::string&)> ready;   ///< false + why when not ready
   std::atomic<bool> draining{false};
   /// The queues joins may name; empty: any well-formed name (the engine
   /// bounds them). A join of another queue is refused 404 `unknown_queue`
@@ -137,8 +143,9 @@ struct ws_admission {
 };
 
 class api_router {
-public:
-  api_router(std::shared_ptr<api_context> ctx, std::shared_ptr<engine_port> port);
+ public:
+  api_router(std::shared_ptr<api_context> ctx,
+             std::shared_ptr<engine_port> port);
 
   /// Answers one HTTP request (method in upper case, e.g. "POST"; target is
   /// path plus query). `done` is called exactly once, maybe on another
@@ -164,7 +171,7 @@ public:
     return ctx_;
   }
 
-private:
+ private:
   /// `handle` without its exception boundary; `reply` answers at most once.
   void serve(const std::string& method, const std::string& target,
              const std::string& authorization, const std::string& body,

@@ -27,17 +27,17 @@ struct link_data {
   std::shared_ptr<hub> events;
   client_link_config cfg;
   session_actor session;
-  session_state last;      ///< the session's last published state
-  std::string ticket;      ///< the client's ticket of the current/last join
-  std::string reason;      ///< why we cancelled, for the WebSocket notice
+  session_state last;       ///< the session's last published state
+  std::string ticket;       ///< the client's ticket of the current/last join
+  std::string reason;       ///< why we cancelled, for the WebSocket notice
   size_t joins_pending = 0; ///< joins sent to the session, not answered yet
   size_t asking = 0;        ///< requests to the session not answered yet
   bool ticking = false;
-  bool keeping = false;     ///< the keep-alive timer is armed
+  bool keeping = false; ///< the keep-alive timer is armed
   // Time to match for the console: from the request of a join to its
   // match.created event, as the user lives it.
-  bool timing = false;       ///< a join of `timing_ticket` awaits its match
-  bool counted = false;      ///< that join was counted in `joins`
+  bool timing = false;  ///< a join of `timing_ticket` awaits its match
+  bool counted = false; ///< that join was counted in `joins`
   std::string timing_ticket;
   std::chrono::steady_clock::time_point joined_at;
   std::string timing_queue;
@@ -150,8 +150,8 @@ void arm_presence(link_ptr self) {
   if (d.ticking || d.cfg.client_ttl_ms == 0)
     return;
   d.ticking = true;
-  self->delayed_send(self, std::chrono::milliseconds(d.cfg.client_ttl_ms / 2 + 1),
-                     tick_atom_v);
+  self->delayed_send(
+    self, std::chrono::milliseconds(d.cfg.client_ttl_ms / 2 + 1), tick_atom_v);
 }
 
 using state_rp = caf::typed_response_promise<session_state>;
@@ -238,10 +238,9 @@ void cancel_join(link_ptr self, std::string reason, state_rp rp) {
     cancel_atom_v);
 }
 
-client_link_actor::behavior_type link_impl(link_ptr self, std::string user,
-                                           std::shared_ptr<engine> eng,
-                                           std::shared_ptr<hub> events,
-                                           client_link_config cfg) {
+client_link_actor::behavior_type
+link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
+          std::shared_ptr<hub> events, client_link_config cfg) {
   auto& d = self->state;
   d.user = user;
   d.eng = eng;
@@ -418,8 +417,8 @@ client_link_actor spawn_client_link(caf::actor_system& sys, std::string user,
                                     std::shared_ptr<engine> eng,
                                     std::shared_ptr<hub> events,
                                     client_link_config cfg) {
-  return sys.spawn(link_impl, std::move(user), std::move(eng), std::move(events),
-                   cfg);
+  return sys.spawn(link_impl, std::move(user), std::move(eng),
+                   std::move(events), cfg);
 }
 
 } // namespace mm

@@ -9,8 +9,8 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
-#include "app/matchd/console_stats.hpp"
 #include "app/common/token.hpp"
+#include "app/matchd/console_stats.hpp"
 #include "core/metrics.hpp"
 #include "mm_console_assets.hpp"
 
@@ -52,7 +52,8 @@ void page_headers(api_reply& r) {
 }
 
 bool same_secret(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size()
+         && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string demo_user_id() {
@@ -81,10 +82,8 @@ console_routes::console_routes(console_settings settings,
                                std::shared_ptr<console_stats> stats,
                                std::shared_ptr<engine_metrics> metrics,
                                std::function<console_node_view()> node_view)
-  : s_(std::move(settings)),
-    stats_(std::move(stats)),
-    metrics_(std::move(metrics)),
-    node_view_(std::move(node_view)),
+  : s_(std::move(settings)), stats_(std::move(stats)),
+    metrics_(std::move(metrics)), node_view_(std::move(node_view)),
     started_unix_ms_(unix_ms()) {
   demo_tokens_ = 2 * s_.demo_rate;
 }
@@ -135,7 +134,8 @@ void console_routes::serve_asset(const std::string& method,
                                  const std::string& path,
                                  const reply_fn& reply) const {
   auto not_here = [&] {
-    reply(api_router::error(404, "unknown_route", "no route " + method + " " + path));
+    reply(api_router::error(404, "unknown_route",
+                            "no route " + method + " " + path));
   };
   if (path.rfind("/v1/", 0) == 0) {
     not_here();
@@ -147,8 +147,9 @@ void console_routes::serve_asset(const std::string& method,
   bool console_on = !s_.token.empty();
   bool demo_on = !s_.demo_queue.empty();
   bool wanted = name == "index.html" || name == "console.js" ? console_on
-                : name == "demo.html" || name == "demo.js"   ? demo_on
-                                                             : console_on || demo_on;
+                : name == "demo.html" || name == "demo.js"
+                  ? demo_on
+                  : console_on || demo_on;
   if (!wanted) {
     not_here();
     return;
@@ -225,8 +226,9 @@ void console_routes::serve_demo(const std::string& method,
 std::string console_routes::stats_json() const {
   auto depths = metrics_ ? metrics_->queue_depths()
                          : std::map<std::string, uint64_t>{};
-  auto counted = stats_ ? stats_->all()
-                        : std::map<std::string, std::shared_ptr<queue_console_stats>>{};
+  auto counted
+    = stats_ ? stats_->all()
+             : std::map<std::string, std::shared_ptr<queue_console_stats>>{};
   std::vector<std::string> names = s_.queues;
   for (auto& kv : depths)
     names.push_back(kv.first);
@@ -265,9 +267,8 @@ std::string console_routes::stats_json() const {
                               {"p99_s", quantile_s(buckets, 0.99)}};
     queues.push_back(std::move(q));
   }
-  json node{{"id", s_.node},
-            {"started_ms", started_unix_ms_},
-            {"now_ms", unix_ms()}};
+  json node{
+    {"id", s_.node}, {"started_ms", started_unix_ms_}, {"now_ms", unix_ms()}};
   if (metrics_) {
     node["matches"] = metrics_->matches.load();
     node["joins"] = metrics_->joins.load();

@@ -41,8 +41,9 @@ struct console_node_view {
 };
 
 class console_routes {
-public:
-  console_routes(console_settings settings, std::shared_ptr<console_stats> stats,
+ public:
+  console_routes(console_settings settings,
+                 std::shared_ptr<console_stats> stats,
                  std::shared_ptr<engine_metrics> metrics,
                  std::function<console_node_view()> node_view);
 
@@ -59,7 +60,7 @@ public:
   /// The stats JSON (GET /v1/console/stats), for tests and the route.
   std::string stats_json() const;
 
-private:
+ private:
   void serve_asset(const std::string& method, const std::string& path,
                    const reply_fn& reply) const;
   void serve_demo(const std::string& method, const reply_fn& reply) const;

@@ -14,7 +14,8 @@ void console_wait_histogram::observe(std::chrono::nanoseconds wait) noexcept {
   sum_us_.fetch_add(static_cast<uint64_t>(us), std::memory_order_relaxed);
 }
 
-std::shared_ptr<queue_console_stats> console_stats::queue(const std::string& name) {
+std::shared_ptr<queue_console_stats>
+console_stats::queue(const std::string& name) {
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = queues_.find(name);
   if (i != queues_.end())
@@ -26,13 +27,16 @@ std::shared_ptr<queue_console_stats> console_stats::queue(const std::string& nam
   return q;
 }
 
-std::map<std::string, std::shared_ptr<queue_console_stats>> console_stats::all() const {
+std::map<std::string, std::shared_ptr<queue_console_stats>>
+console_stats::all() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return queues_;
 }
 
-double quantile_s(const std::array<uint64_t, console_wait_histogram::bounds_s.size() + 1>& buckets,
-                  double q) {
+double
+quantile_s(const std::array<uint64_t, console_wait_histogram::bounds_s.size()
+                                        + 1>& buckets,
+           double q) {
   uint64_t total = 0;
   for (auto n : buckets)
     total += n;

@@ -19,10 +19,10 @@ namespace mm {
 
 /// A fixed-bucket histogram of waits (time to match), thread-safe.
 class console_wait_histogram {
-public:
+ public:
   /// Upper bounds of the buckets in seconds; the last bucket is +Inf.
-  static constexpr std::array<double, 15> bounds_s
-    = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+  static constexpr std::array<double, 15> bounds_s = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
 
   /// Records one wait. Not idempotent.
   void observe(std::chrono::nanoseconds wait) noexcept;
@@ -36,7 +36,7 @@ public:
     return sum_us_.load(std::memory_order_relaxed);
   }
 
-private:
+ private:
   std::array<std::atomic<uint64_t>, bounds_s.size() + 1> buckets_{};
   std::atomic<uint64_t> sum_us_{0};
 };
@@ -46,11 +46,11 @@ struct queue_console_stats {
   std::atomic<uint64_t> joins{0};       ///< joins this node's users made
   std::atomic<uint64_t> matched{0};     ///< this node's users matched
   std::atomic<uint64_t> ended{0};       ///< their sessions ended
-  console_wait_histogram time_to_match;         ///< join -> match.created
+  console_wait_histogram time_to_match; ///< join -> match.created
 };
 
 class console_stats {
-public:
+ public:
   /// At most `max_queues` queues are counted (a node in open mode may see
   /// many names over its life); the rest go uncounted.
   explicit console_stats(size_t max_queues = 1000) : max_queues_(max_queues) {
@@ -64,7 +64,7 @@ public:
   /// A copy of the map (the counters are shared). Thread-safe.
   std::map<std::string, std::shared_ptr<queue_console_stats>> all() const;
 
-private:
+ private:
   size_t max_queues_;
   mutable std::mutex mtx_;
   std::map<std::string, std::shared_ptr<queue_console_stats>> queues_;
@@ -73,7 +73,9 @@ private:
 /// The `q` quantile (0..1) of the counts in `buckets` (one per bound plus
 /// +Inf), interpolated inside its bucket; 0 when there is nothing. A
 /// quantile in the +Inf bucket answers the last bound.
-double quantile_s(const std::array<uint64_t, console_wait_histogram::bounds_s.size() + 1>& buckets,
-                  double q);
+double
+quantile_s(const std::array<uint64_t, console_wait_histogram::bounds_s.size()
+                                        + 1>& buckets,
+           double q);
 
 } // namespace mm

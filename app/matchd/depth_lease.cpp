@@ -17,7 +17,8 @@ void depth_lease::renew(queue_store& store,
   std::vector<script_call> calls;
   calls.reserve(queues.size());
   for (auto& q : queues)
-    calls.push_back({script_id::depth_lease, {key(q)},
+    calls.push_back({script_id::depth_lease,
+                     {key(q)},
                      {node_, std::to_string(ttl_.count())}});
   auto replies = calls.empty() ? std::vector<store_reply>{} : store.run(calls);
   // The store measures the lease from when it ran the script, after

@@ -20,15 +20,14 @@
 namespace mm {
 
 class depth_lease {
-public:
+ public:
   using clock = std::chrono::steady_clock;
 
   /// `node` is this node's id (the lease's value); `ttl` how long a lease
   /// lasts without renewal (a dead holder's queues are reported again by
   /// another node after at most `ttl` plus one round).
-  explicit depth_lease(std::string node,
-                       std::chrono::milliseconds ttl
-                       = std::chrono::milliseconds(3000));
+  explicit depth_lease(std::string node, std::chrono::milliseconds ttl
+                                         = std::chrono::milliseconds(3000));
 
   /// Asks the store for the lease of each of `queues`, pipelined in one
   /// round trip; forgets the leases of queues not listed (the broker forgot
@@ -45,7 +44,7 @@ public:
   /// Key of the lease of `queue`.
   static std::string key(const std::string& queue);
 
-private:
+ private:
   std::string node_;
   std::chrono::milliseconds ttl_;
   mutable std::mutex mtx_;

@@ -25,20 +25,21 @@ failure to_failure(const caf::error& err) {
     return failure{static_cast<errc>(err.code()), std::move(detail)};
   }
   if (err == caf::sec::request_timeout)
-    return failure{errc::store_unavailable, "the engine did not answer in time"};
+    return failure{errc::store_unavailable,
+                   "the engine did not answer in time"};
   return failure{errc::protocol_error, caf::to_string(err)};
 }
 
 ticket_view to_view(const session_state& st) {
   return ticket_view{st.user,       st.queue,  st.ticket, to_string(st.phase),
-                     st.session_id, st.detail,    st.windows};
+                     st.session_id, st.detail, st.windows};
 }
 
 /// The client links by user, shared with the links' exit hooks (a link
 /// stops when its user is idle: client_link.hpp) and with the request
 /// actors (a request that finds its link stopped gets a fresh one).
 class link_table : public std::enable_shared_from_this<link_table> {
-public:
+ public:
   link_table(caf::actor_system& sys, std::shared_ptr<engine> eng,
              std::shared_ptr<hub> events, client_link_config cfg)
     : sys_(sys), eng_(std::move(eng)), events_(std::move(events)), cfg_(cfg) {
@@ -95,7 +96,7 @@ public:
     return map_.size();
   }
 
-private:
+ private:
   void forget(const std::string& user, const caf::actor_addr& addr) {
     std::lock_guard<std::mutex> guard{mtx_};
     auto i = map_.find(user);
@@ -120,15 +121,13 @@ private:
 };
 
 class bridge_impl : public engine_bridge {
-public:
+ public:
   bridge_impl(caf::actor_system& sys, std::shared_ptr<engine> eng,
               std::shared_ptr<hub> events, bridge_config cfg)
-    : sys_(sys),
-      eng_(std::move(eng)),
-      cfg_(cfg),
-      links_(std::make_shared<link_table>(
-        sys, eng_, std::move(events),
-        client_link_config{cfg.client_ttl_ms, cfg.stats})) {
+    : sys_(sys), eng_(std::move(eng)), cfg_(cfg),
+      links_(std::make_shared<link_table>(sys, eng_, std::move(events),
+                                          client_link_config{cfg.client_ttl_ms,
+                                                             cfg.stats})) {
     // nop
   }
 
@@ -159,7 +158,8 @@ public:
     auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
     auto swipes = eng_->swipes();
     sys_.spawn([=](caf::event_based_actor* self) {
-      self->request(swipes, timeout, swipe_atom_v, swipe_request{from, to, like})
+      self
+        ->request(swipes, timeout, swipe_atom_v, swipe_request{from, to, like})
         .then(
           [cb](swipe_result& r) {
             cb(swipe_view{r.mutual, r.session_id, r.created});
@@ -227,7 +227,7 @@ public:
     return links_->size();
   }
 
-private:
+ private:
   /// One short-lived actor per request: it asks the user's link and hands
   /// the answer to the transport's callback (which posts it to the
   /// connection's thread). A link that stopped meanwhile (its user was

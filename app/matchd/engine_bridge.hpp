@@ -21,13 +21,14 @@ class engine;
 class hub;
 
 struct bridge_config {
-  uint32_t client_ttl_ms = 30000;      ///< see client_link_config
-  uint32_t request_timeout_ms = 30000; ///< an engine answer later than this: 503
+  uint32_t client_ttl_ms = 30000; ///< see client_link_config
+  uint32_t request_timeout_ms
+    = 30000; ///< an engine answer later than this: 503
   std::shared_ptr<console_stats> stats; ///< the console's counters; may be null
 };
 
 class engine_bridge : public engine_port {
-public:
+ public:
   using time_point = std::chrono::steady_clock::time_point;
 
   /// Not idempotent: every call makes another bridge.

@@ -35,7 +35,7 @@ auto http_log() {
 // -- HTTP: one per connection ----------------------------------------------------
 
 class http_session : public std::enable_shared_from_this<http_session> {
-public:
+ public:
   http_session(tcp::socket&& sock, std::shared_ptr<server_core> core)
     : stream_(std::move(sock)), core_(std::move(core)), conn_(core_) {
     tokens_ = 2 * core_->limits.rate; // burst
@@ -49,12 +49,12 @@ public:
                    [self = shared_from_this()] { self->do_read(); });
   }
 
-private:
+ private:
   void do_read();
   void on_read(beast::error_code ec);
   void serve(beast::error_code ec);
-  void upgrade(http::request<http::string_body>&& req, const std::string& target,
-               const std::string& auth);
+  void upgrade(http::request<http::string_body>&& req,
+               const std::string& target, const std::string& auth);
   void respond(api_reply r, bool keep_alive);
   void fail(const char* where, const char* what);
   bool take_token();
@@ -85,7 +85,8 @@ void http_session::do_read() {
   parser_.emplace();
   front::bound(*parser_, core_->limits);
   handed_off_ = false;
-  stream_.expires_after(std::chrono::milliseconds(core_->limits.idle_timeout_ms));
+  stream_.expires_after(
+    std::chrono::milliseconds(core_->limits.idle_timeout_ms));
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, size_t) {
                      self->on_read(ec);
@@ -137,12 +138,12 @@ void http_session::serve(beast::error_code ec) {
   auto keep_alive = in.keep_alive;
   if (!take_token()) {
     ++core_->stats.rate_limited;
-    respond(api_router::error(429, "rate_limited",
-                              "more than "
-                                + std::to_string(
-                                  static_cast<int>(core_->limits.rate))
-                                + " requests per second on this connection"),
-            keep_alive);
+    respond(
+      api_router::error(429, "rate_limited",
+                        "more than "
+                          + std::to_string(static_cast<int>(core_->limits.rate))
+                          + " requests per second on this connection"),
+      keep_alive);
     return;
   }
   // Nothing is read while the answer is pending: one request at a time per
@@ -200,33 +201,31 @@ void http_session::respond(api_reply r, bool keep_alive) {
   res->keep_alive(keep_alive);
   res->body() = std::move(r.body);
   res->prepare_payload();
-  stream_.expires_after(std::chrono::milliseconds(core_->limits.idle_timeout_ms));
-  http::async_write(stream_, *res,
-                    [self = shared_from_this(), res](beast::error_code ec,
-                                                     size_t) {
-                      if (ec)
-                        return;
-                      if (!res->keep_alive()) {
-                        self->stream_.socket().shutdown(
-                          tcp::socket::shutdown_send, ec);
-                        return;
-                      }
-                      self->do_read();
-                    });
+  stream_.expires_after(
+    std::chrono::milliseconds(core_->limits.idle_timeout_ms));
+  http::async_write(
+    stream_, *res,
+    [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      if (ec)
+        return;
+      if (!res->keep_alive()) {
+        self->stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        return;
+      }
+      self->do_read();
+    });
 }
 
 // -- the server ---------------------------------------------------------------------
 
 class server_impl : public http_server {
-public:
+ public:
   server_impl(std::shared_ptr<api_router> router, std::shared_ptr<hub> events,
               server_limits limits, size_t threads)
     : core_(std::make_shared<server_core>(std::move(router), std::move(events),
                                           limits)),
-      ioc_(static_cast<int>(threads)),
-      acceptor_(asio::make_strand(ioc_)),
-      accept_timer_(acceptor_.get_executor()),
-      threads_n_(threads) {
+      ioc_(static_cast<int>(threads)), acceptor_(asio::make_strand(ioc_)),
+      accept_timer_(acceptor_.get_executor()), threads_n_(threads) {
     // nop
   }
 
@@ -248,9 +247,9 @@ public:
     if (!ec)
       acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec)
-      return failure{errc::store_unavailable,
-                     "listen: cannot bind " + host + ":" + std::to_string(port)
-                       + ": " + ec.message()};
+      return failure{errc::store_unavailable, "listen: cannot bind " + host
+                                                + ":" + std::to_string(port)
+                                                + ": " + ec.message()};
     port_ = acceptor_.local_endpoint().port();
     do_accept();
     for (size_t i = 0; i < threads_n_; ++i)
@@ -270,7 +269,8 @@ public:
     });
   }
 
-  bool close_websockets(std::chrono::steady_clock::time_point deadline) override {
+  bool
+  close_websockets(std::chrono::steady_clock::time_point deadline) override {
     for (auto& s : core_->all_ws())
       s->close_when_flushed();
     while (std::chrono::steady_clock::now() < deadline) {
@@ -300,7 +300,7 @@ public:
     return core_->stats;
   }
 
-private:
+ private:
   /// A handler that throws (none should: each session catches at its
   /// boundary) costs a log line, not the io thread or the process.
   void run_io() {
@@ -385,10 +385,11 @@ http_server::~http_server() {
 
 outcome<std::unique_ptr<http_server>>
 http_server::start(const std::string& host, uint16_t port, size_t io_threads,
-                   std::shared_ptr<api_router> router, std::shared_ptr<hub> events,
-                   server_limits limits) {
+                   std::shared_ptr<api_router> router,
+                   std::shared_ptr<hub> events, server_limits limits) {
   auto srv = std::make_unique<server_impl>(std::move(router), std::move(events),
-                                           limits, std::max<size_t>(1, io_threads));
+                                           limits,
+                                           std::max<size_t>(1, io_threads));
   auto res = srv->bind(host, port);
   if (!res)
     return res.error();

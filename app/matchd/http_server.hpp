@@ -50,7 +50,7 @@ struct server_stats {
 };
 
 class http_server {
-public:
+ public:
   /// Binds `host:port` (port 0: any free port) and serves on `io_threads`
   /// threads. Fails with `invalid_argument` for a bad address and
   /// `store_unavailable` when the address cannot be bound. Not idempotent.
@@ -69,7 +69,8 @@ public:
 
   /// Closes every WebSocket once its queued messages are sent (or at
   /// `deadline`); answers whether all closed in time. Idempotent.
-  virtual bool close_websockets(std::chrono::steady_clock::time_point deadline) = 0;
+  virtual bool close_websockets(std::chrono::steady_clock::time_point deadline)
+    = 0;
 
   /// Stops serving and joins the io threads; the hub lets go of this
   /// server's WebSockets. Idempotent.

@@ -10,8 +10,7 @@ event_sink::~event_sink() {
 
 hub::hub(size_t backlog_limit, std::chrono::seconds backlog_ttl,
          std::chrono::milliseconds presence_ttl)
-  : backlog_limit_(backlog_limit),
-    backlog_ttl_(backlog_ttl),
+  : backlog_limit_(backlog_limit), backlog_ttl_(backlog_ttl),
     presence_ttl_(presence_ttl) {
   // nop
 }

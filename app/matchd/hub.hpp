@@ -19,7 +19,7 @@ namespace mm {
 
 /// One open WebSocket of a user.
 class event_sink {
-public:
+ public:
   virtual ~event_sink();
 
   /// Queues `msg` for sending; never blocks (the sink bounds its queue and
@@ -28,7 +28,7 @@ public:
 };
 
 class hub {
-public:
+ public:
   using clock = std::chrono::steady_clock;
 
   /// `presence_ttl`: how long an entry with no WebSocket and no backlog
@@ -80,7 +80,7 @@ public:
   /// Users the hub keeps an entry for right now.
   size_t users() const;
 
-private:
+ private:
   struct entry {
     std::vector<std::shared_ptr<event_sink>> sinks;
     std::deque<std::pair<clock::time_point, std::shared_ptr<const std::string>>>

@@ -64,24 +64,18 @@ namespace {
 /// second probe also hands its queue store connection to `on_queue` (the
 /// depth leases, app/matchd/depth_lease.hpp) when the store answered.
 class readiness_probe {
-public:
+ public:
   using clock = std::chrono::steady_clock;
   using queue_hook = std::function<void(queue_store&)>;
 
-  readiness_probe(std::shared_ptr<queue_store_factory> qs,
-                  std::shared_ptr<match_store_factory> ms,
-                  std::shared_ptr<hub> events,
-                  std::chrono::milliseconds trim_every, queue_hook on_queue,
-                  std::chrono::milliseconds every
-                  = std::chrono::milliseconds(500),
-                  std::chrono::milliseconds stall
-                  = std::chrono::milliseconds(1000))
-    : qs_(std::move(qs)),
-      ms_(std::move(ms)),
-      events_(std::move(events)),
-      on_queue_(std::move(on_queue)),
-      trim_every_(trim_every),
-      every_(every),
+  readiness_probe(
+    std::shared_ptr<queue_store_factory> qs,
+    std::shared_ptr<match_store_factory> ms, std::shared_ptr<hub> events,
+    std::chrono::milliseconds trim_every, queue_hook on_queue,
+    std::chrono::milliseconds every = std::chrono::milliseconds(500),
+    std::chrono::milliseconds stall = std::chrono::milliseconds(1000))
+    : qs_(std::move(qs)), ms_(std::move(ms)), events_(std::move(events)),
+      on_queue_(std::move(on_queue)), trim_every_(trim_every), every_(every),
       stall_(stall) {
     probe();
     thread_ = std::thread([this] { loop(); });
@@ -108,10 +102,11 @@ public:
     return why_.empty();
   }
 
-private:
+ private:
   void loop() {
     // The hub's backlogs are pruned about every 10 s.
-    auto prune_every = std::max<long>(1, 10000 / std::max<long>(1, every_.count()));
+    auto prune_every
+      = std::max<long>(1, 10000 / std::max<long>(1, every_.count()));
     auto countdown = prune_every;
     std::unique_lock<std::mutex> guard{mtx_};
     while (!stop_) {
@@ -203,7 +198,7 @@ private:
   std::condition_variable cv_;
   bool stop_ = false;
   std::string why_ = "not probed yet";
-  std::string probing_;        // the store asked right now, if any
+  std::string probing_; // the store asked right now, if any
   clock::time_point probe_started_;
   std::thread thread_;
 };
@@ -214,17 +209,15 @@ struct actor_kill {
   uint32_t after_ms = 0;
 };
 
-const char* const core_names[] = {"broker",    "finalizer", "directory",
-                                  "relay",     "gateway",   "lifecycle",
-                                  "pair_lock", "swipe"};
+const char* const core_names[] = {"broker",  "finalizer", "directory", "relay",
+                                  "gateway", "lifecycle", "pair_lock", "swipe"};
 
 /// Test hook (docs/matchd.md, "Failpoints"): MM_FAILPOINT, read once at
 /// start, makes the finalizer SIGKILL this process at one point of a
 /// commit, so tests can crash a node exactly there; or (kill_actor=NAME@MS)
 /// kills one core actor MS ms after start. Empty: no hook. An unknown
 /// failpoint is refused (false).
-bool arm_failpoint(finalizer_config& fc, std::string& armed,
-                   actor_kill& kill) {
+bool arm_failpoint(finalizer_config& fc, std::string& armed, actor_kill& kill) {
   const char* env = std::getenv("MM_FAILPOINT");
   armed = env != nullptr ? env : "";
   if (armed.empty())
@@ -234,9 +227,10 @@ bool arm_failpoint(finalizer_config& fc, std::string& armed,
     auto at = spec.find('@');
     kill.name = spec.substr(0, at);
     try {
-      kill.after_ms = at == std::string::npos
-                        ? 0
-                        : static_cast<uint32_t>(std::stoul(spec.substr(at + 1)));
+      kill.after_ms
+        = at == std::string::npos
+            ? 0
+            : static_cast<uint32_t>(std::stoul(spec.substr(at + 1)));
     } catch (const std::exception&) {
       return false;
     }
@@ -417,14 +411,22 @@ int run(const matchd_config& mc) {
   if (!kill.name.empty()) {
     caf::actor victim;
     auto pick = [&](const auto& h) { victim = caf::actor_cast<caf::actor>(h); };
-    if (kill.name == "broker") pick(eng->broker());
-    else if (kill.name == "finalizer") pick(eng->finalizer());
-    else if (kill.name == "directory") pick(eng->directory());
-    else if (kill.name == "relay") pick(eng->relay());
-    else if (kill.name == "gateway") pick(eng->gateway());
-    else if (kill.name == "lifecycle") pick(eng->lifecycle());
-    else if (kill.name == "pair_lock") pick(eng->pair_lock());
-    else pick(eng->swipes());
+    if (kill.name == "broker")
+      pick(eng->broker());
+    else if (kill.name == "finalizer")
+      pick(eng->finalizer());
+    else if (kill.name == "directory")
+      pick(eng->directory());
+    else if (kill.name == "relay")
+      pick(eng->relay());
+    else if (kill.name == "gateway")
+      pick(eng->gateway());
+    else if (kill.name == "lifecycle")
+      pick(eng->lifecycle());
+    else if (kill.name == "pair_lock")
+      pick(eng->pair_lock());
+    else
+      pick(eng->swipes());
     std::thread{[victim, ms = kill.after_ms] {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       caf::anon_send_exit(victim, caf::exit_reason::kill);
@@ -439,17 +441,17 @@ int run(const matchd_config& mc) {
   // The console's counters cost a few atomics per join and match; a node
   // without the console keeps none.
   auto console_counts = console_on ? std::make_shared<console_stats>(
-                                       std::max<size_t>(mc.max_queues, 1))
+                          std::max<size_t>(mc.max_queues, 1))
                                    : nullptr;
   auto bridge = engine_bridge::make(
     sys, eng, events, bridge_config{mc.client_ttl_ms, 30000, console_counts});
   // A WebSocket that opens gets its user a link (and session) here: events
   // for the user come to this node from then on.
-  events->on_attach([weak = std::weak_ptr<engine_bridge>{bridge}](
-                      const std::string& user) {
-    if (auto b = weak.lock())
-      b->attach(user);
-  });
+  events->on_attach(
+    [weak = std::weak_ptr<engine_bridge>{bridge}](const std::string& user) {
+      if (auto b = weak.lock())
+        b->attach(user);
+    });
   auto exporter = std::make_shared<metrics_exporter>(metrics, mc.node);
   // The probe's own Redis connection gives up within half a second (the
   // engine's commands wait longer, and retry): readiness must turn fast.
@@ -572,9 +574,9 @@ int run(const matchd_config& mc) {
   // key rollover (docs/api.md, "Key rollover"). Never the secrets.
   lg->info("tokens: {}{}; {} secret(s){}; audience {}, issuer {}, leeway {} s",
            mc.accept_v1_tokens ? "v1" : "",
-           mc.accept_jwt_tokens ? (mc.accept_v1_tokens ? " and JWT HS256"
-                                                       : "JWT HS256")
-                                : "",
+           mc.accept_jwt_tokens
+             ? (mc.accept_v1_tokens ? " and JWT HS256" : "JWT HS256")
+             : "",
            ctx->tokens.secrets.size(),
            mc.secret_next.empty() ? "" : " (rollover: --secret-next accepted)",
            mc.token_audience.empty() ? "none" : "'" + mc.token_audience + "'",

@@ -54,8 +54,9 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                "--postgres it runs on the embedded queue store and in-memory "
                "persistence (not durable)."};
   app.set_version_flag("--version", "matchd 0.1.0");
-  app.add_option("--config", cfg.config_file,
-                 "Config file (TOML/INI: key = value, keys as the long options)");
+  app.add_option(
+    "--config", cfg.config_file,
+    "Config file (TOML/INI: key = value, keys as the long options)");
   app.add_option("--listen", cfg.listen, "HTTP/WebSocket address host:port")
     ->capture_default_str();
   app.add_option("--secret", cfg.secret,
@@ -68,12 +69,14 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "audience is refused)");
   app.add_option("--token-issuer", cfg.token_issuer,
                  "A JWT's iss must equal this (empty: iss not checked)");
-  app.add_option("--token-leeway", cfg.token_leeway_s,
-                 "Seconds of clock skew allowed on a JWT's exp, nbf and iat")
+  app
+    .add_option("--token-leeway", cfg.token_leeway_s,
+                "Seconds of clock skew allowed on a JWT's exp, nbf and iat")
     ->capture_default_str();
-  app.add_option("--token-formats", cfg.token_formats,
-                 "Accepted token formats, comma separated: v1, jwt "
-                 "(default: both)")
+  app
+    .add_option("--token-formats", cfg.token_formats,
+                "Accepted token formats, comma separated: v1, jwt "
+                "(default: both)")
     ->delimiter(',');
   app.add_option("--redis", cfg.redis,
                  "Redis host:port (default: the embedded queue store); "
@@ -91,35 +94,41 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   app.add_option("--postgres", cfg.postgres,
                  "PostgreSQL conninfo (default: in-memory persistence)");
   app.add_option("--node", cfg.node, "This node's id")->capture_default_str();
-  app.add_option("--log-level", cfg.log_level,
-                 "trace, debug, info, warn, error, critical or off")
+  app
+    .add_option("--log-level", cfg.log_level,
+                "trace, debug, info, warn, error, critical or off")
     ->capture_default_str();
-  app.add_option("--queues", cfg.queues,
-                 "The queues users may join, comma separated; a join of "
-                 "another is refused 404 unknown_queue (default: the one "
-                 "queue 'default'). '*': any well-formed name, up to "
-                 "--max-queues at once (development and tests)")
+  app
+    .add_option("--queues", cfg.queues,
+                "The queues users may join, comma separated; a join of "
+                "another is refused 404 unknown_queue (default: the one "
+                "queue 'default'). '*': any well-formed name, up to "
+                "--max-queues at once (development and tests)")
     ->delimiter(',');
   app.add_option("--rules", cfg.rules_file,
                  "A JSON file of match rules by queue (docs/rules.md); "
                  "checked at start, every queue it names must be served");
-  app.add_option("--max-queues", cfg.max_queues,
-                 "With --queues '*': distinct queues this node serves at "
-                 "once; a join of one more is refused too_many_queues")
+  app
+    .add_option("--max-queues", cfg.max_queues,
+                "With --queues '*': distinct queues this node serves at "
+                "once; a join of one more is refused too_many_queues")
     ->capture_default_str();
-  app.add_option("--queue-idle", cfg.queue_idle_ms,
-                 "ms after which a queue with no ticket and no join is "
-                 "forgotten (no sweep, no metric label; 0: never)")
+  app
+    .add_option("--queue-idle", cfg.queue_idle_ms,
+                "ms after which a queue with no ticket and no join is "
+                "forgotten (no sweep, no metric label; 0: never)")
     ->capture_default_str();
-  app.add_option("--stream-maxlen", cfg.stream_maxlen,
-                 "Events kept in the Redis Stream mm:events (XADD MAXLEN ~; "
-                 "0: uncapped)")
+  app
+    .add_option("--stream-maxlen", cfg.stream_maxlen,
+                "Events kept in the Redis Stream mm:events (XADD MAXLEN ~; "
+                "0: uncapped)")
     ->capture_default_str();
   app.add_option("--threads", cfg.threads, "Actor scheduler threads")
     ->capture_default_str();
-  app.add_option("--scheduler", cfg.scheduler,
-                 "Actor scheduler policy: sharing (idle threads sleep) or "
-                 "stealing (idle threads poll)")
+  app
+    .add_option("--scheduler", cfg.scheduler,
+                "Actor scheduler policy: sharing (idle threads sleep) or "
+                "stealing (idle threads poll)")
     ->check(CLI::IsMember({"sharing", "stealing"}))
     ->capture_default_str();
   app.add_option("--io-threads", cfg.io_threads, "HTTP threads")
@@ -128,84 +137,104 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     ->capture_default_str();
   app.add_option("--rate", cfg.rate, "Requests per second per connection")
     ->capture_default_str();
-  app.add_option("--idle-timeout", cfg.idle_timeout_ms,
-                 "ms without a complete request before a connection closes")
+  app
+    .add_option("--idle-timeout", cfg.idle_timeout_ms,
+                "ms without a complete request before a connection closes")
     ->capture_default_str();
-  app.add_option("--max-connections", cfg.max_connections,
-                 "Connections open at once, HTTP and WebSocket")
+  app
+    .add_option("--max-connections", cfg.max_connections,
+                "Connections open at once, HTTP and WebSocket")
     ->capture_default_str();
-  app.add_option("--max-websockets-per-user", cfg.max_ws_per_user,
-                 "WebSockets one user may have open on this node; one more "
-                 "is refused 429 too_many_websockets")
+  app
+    .add_option("--max-websockets-per-user", cfg.max_ws_per_user,
+                "WebSockets one user may have open on this node; one more "
+                "is refused 429 too_many_websockets")
     ->capture_default_str();
-  app.add_option("--ws-idle-timeout", cfg.ws_idle_timeout_ms,
-                 "ms after which a WebSocket from which nothing arrived (not "
-                 "even the pong to the ping sent at half of it) is closed")
+  app
+    .add_option("--ws-idle-timeout", cfg.ws_idle_timeout_ms,
+                "ms after which a WebSocket from which nothing arrived (not "
+                "even the pong to the ping sent at half of it) is closed")
     ->capture_default_str();
-  app.add_option("--ws-rate", cfg.ws_rate,
-                 "Messages and pings per second a client may send on one "
-                 "WebSocket (burst twice that); a flood is closed (1008)")
+  app
+    .add_option("--ws-rate", cfg.ws_rate,
+                "Messages and pings per second a client may send on one "
+                "WebSocket (burst twice that); a flood is closed (1008)")
     ->capture_default_str();
-  app.add_option("--client-ttl", cfg.client_ttl_ms,
-                 "ms a waiting user may go without WebSocket or request")
+  app
+    .add_option("--client-ttl", cfg.client_ttl_ms,
+                "ms a waiting user may go without WebSocket or request")
     ->capture_default_str();
-  app.add_option("--drain-timeout", cfg.drain_timeout_ms,
-                 "Bound of the graceful shutdown in ms")
+  app
+    .add_option("--drain-timeout", cfg.drain_timeout_ms,
+                "Bound of the graceful shutdown in ms")
     ->capture_default_str();
-  app.add_option("--ticket-ttl", cfg.ticket_ttl_ms,
-                 "Presence window of a ticket in ms")
+  app
+    .add_option("--ticket-ttl", cfg.ticket_ttl_ms,
+                "Presence window of a ticket in ms")
     ->capture_default_str();
-  app.add_option("--heartbeat", cfg.heartbeat_ms,
-                 "Ticket refresh period in ms (less than --ticket-ttl)")
+  app
+    .add_option("--heartbeat", cfg.heartbeat_ms,
+                "Ticket refresh period in ms (less than --ticket-ttl)")
     ->capture_default_str();
-  app.add_option("--max-session", cfg.max_session_s,
-                 "Seconds after which a match session ends by itself "
-                 "(reason expired; 0: never)")
+  app
+    .add_option("--max-session", cfg.max_session_s,
+                "Seconds after which a match session ends by itself "
+                "(reason expired; 0: never)")
     ->capture_default_str();
-  app.add_option("--idle-release", cfg.idle_release_ms,
-                 "ms after which a user with no live ticket, no WebSocket and "
-                 "no request is released from memory (0: never)")
+  app
+    .add_option("--idle-release", cfg.idle_release_ms,
+                "ms after which a user with no live ticket, no WebSocket and "
+                "no request is released from memory (0: never)")
     ->capture_default_str();
-  app.add_option("--trim-interval", cfg.trim_ms,
-                 "ms between returns of free heap memory to the system "
-                 "(malloc_trim; 0: never)")
+  app
+    .add_option("--trim-interval", cfg.trim_ms,
+                "ms between returns of free heap memory to the system "
+                "(malloc_trim; 0: never)")
     ->capture_default_str();
-  app.add_option("--worker-timeout", cfg.worker_timeout_ms,
-                 "ms after which a store worker that has not answered is "
-                 "stuck (a frozen Redis or PostgreSQL): the node stops "
-                 "serving, drains and exits 70 (0: never)")
+  app
+    .add_option("--worker-timeout", cfg.worker_timeout_ms,
+                "ms after which a store worker that has not answered is "
+                "stuck (a frozen Redis or PostgreSQL): the node stops "
+                "serving, drains and exits 70 (0: never)")
     ->capture_default_str();
-  app.add_option("--parked-ttl", cfg.parked_ttl_ms,
-                 "ms an event is kept for a user with no session on this node")
+  app
+    .add_option("--parked-ttl", cfg.parked_ttl_ms,
+                "ms an event is kept for a user with no session on this node")
     ->capture_default_str();
-  app.add_option("--outbox-lease", cfg.outbox_lease_ms,
-                 "ms a relay holds the events it fetched; another node's "
-                 "relay delivers them after this when the node died")
+  app
+    .add_option("--outbox-lease", cfg.outbox_lease_ms,
+                "ms a relay holds the events it fetched; another node's "
+                "relay delivers them after this when the node died")
     ->capture_default_str();
-  app.add_option("--retention", cfg.retention_s,
-                 "Seconds delivered events and closed sessions are kept "
-                 "(0: forever)")
+  app
+    .add_option("--retention", cfg.retention_s,
+                "Seconds delivered events and closed sessions are kept "
+                "(0: forever)")
     ->capture_default_str();
-  app.add_option("--outbox-partition", cfg.outbox_partition,
-                 "Width in seconds of the outbox's time partitions in "
-                 "PostgreSQL, dropped whole past --retention; 'auto' (a "
-                 "quarter of --retention, 60 s to a day) or 'off' (rows "
-                 "deleted one by one)")
+  app
+    .add_option("--outbox-partition", cfg.outbox_partition,
+                "Width in seconds of the outbox's time partitions in "
+                "PostgreSQL, dropped whole past --retention; 'auto' (a "
+                "quarter of --retention, 60 s to a day) or 'off' (rows "
+                "deleted one by one)")
     ->capture_default_str();
   app.add_option("--redis-workers", cfg.redis_workers, "Redis connections")
     ->capture_default_str();
   app.add_option("--pg-workers", cfg.pg_workers, "PostgreSQL connections")
     ->capture_default_str();
-  app.add_option("--cluster-port", cfg.cluster_port,
-                 "Publish this node's gateway on this port (0: single node)")
+  app
+    .add_option("--cluster-port", cfg.cluster_port,
+                "Publish this node's gateway on this port (0: single node)")
     ->capture_default_str();
-  app.add_option("--cluster-host", cfg.cluster_host,
-                 "Address the other nodes reach this node's gateway at "
-                 "(advertised; see --cluster-bind)")
+  app
+    .add_option("--cluster-host", cfg.cluster_host,
+                "Address the other nodes reach this node's gateway at "
+                "(advertised; see --cluster-bind)")
     ->capture_default_str();
-  app.add_option("--cluster-bind", cfg.cluster_bind,
-                 "Local address the cluster port binds to (0.0.0.0: every "
-                 "interface)")
+  app
+    .add_option("--cluster-bind", cfg.cluster_bind,
+                "Local address the cluster port binds to (0.0.0.0: every "
+                "interface)")
     ->capture_default_str();
   app.add_option("--cluster-cert", cfg.cluster_cert,
                  "This node's certificate (PEM) for the cluster's mutual TLS");
@@ -213,18 +242,22 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "The private key of --cluster-cert (PEM, unencrypted)");
   app.add_option("--cluster-ca", cfg.cluster_ca,
                  "CA bundle (PEM) a peer's certificate must chain to");
-  app.add_option("--cluster-insecure", cfg.cluster_insecure,
-                 "Plaintext cluster port without certificates (true/false; "
-                 "loopback --cluster-bind only: test clusters)")
+  app
+    .add_option("--cluster-insecure", cfg.cluster_insecure,
+                "Plaintext cluster port without certificates (true/false; "
+                "loopback --cluster-bind only: test clusters)")
     ->capture_default_str();
-  app.add_option("--peers", cfg.peers,
-                 "Static peers id=host:port (comma separated)")
+  app
+    .add_option("--peers", cfg.peers,
+                "Static peers id=host:port (comma separated)")
     ->delimiter(',');
-  app.add_option("--membership", cfg.membership,
-                 "Register in and discover peers through Redis (true/false)")
+  app
+    .add_option("--membership", cfg.membership,
+                "Register in and discover peers through Redis (true/false)")
     ->capture_default_str();
-  app.add_option("--member-ttl", cfg.member_ttl_ms,
-                 "ms after its last heartbeat before a node counts as gone")
+  app
+    .add_option("--member-ttl", cfg.member_ttl_ms,
+                "ms after its last heartbeat before a node counts as gone")
     ->capture_default_str();
   app.add_option("--console-token", cfg.console_token,
                  "Operator token of the web console at /console/ (at least "
@@ -232,8 +265,9 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   app.add_option("--demo-queue", cfg.demo_queue,
                  "Serve the console's \"try it\" page: visitors join this "
                  "served queue as demo users (default: none, off)");
-  app.add_option("--demo-ttl", cfg.demo_ttl_s,
-                 "Seconds a demo user's token lasts")
+  app
+    .add_option("--demo-ttl", cfg.demo_ttl_s,
+                "Seconds a demo user's token lasts")
     ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -242,8 +276,8 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     if (!cfg.config_file.empty()) {
       std::ifstream in{cfg.config_file};
       if (!in)
-        throw CLI::ValidationError("--config", "cannot read "
-                                                 + cfg.config_file);
+        throw CLI::ValidationError("--config",
+                                   "cannot read " + cfg.config_file);
       for (auto& item : CLI::ConfigTOML{}.from_config(in))
         file_items[item.name] = item.inputs;
       for (auto& kv : file_items) {
@@ -295,9 +329,8 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   }
   if (cfg.outbox_partition == "auto") {
     uint32_t quarter = cfg.retention_s / 4;
-    cfg.outbox_partition_s = cfg.retention_s == 0
-                               ? 86400
-                               : std::clamp<uint32_t>(quarter, 60, 86400);
+    cfg.outbox_partition_s
+      = cfg.retention_s == 0 ? 86400 : std::clamp<uint32_t>(quarter, 60, 86400);
   } else if (cfg.outbox_partition == "off") {
     cfg.outbox_partition_s = 0;
   } else {
@@ -368,8 +401,7 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     if (!in || !std::getline(in, cfg.redis_password)
         || cfg.redis_password.empty())
       complain("redis-password-file",
-               "cannot read a password from '" + cfg.redis_password_file
-                 + "'");
+               "cannot read a password from '" + cfg.redis_password_file + "'");
     while (!cfg.redis_password.empty()
            && (cfg.redis_password.back() == '\r'
                || cfg.redis_password.back() == ' '))
@@ -383,7 +415,7 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                            "MATCHD_REDIS_PASSWORD)");
   if (cfg.node.empty() || cfg.node.size() > 64)
     complain("node", "must be 1-64 bytes");
-  static const char* levels[] = {"trace", "debug", "info",    "warn",
+  static const char* levels[] = {"trace", "debug",    "info", "warn",
                                  "error", "critical", "off"};
   if (std::find(std::begin(levels), std::end(levels), cfg.log_level)
       == std::end(levels))
@@ -527,8 +559,8 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     else if (!cfg.open_queues
              && std::find(cfg.queues.begin(), cfg.queues.end(), cfg.demo_queue)
                   == cfg.queues.end())
-      complain("demo-queue", "'" + cfg.demo_queue
-                               + "' is not one of the served --queues");
+      complain("demo-queue",
+               "'" + cfg.demo_queue + "' is not one of the served --queues");
   }
   if (cfg.demo_ttl_s < 60 || cfg.demo_ttl_s > 86400)
     complain("demo-ttl", "must be 60-86400 seconds");

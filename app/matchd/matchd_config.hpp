@@ -16,18 +16,18 @@ namespace mm {
 struct matchd_config {
   std::string config_file;
   std::string listen = "127.0.0.1:8080";
-  std::string secret;      ///< signs and verifies tokens
-  std::string secret_next; ///< also verifies them (key rollover)
-  std::string token_audience; ///< a JWT's aud must name it
-  std::string token_issuer;   ///< a JWT's iss must equal it
+  std::string secret;           ///< signs and verifies tokens
+  std::string secret_next;      ///< also verifies them (key rollover)
+  std::string token_audience;   ///< a JWT's aud must name it
+  std::string token_issuer;     ///< a JWT's iss must equal it
   uint32_t token_leeway_s = 30; ///< clock skew on a JWT's exp, nbf, iat
   /// Accepted token formats, "v1" and/or "jwt"; empty: both.
   std::vector<std::string> token_formats;
   /// host:port, or several comma separated (Redis Cluster seeds); empty:
   /// the embedded queue store.
   std::string redis;
-  bool redis_cluster = false; ///< a Redis Cluster even with one seed
-  std::string redis_user;     ///< AUTH user (ACL); empty: the default user
+  bool redis_cluster = false;      ///< a Redis Cluster even with one seed
+  std::string redis_user;          ///< AUTH user (ACL); empty: the default user
   std::string redis_password_file; ///< AUTH password from this file
   /// The AUTH password: from redis_password_file or $MATCHD_REDIS_PASSWORD.
   /// Never logged, never printed, never on the command line.
@@ -39,13 +39,13 @@ struct matchd_config {
   /// queue `default`; `{"*"}` (open mode, for development and tests) means
   /// any well-formed name, bounded by `max_queues` and `queue_idle_ms`.
   std::vector<std::string> queues;
-  uint32_t max_queues = 1000;      ///< open mode: distinct queues at once
+  uint32_t max_queues = 1000; ///< open mode: distinct queues at once
   /// A JSON file of match rules by queue (docs/rules.md); empty: every
   /// queue is plain FIFO. Read and checked at start.
   std::string rules_file;
   uint32_t queue_idle_ms = 60000;  ///< an empty queue is forgotten after
   uint64_t stream_maxlen = 100000; ///< MAXLEN ~ of the event stream; 0: off
-  uint32_t threads = 2;    ///< CAF scheduler threads
+  uint32_t threads = 2;            ///< CAF scheduler threads
   /// CAF's scheduler policy: "sharing" (one queue; idle threads sleep until
   /// work comes) or "stealing" (a queue per thread; idle threads poll and
   /// steal). docs/benchmarks.md, "End to end".
@@ -54,21 +54,22 @@ struct matchd_config {
   uint32_t max_body = 16384;
   double rate = 1000;
   uint32_t idle_timeout_ms = 30000;
-  uint32_t max_connections = 20000; ///< HTTP and WebSocket connections
-  uint32_t max_ws_per_user = 8;      ///< WebSockets of one user at once
+  uint32_t max_connections = 20000;    ///< HTTP and WebSocket connections
+  uint32_t max_ws_per_user = 8;        ///< WebSockets of one user at once
   uint32_t ws_idle_timeout_ms = 60000; ///< silent WebSocket closed after
-  double ws_rate = 10;               ///< inbound WebSocket messages/s
+  double ws_rate = 10;                 ///< inbound WebSocket messages/s
   uint32_t client_ttl_ms = 30000;
   uint32_t drain_timeout_ms = 10000;
   uint32_t ticket_ttl_ms = 30000;
   uint32_t heartbeat_ms = 10000;
-  uint32_t max_session_s = 3600;     ///< sessions end by themselves after this
-  uint32_t idle_release_ms = 60000;  ///< an idle user's actors stop (0: never)
-  uint32_t trim_ms = 10000;  ///< free heap returned to the system (0: never)
-  uint32_t worker_timeout_ms = 60000; ///< a store worker silent this long is stuck
-  uint32_t parked_ttl_ms = 60000;    ///< events kept for users not here
-  uint32_t outbox_lease_ms = 30000;  ///< a relay's hold on fetched events
-  uint32_t retention_s = 7 * 86400;  ///< delivered events, closed sessions
+  uint32_t max_session_s = 3600;    ///< sessions end by themselves after this
+  uint32_t idle_release_ms = 60000; ///< an idle user's actors stop (0: never)
+  uint32_t trim_ms = 10000; ///< free heap returned to the system (0: never)
+  uint32_t worker_timeout_ms
+    = 60000;                      ///< a store worker silent this long is stuck
+  uint32_t parked_ttl_ms = 60000; ///< events kept for users not here
+  uint32_t outbox_lease_ms = 30000; ///< a relay's hold on fetched events
+  uint32_t retention_s = 7 * 86400; ///< delivered events, closed sessions
   /// Outbox time partitions: "auto" (a quarter of the retention, 60 s to a
   /// day), "off", or seconds; resolved into `outbox_partition_s` (0: off).
   std::string outbox_partition = "auto";
@@ -79,12 +80,12 @@ struct matchd_config {
   uint16_t cluster_port = 0;
   std::string cluster_host = "127.0.0.1"; ///< what peers connect to
   std::string cluster_bind = "127.0.0.1"; ///< what the port binds to
-  std::string cluster_cert; ///< this node's certificate (PEM)
-  std::string cluster_key;  ///< its private key (PEM, unencrypted)
-  std::string cluster_ca;   ///< the CA bundle peers' certificates chain to
+  std::string cluster_cert;               ///< this node's certificate (PEM)
+  std::string cluster_key;       ///< its private key (PEM, unencrypted)
+  std::string cluster_ca;        ///< the CA bundle peers' certificates chain to
   bool cluster_insecure = false; ///< plaintext, loopback-only test clusters
-  std::vector<std::string> peers;         ///< static "id=host:port"
-  bool membership = true;                 ///< Redis membership records
+  std::vector<std::string> peers; ///< static "id=host:port"
+  bool membership = true;         ///< Redis membership records
   uint32_t member_ttl_ms = 5000;
   // The web console (docs/console.md).
   std::string console_token; ///< operator token; empty: the console is off

@@ -85,7 +85,7 @@ void process_families(std::vector<MetricFamily>& out) {
 
 /// Reads the engine's and the transport's atomics at scrape time.
 class engine_collector : public prometheus::Collectable {
-public:
+ public:
   engine_collector(std::shared_ptr<engine_metrics> m) : m_(std::move(m)) {
     // nop
   }
@@ -105,15 +105,15 @@ public:
     std::vector<MetricFamily> out;
     auto c = [&](const char* name, const char* help,
                  const std::atomic<uint64_t>& v) {
-      out.push_back(scalar(name, help, MetricType::Counter,
-                           static_cast<double>(v.load())));
+      out.push_back(
+        scalar(name, help, MetricType::Counter, static_cast<double>(v.load())));
     };
     c("mm_joins_total", "Joins accepted by sessions", m_->joins);
     c("mm_claims_total", "Claim scripts run", m_->claims);
     c("mm_stale_removed_total", "Stale tickets removed", m_->stale_removed);
     c("mm_matches_total", "Matches committed", m_->matches);
-    c("mm_sessions_ended_total", "Match sessions ended (by a member or expired)",
-      m_->sessions_ended);
+    c("mm_sessions_ended_total",
+      "Match sessions ended (by a member or expired)", m_->sessions_ended);
     c("mm_pruned_rows_total", "Delivered events and closed sessions deleted",
       m_->rows_pruned);
     c("mm_outbox_partitions_dropped_total",
@@ -132,8 +132,8 @@ public:
       m_->sessions_released);
     auto g = [&](const char* name, const char* help,
                  const std::atomic<int64_t>& v) {
-      out.push_back(scalar(name, help, MetricType::Gauge,
-                           static_cast<double>(v.load())));
+      out.push_back(
+        scalar(name, help, MetricType::Gauge, static_cast<double>(v.load())));
     };
     g("mm_sessions_live", "Session actors alive on this node",
       m_->sessions_live);
@@ -148,10 +148,9 @@ public:
                          "batch, in seconds",
                          MetricType::Gauge,
                          static_cast<double>(m_->outbox_lag_ms.load()) / 1e3));
-    out.push_back(scalar("mm_queues_known",
-                         "Queues the broker sweeps and reports a depth for",
-                         MetricType::Gauge,
-                         static_cast<double>(m_->queues_known.load())));
+    out.push_back(scalar(
+      "mm_queues_known", "Queues the broker sweeps and reports a depth for",
+      MetricType::Gauge, static_cast<double>(m_->queues_known.load())));
     std::shared_ptr<const depth_lease> lease;
     std::function<bool()> ready;
     {
@@ -237,9 +236,9 @@ public:
       // The heap as malloc sees it: RSS that grows while `in use` stays
       // flat is free memory the allocator keeps, not something held.
       auto heap = heap_now();
-      out.push_back(scalar("mm_heap_in_use_bytes",
-                           "Heap bytes allocated and not freed",
-                           MetricType::Gauge, static_cast<double>(heap.in_use)));
+      out.push_back(
+        scalar("mm_heap_in_use_bytes", "Heap bytes allocated and not freed",
+               MetricType::Gauge, static_cast<double>(heap.in_use)));
       out.push_back(scalar("mm_heap_free_bytes",
                            "Heap bytes the allocator keeps beyond those in use",
                            MetricType::Gauge, static_cast<double>(heap.free)));
@@ -256,10 +255,9 @@ public:
                            "Connections closed on accept (limit)",
                            MetricType::Counter,
                            static_cast<double>(s.connections_refused.load())));
-      out.push_back(scalar("mm_http_rate_limited_total",
-                           "Requests refused by the rate limit",
-                           MetricType::Counter,
-                           static_cast<double>(s.rate_limited.load())));
+      out.push_back(scalar(
+        "mm_http_rate_limited_total", "Requests refused by the rate limit",
+        MetricType::Counter, static_cast<double>(s.rate_limited.load())));
       out.push_back(scalar("mm_websocket_overflow_closed_total",
                            "WebSockets closed because the client did not read",
                            MetricType::Counter,
@@ -294,7 +292,7 @@ public:
     return out;
   }
 
-private:
+ private:
   std::shared_ptr<engine_metrics> m_;
   std::atomic<const http_server*> srv_{nullptr};
   mutable std::mutex mtx_; // guards lease_ and ready_

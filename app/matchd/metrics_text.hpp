@@ -15,7 +15,7 @@ namespace mm {
 class depth_lease;
 
 class metrics_exporter {
-public:
+ public:
   metrics_exporter(std::shared_ptr<engine_metrics> engine, std::string node);
   ~metrics_exporter();
 
@@ -34,7 +34,7 @@ public:
   /// The exposition text.
   std::string render() const;
 
-private:
+ private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };

@@ -23,10 +23,8 @@ void service_notifier::start(ready_fn ready, alive_fn alive) {
   // > 0 only when WATCHDOG_USEC is set (and WATCHDOG_PID, if set, is us).
   if (sd_watchdog_enabled(0, &usec) <= 0)
     usec = 0;
-  thread_ = std::thread([this, ready{std::move(ready)},
-                         alive{std::move(alive)}, usec] {
-    loop(ready, alive, usec);
-  });
+  thread_ = std::thread([this, ready{std::move(ready)}, alive{std::move(alive)},
+                         usec] { loop(ready, alive, usec); });
 }
 
 void service_notifier::loop(ready_fn ready, alive_fn alive,

@@ -17,7 +17,7 @@
 namespace mm {
 
 class service_notifier {
-public:
+ public:
   /// Fills `why` and answers false while the node is not ready.
   using ready_fn = std::function<bool(std::string& why)>;
   /// True while the node's insides make progress (the watchdog's test).
@@ -49,7 +49,7 @@ public:
     return enabled_;
   }
 
-private:
+ private:
   void loop(ready_fn ready, alive_fn alive, uint64_t watchdog_us);
 
   bool enabled_ = false;

@@ -67,7 +67,8 @@ process_sample sample_process() noexcept {
   }
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
-    s.max_fds = rl.rlim_cur == RLIM_INFINITY ? 0 : static_cast<double>(rl.rlim_cur);
+    s.max_fds = rl.rlim_cur == RLIM_INFINITY ? 0
+                                             : static_cast<double>(rl.rlim_cur);
   return s;
 }
 

@@ -53,12 +53,13 @@ struct server_core {
   void remove_ws(const std::shared_ptr<ws_session>& s);
   std::vector<std::shared_ptr<ws_session>> all_ws();
 
-private:
+ private:
   std::mutex mtx_;
   /// Open (or opening) WebSockets by user; a user with none has no entry,
   /// so the map does not grow with the users served.
   std::unordered_map<std::string, uint32_t> ws_per_user_;
-  std::set<std::weak_ptr<ws_session>, std::owner_less<std::weak_ptr<ws_session>>>
+  std::set<std::weak_ptr<ws_session>,
+           std::owner_less<std::weak_ptr<ws_session>>>
     ws_;
   log_limit error_log_{5, std::chrono::seconds(10)};
 };
@@ -67,10 +68,11 @@ private:
 /// as long as its socket is open (an upgraded connection hands it on to its
 /// WebSocket). Move-only.
 class conn_slot {
-public:
+ public:
   conn_slot() = default;
 
-  explicit conn_slot(std::shared_ptr<server_core> core) : core_(std::move(core)) {
+  explicit conn_slot(std::shared_ptr<server_core> core)
+    : core_(std::move(core)) {
     ++core_->stats.open_connections;
   }
 
@@ -101,13 +103,13 @@ public:
     core_ = nullptr;
   }
 
-private:
+ private:
   std::shared_ptr<server_core> core_;
 };
 
 /// One of a user's --max-websockets-per-user places. Move-only.
 class ws_slot {
-public:
+ public:
   ws_slot() = default;
 
   /// A place of `user`, or an empty slot when the user has none left.
@@ -149,7 +151,7 @@ public:
     core_ = nullptr;
   }
 
-private:
+ private:
   std::shared_ptr<server_core> core_;
   std::string user_;
 };

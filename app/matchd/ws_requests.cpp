@@ -39,11 +39,12 @@ ws_request parse_ws_request(std::string_view text, const std::string& user) {
     return refuse(std::move(r), "malformed_json",
                   "a request is a JSON object with id and op");
   auto id = j.find("id");
-  bool id_ok = id != j.end()
-               && ((id->is_string() && !id->get_ref<const std::string&>().empty()
-                    && id->get_ref<const std::string&>().size() <= max_id_bytes)
-                   || id->is_number_unsigned()
-                   || (id->is_number_integer() && id->get<int64_t>() >= 0));
+  bool id_ok
+    = id != j.end()
+      && ((id->is_string() && !id->get_ref<const std::string&>().empty()
+           && id->get_ref<const std::string&>().size() <= max_id_bytes)
+          || id->is_number_unsigned()
+          || (id->is_number_integer() && id->get<int64_t>() >= 0));
   if (!id_ok)
     return refuse(std::move(r), "invalid_argument",
                   "id: a string of 1-64 bytes or an integer >= 0");
@@ -99,7 +100,8 @@ ws_request parse_ws_request(std::string_view text, const std::string& user) {
   }
   if (op == "auth") {
     auto t = j.find("token");
-    if (t == j.end() || !t->is_string() || t->get_ref<const std::string&>().empty())
+    if (t == j.end() || !t->is_string()
+        || t->get_ref<const std::string&>().empty())
       return refuse(std::move(r), "invalid_argument", "token: a string");
     r.what = ws_request::kind::auth;
     r.token = t->get<std::string>();

@@ -12,12 +12,8 @@ namespace websocket = beast::websocket;
 
 ws_session::ws_session(tcp::socket&& sock, std::shared_ptr<server_core> core,
                        conn_slot conn, ws_slot place, std::string token)
-  : ws_(std::move(sock)),
-    core_(std::move(core)),
-    conn_(std::move(conn)),
-    place_(std::move(place)),
-    user_(place_.user()),
-    token_(std::move(token)) {
+  : ws_(std::move(sock)), core_(std::move(core)), conn_(std::move(conn)),
+    place_(std::move(place)), user_(place_.user()), token_(std::move(token)) {
   auto now = std::chrono::steady_clock::now();
   frames_ = {2 * core_->limits.ws_rate, now}; // burst
   requests_ = {2 * core_->limits.rate, now};
@@ -33,8 +29,8 @@ void ws_session::run(request req) {
   websocket::stream_base::timeout opt{};
   // Bounds writing the upgrade's answer (it fits a fresh socket's buffer)
   // and waiting for the client's answer to our close.
-  opt.handshake_timeout = std::min<std::chrono::milliseconds>(
-    idle, std::chrono::seconds(2));
+  opt.handshake_timeout
+    = std::min<std::chrono::milliseconds>(idle, std::chrono::seconds(2));
   // Beast pings after half of it without a frame from the client, and
   // times out the read after all of it.
   opt.idle_timeout = idle;
@@ -133,20 +129,21 @@ void ws_session::do_write() {
   writing_ = true;
   auto msg = queue_.front();
   ws_.text(true);
-  ws_.async_write(asio::buffer(*msg),
-                  [self = shared_from_this(), msg](beast::error_code ec, size_t) {
-                    if (ec) {
-                      self->writing_ = false;
-                      self->finished();
-                      return;
-                    }
-                    self->queue_.pop_front();
-                    self->do_write();
-                  });
+  ws_.async_write(asio::buffer(*msg), [self = shared_from_this(),
+                                       msg](beast::error_code ec, size_t) {
+    if (ec) {
+      self->writing_ = false;
+      self->finished();
+      return;
+    }
+    self->queue_.pop_front();
+    self->do_write();
+  });
 }
 
 void ws_session::do_read() {
-  ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, size_t) {
+  ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec,
+                                                  size_t) {
     if (ec) {
       if (ec == beast::error::timeout)
         ++self->core_->stats.ws_idle_closed; // not even a pong
@@ -185,11 +182,11 @@ bool ws_session::on_request(std::string_view text) {
   ++core_->stats.ws_requests;
   if (!requests_.take(core_->limits.rate)) {
     ++core_->stats.rate_limited;
-    answer(req.id, api_router::error(
-                     429, "rate_limited",
-                     "more than "
-                       + std::to_string(static_cast<int>(core_->limits.rate))
-                       + " requests per second on this connection"));
+    answer(req.id,
+           api_router::error(
+             429, "rate_limited",
+             "more than " + std::to_string(static_cast<int>(core_->limits.rate))
+               + " requests per second on this connection"));
     return true;
   }
   switch (req.what) {
@@ -220,12 +217,11 @@ bool ws_session::on_request(std::string_view text) {
   }
   ++in_flight_;
   // The router answers exactly once, maybe on an engine thread.
-  core_->router->handle(
-    req.method, req.target, "Bearer " + token_, req.body,
-    [self = shared_from_this(), id = req.id](api_reply r) {
-      self->reply_later(
-        std::make_shared<const std::string>(ws_reply_text(id, r)));
-    });
+  core_->router->handle(req.method, req.target, "Bearer " + token_, req.body,
+                        [self = shared_from_this(), id = req.id](api_reply r) {
+                          self->reply_later(std::make_shared<const std::string>(
+                            ws_reply_text(id, r)));
+                        });
   return true;
 }
 

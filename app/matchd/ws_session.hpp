@@ -25,7 +25,7 @@ namespace mm {
 
 class ws_session : public event_sink,
                    public std::enable_shared_from_this<ws_session> {
-public:
+ public:
   using tcp = boost::asio::ip::tcp;
   using request = boost::beast::http::request<boost::beast::http::string_body>;
 
@@ -51,7 +51,7 @@ public:
   /// Closes once everything queued is sent. Thread-safe, idempotent.
   void close_when_flushed();
 
-private:
+ private:
   void enqueue(std::shared_ptr<const std::string> msg);
   void do_write();
   void do_read();

@@ -143,9 +143,10 @@ match_store::active_sessions_of(const std::vector<std::string>& users) {
   std::vector<size_t> where;
   for (size_t i = 0; i < users.size(); ++i) {
     auto f = check_id("user", users[i]);
-    out.emplace_back(f.code == errc::none
-                       ? outcome<std::optional<match_record>>{std::optional<match_record>{}}
-                       : outcome<std::optional<match_record>>{f});
+    out.emplace_back(
+      f.code == errc::none
+        ? outcome<std::optional<match_record>>{std::optional<match_record>{}}
+        : outcome<std::optional<match_record>>{f});
     if (f.code == errc::none) {
       valid.push_back(users[i]);
       where.push_back(i);
@@ -238,15 +239,15 @@ match_store::do_end_sessions(const std::vector<end_request>& requests) {
   return out;
 }
 
-outcome<std::vector<end_record>>
-match_store::do_expire_sessions(uint32_t, uint32_t) {
+outcome<std::vector<end_record>> match_store::do_expire_sessions(uint32_t,
+                                                                 uint32_t) {
   return outcome<std::vector<end_record>>{
     errc::protocol_error, "expire_sessions is not supported by this store"};
 }
 
-outcome<partition_report>
-match_store::maintain_partitions(uint32_t width_s, uint32_t retention_s,
-                                 uint32_t ahead) {
+outcome<partition_report> match_store::maintain_partitions(uint32_t width_s,
+                                                           uint32_t retention_s,
+                                                           uint32_t ahead) {
   if (width_s < 1 || width_s > max_partition_width_s)
     return outcome<partition_report>{
       errc::invalid_argument, "partition width must be 1.."
@@ -307,10 +308,9 @@ failure check_limit(uint32_t limit, uint32_t max) {
 }
 
 /// The users of a session as its events name them.
-nlohmann::json users_json(const std::string& user_a,
-                          const std::string& ticket_a,
-                          const std::string& user_b,
-                          const std::string& ticket_b) {
+nlohmann::json
+users_json(const std::string& user_a, const std::string& ticket_a,
+           const std::string& user_b, const std::string& ticket_b) {
   return nlohmann::json::array({
     {{"user", user_a}, {"ticket", ticket_a}},
     {{"user", user_b}, {"ticket", ticket_b}},
@@ -342,8 +342,8 @@ failure check_match_request(const match_request& req) {
     return bad("a user cannot be matched with itself ('" + req.user_a + "')");
   for (auto* attrs : {&req.attrs_a, &req.attrs_b}) {
     // NUL: PostgreSQL text and jsonb cannot hold it.
-    if (attrs->size() > max_attrs_len
-        || attrs->find('\0') != std::string::npos || !valid_utf8(*attrs))
+    if (attrs->size() > max_attrs_len || attrs->find('\0') != std::string::npos
+        || !valid_utf8(*attrs))
       return bad("attrs must be UTF-8 without NUL, at most "
                  + std::to_string(max_attrs_len) + " bytes");
   }
@@ -445,7 +445,7 @@ std::string new_session_id() {
   }()};
   uint64_t hi = gen();
   uint64_t lo = gen();
-  hi = (hi & ~uint64_t{0xF000}) | uint64_t{0x4000};          // version 4
+  hi = (hi & ~uint64_t{0xF000}) | uint64_t{0x4000};           // version 4
   lo = (lo & ~(uint64_t{0xC} << 60)) | (uint64_t{0x8} << 60); // RFC 4122
   char buf[37];
   std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx",

@@ -73,7 +73,7 @@ using commit_check = std::function<bool(commit_stage, size_t)>;
 /// `store_unavailable` (the database cannot be reached, after one reconnect
 /// within the call), `protocol_error` (anything else the database refused).
 class match_store {
-public:
+ public:
   virtual ~match_store();
 
   /// Brings the schema up to date: runs every embedded migration
@@ -170,8 +170,8 @@ public:
   /// Returns the mutual match of the unordered pair {a, b} (active or
   /// closed, `created == false`), if it has one; `invalid_argument` for
   /// malformed ids or `a == b`.
-  outcome<std::optional<match_record>>
-  mutual_match_of(const std::string& a, const std::string& b);
+  outcome<std::optional<match_record>> mutual_match_of(const std::string& a,
+                                                       const std::string& b);
 
   /// Closes an active session: status closed, members inactive (so both
   /// users can be matched again), `reason` recorded (at most 256 bytes).
@@ -271,9 +271,8 @@ public:
   /// advisory lock; a caller that does not get it does nothing
   /// (`skipped`). Windows of another width that overlap are left alone.
   /// Idempotent.
-  outcome<partition_report> maintain_partitions(uint32_t width_s,
-                                                uint32_t retention_s,
-                                                uint32_t ahead);
+  outcome<partition_report>
+  maintain_partitions(uint32_t width_s, uint32_t retention_s, uint32_t ahead);
 
   /// Claims up to `limit` (1..10000) undelivered events, oldest first, that
   /// nobody holds a lease on, and leases them for `lease_ms` (> 0). The claim
@@ -302,7 +301,7 @@ public:
   /// True when calls block the calling thread on I/O.
   virtual bool blocking() const noexcept = 0;
 
-protected:
+ protected:
   uint32_t commit_lease_ms_ = 0; ///< see set_commit_lease
 
   // The implementations' side of the calls above. The public functions check
@@ -318,8 +317,8 @@ protected:
                     const commit_check& check)
     = 0;
 
-  virtual outcome<bool> do_close_session(const std::string& session_id,
-                                         const std::string& reason)
+  virtual outcome<bool>
+  do_close_session(const std::string& session_id, const std::string& reason)
     = 0;
 
   virtual outcome<std::optional<match_record>>
@@ -342,9 +341,8 @@ protected:
   // store"). Both stores override them; a decorator should forward them.
 
   /// `from` != `to`, both valid ids.
-  virtual outcome<swipe_record> do_record_swipe(const std::string& from,
-                                                const std::string& to,
-                                                bool like);
+  virtual outcome<swipe_record>
+  do_record_swipe(const std::string& from, const std::string& to, bool like);
 
   /// `a` != `b`, both valid ids.
   virtual outcome<std::optional<match_record>>
@@ -368,19 +366,18 @@ protected:
   do_expire_sessions(uint32_t max_age_ms, uint32_t limit);
 
   /// `check_prune_args` passed.
-  virtual outcome<prune_counts> do_prune(uint32_t retention_ms,
-                                         uint32_t limit);
+  virtual outcome<prune_counts> do_prune(uint32_t retention_ms, uint32_t limit);
 
   /// The arguments of `maintain_partitions` passed their checks. The
   /// default: no partitions, an empty report.
-  virtual outcome<partition_report>
-  do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
-                         uint32_t ahead);
+  virtual outcome<partition_report> do_maintain_partitions(uint32_t width_s,
+                                                           uint32_t retention_s,
+                                                           uint32_t ahead);
 };
 
 /// Makes connections to one match store. Thread-safe.
 class match_store_factory {
-public:
+ public:
   virtual ~match_store_factory();
 
   /// Opens a new connection. Never fails: an unreachable database shows as

@@ -101,7 +101,7 @@ struct partition_report {
   /// Old partitions kept because they still hold an undelivered event.
   uint32_t kept = 0;
   uint32_t partitions = 0; ///< time partitions there now (not the default)
-  bool skipped = false; ///< another caller was maintaining: nothing done
+  bool skipped = false;    ///< another caller was maintaining: nothing done
 };
 
 /// One row of the transactional outbox.

@@ -9,8 +9,8 @@
 // walk the history; once pruned, nothing of a session stays (mutual matches'
 // sessions stay, as in PostgreSQL).
 
-#include "persistence/matchdb/match_store.hpp"
 #include "core/clock.hpp"
+#include "persistence/matchdb/match_store.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -45,19 +45,19 @@ struct shared_state {
   /// (closed_at, id) of the closed sessions that prune may delete: all but
   /// mutual matches' sessions.
   std::set<std::pair<int64_t, std::string>> closed_by_age;
-  std::unordered_map<std::string, std::string> by_key;    ///< match key → id
-  std::unordered_map<std::string, std::string> active;    ///< user → id
+  std::unordered_map<std::string, std::string> by_key; ///< match key → id
+  std::unordered_map<std::string, std::string> active; ///< user → id
   /// mutual_matches: (pair_min, pair_max) → session id.
   std::map<std::pair<std::string, std::string>, std::string> mutual;
   /// likes: (from, to) → true for LIKE, false for DISLIKE.
   std::map<std::pair<std::string, std::string>, bool> likes;
-  std::map<int64_t, outbox_event> outbox;                 ///< by seq
+  std::map<int64_t, outbox_event> outbox; ///< by seq
   /// Seqs of the events not delivered yet: a fetch looks at these only, not
   /// at the whole history.
   std::set<int64_t> undelivered;
   /// (delivered_at, seq) of the delivered events: the order of pruning.
   std::set<std::pair<int64_t, int64_t>> delivered_by_age;
-  std::unordered_map<std::string, int64_t> event_seq;     ///< event id → seq
+  std::unordered_map<std::string, int64_t> event_seq; ///< event id → seq
   int64_t next_seq = 1;
 };
 
@@ -195,8 +195,8 @@ match_record create_session(shared_state& st, const match_request& req,
     st.active.emplace(req.user_b, rec.session_id);
   }
   add_event(st, rec.session_id, match_created_event_id(rec.session_id),
-            match_created_type, match_created_payload(rec.session_id, req),
-            now, lease_ms);
+            match_created_type, match_created_payload(rec.session_id, req), now,
+            lease_ms);
   rec.created = true;
   return rec;
 }
@@ -253,10 +253,9 @@ void prune_session(shared_state& st, const std::string& id) {
 }
 
 class memory_match_store final : public match_store {
-public:
+ public:
   explicit memory_match_store(std::shared_ptr<shared_state> state)
-    : state_(std::move(state)) {
-  }
+    : state_(std::move(state)) {}
 
   outcome<std::vector<std::string>> apply_migrations() override {
     std::lock_guard<std::mutex> guard{state_->mtx};
@@ -414,26 +413,25 @@ public:
     end_record out; // ended before: the recorded state
     out.session = *rec;
     out.session.created = false;
-    if (auto j = state_->ended_by.find(session_id);
-        j != state_->ended_by.end())
+    if (auto j = state_->ended_by.find(session_id); j != state_->ended_by.end())
       out.ended_by = j->second;
     out.reason = rec->close_reason;
     return out;
   }
 
-  outcome<std::vector<end_record>>
-  do_expire_sessions(uint32_t max_age_ms, uint32_t limit) override {
+  outcome<std::vector<end_record>> do_expire_sessions(uint32_t max_age_ms,
+                                                      uint32_t limit) override {
     std::lock_guard<std::mutex> guard{state_->mtx};
     auto& st = *state_;
     const auto now = now_ms();
     const auto cutoff = now - static_cast<int64_t>(max_age_ms);
     std::vector<end_record> out;
-    for (auto i = st.active_by_age.begin();
-         i != st.active_by_age.end() && out.size() < limit
-         && i->first < cutoff;) {
+    for (auto i = st.active_by_age.begin(); i != st.active_by_age.end()
+                                            && out.size() < limit
+                                            && i->first < cutoff;) {
       auto id = (i++)->second; // ending it erases its entry
-      out.push_back(end_active(st, st.sessions.at(id), "", expired_reason,
-                               now));
+      out.push_back(
+        end_active(st, st.sessions.at(id), "", expired_reason, now));
     }
     if (!out.empty())
       notify(st);
@@ -446,16 +444,16 @@ public:
     auto& st = *state_;
     const auto cutoff = now_ms() - static_cast<int64_t>(retention_ms);
     prune_counts out;
-    for (auto i = st.delivered_by_age.begin();
-         i != st.delivered_by_age.end() && out.outbox < limit
-         && i->first < cutoff;) {
+    for (auto i = st.delivered_by_age.begin(); i != st.delivered_by_age.end()
+                                               && out.outbox < limit
+                                               && i->first < cutoff;) {
       auto event_id = st.outbox.at((i++)->second).event_id; // a copy
       remove_event(st, event_id);
       ++out.outbox;
     }
-    for (auto i = st.closed_by_age.begin();
-         i != st.closed_by_age.end() && out.sessions < limit
-         && i->first < cutoff;) {
+    for (auto i = st.closed_by_age.begin(); i != st.closed_by_age.end()
+                                            && out.sessions < limit
+                                            && i->first < cutoff;) {
       if (has_undelivered(st, i->second)) {
         ++i; // its event names it until delivered
         continue;
@@ -575,7 +573,7 @@ public:
     return false;
   }
 
-private:
+ private:
   /// Like NOTIFY: wakes the waiting `wait_for_events` of every connection.
   static void notify(shared_state& st) {
     ++st.notify_seq;
@@ -588,9 +586,8 @@ private:
 };
 
 class memory_factory final : public match_store_factory {
-public:
-  memory_factory() : state_(std::make_shared<shared_state>()) {
-  }
+ public:
+  memory_factory() : state_(std::make_shared<shared_state>()) {}
 
   std::unique_ptr<match_store> connect() override {
     return std::make_unique<memory_match_store>(state_);
@@ -604,7 +601,7 @@ public:
     return 0; // the last checkpoint and the commit share one lock
   }
 
-private:
+ private:
   std::shared_ptr<shared_state> state_;
 };
 

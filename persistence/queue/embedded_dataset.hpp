@@ -25,7 +25,7 @@ namespace mm::embedded {
 /// Every reply carries what a Redis client would see; errors of a command or
 /// a script are error values (`store_value::kind::error`), never exceptions.
 class engine {
-public:
+ public:
   /// Creates an empty data set; `clock` (ms since the epoch) plays the role
   /// of the server's clock. Compiles the lua/ scripts once.
   /// Throws std::bad_alloc when Lua cannot start.
@@ -50,7 +50,7 @@ public:
                    const std::vector<std::string>& keys,
                    const std::vector<std::string>& args);
 
-private:
+ private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };

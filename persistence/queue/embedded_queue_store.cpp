@@ -20,17 +20,15 @@ namespace {
 
 /// What all connections of one factory share.
 struct shared_state {
-  explicit shared_state(store_clock clock) : engine(std::move(clock)) {
-  }
+  explicit shared_state(store_clock clock) : engine(std::move(clock)) {}
   std::mutex mtx;
   embedded::engine engine;
 };
 
 class embedded_store final : public queue_store {
-public:
+ public:
   explicit embedded_store(std::shared_ptr<shared_state> state)
-    : state_(std::move(state)) {
-  }
+    : state_(std::move(state)) {}
 
   std::vector<store_reply> run(const std::vector<script_call>& calls) override {
     std::vector<store_reply> replies(calls.size());
@@ -53,15 +51,14 @@ public:
     return false;
   }
 
-private:
+ private:
   std::shared_ptr<shared_state> state_;
 };
 
 class embedded_factory final : public queue_store_factory {
-public:
+ public:
   explicit embedded_factory(store_clock clock)
-    : state_(std::make_shared<shared_state>(std::move(clock))) {
-  }
+    : state_(std::make_shared<shared_state>(std::move(clock))) {}
 
   std::unique_ptr<queue_store> connect() override {
     return std::make_unique<embedded_store>(state_);
@@ -71,13 +68,14 @@ public:
     return "embedded";
   }
 
-private:
+ private:
   std::shared_ptr<shared_state> state_;
 };
 
 } // namespace
 
-std::shared_ptr<queue_store_factory> make_embedded_store(embedded_options opts) {
+std::shared_ptr<queue_store_factory>
+make_embedded_store(embedded_options opts) {
   if (!opts.clock) {
     opts.clock = wall_clock_ms;
   }

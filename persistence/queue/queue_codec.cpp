@@ -95,7 +95,8 @@ failure refusal(const std::vector<std::string>& f) {
                    "the token is not the current one of ticket " + arg(1)};
   if (f[0] == "not_found")
     return failure{errc::not_found, "the user has no ticket in this queue"};
-  return failure{errc::protocol_error, "unexpected script reply '" + f[0] + "'"};
+  return failure{errc::protocol_error,
+                 "unexpected script reply '" + f[0] + "'"};
 }
 
 int64_t to_int(const std::string& x) {
@@ -140,8 +141,8 @@ std::string check_spec(const ticket_spec& spec) {
 
 std::vector<std::string> queue_keys(const std::string& queue) {
   auto prefix = "mm:{" + queue + "}:";
-  return {prefix + "waiting", prefix + "seq", prefix + "tickets",
-          prefix + "users", prefix + "deadlines", prefix + "index"};
+  return {prefix + "waiting", prefix + "seq",       prefix + "tickets",
+          prefix + "users",   prefix + "deadlines", prefix + "index"};
 }
 
 outcome<script_call> enqueue_call(const ticket_spec& spec) {
@@ -171,8 +172,8 @@ outcome<script_call> claim_call(const ticket_spec& spec, uint32_t scan,
   return make(script_id::claim, spec.queue,
               {spec.user, spec.ticket, spec.node, spec.attrs,
                std::to_string(spec.ttl_ms), std::to_string(scan),
-               std::to_string(hold_ms), rescan ? "1" : "0", spec.rules,
-               spec.rk, spec.avoid});
+               std::to_string(hold_ms), rescan ? "1" : "0", spec.rules, spec.rk,
+               spec.avoid});
 }
 
 namespace {
@@ -383,11 +384,9 @@ parse_release(const store_reply& reply,
   if (x[0] != "each")
     return refusal(x);
   if (x.size() != tickets.size() + 1)
-    return failure{errc::protocol_error, "release answered "
-                                           + std::to_string(x.size() - 1)
-                                           + " of "
-                                           + std::to_string(tickets.size())
-                                           + " tickets"};
+    return failure{errc::protocol_error,
+                   "release answered " + std::to_string(x.size() - 1) + " of "
+                     + std::to_string(tickets.size()) + " tickets"};
   std::vector<release_result> out;
   out.reserve(tickets.size());
   for (size_t i = 0; i < tickets.size(); ++i) {
@@ -427,9 +426,8 @@ outcome<script_call> explain_call(const std::string& rules,
       return invalid("explain: a side is malformed");
   return script_call{script_id::explain,
                      {},
-                     {rules, a.rk, std::to_string(a.waited_ms), a.user,
-                      a.avoid, b.rk, std::to_string(b.waited_ms), b.user,
-                      b.avoid}};
+                     {rules, a.rk, std::to_string(a.waited_ms), a.user, a.avoid,
+                      b.rk, std::to_string(b.waited_ms), b.user, b.avoid}};
 }
 
 outcome<explain_result> parse_explain(const store_reply& reply) {

@@ -71,12 +71,12 @@ struct explain_side {
   std::string rk;        ///< rule values (core/rules.hpp check_attributes)
   int64_t waited_ms = 0; ///< how long this side has waited
   std::string user;
-  std::string avoid;     ///< recent partners, ','-separated
+  std::string avoid; ///< recent partners, ','-separated
 };
 
 struct explain_result {
   bool compatible = false;
-  uint32_t rule = 0;     ///< incompatible: the first refusing rule (1-based)
+  uint32_t rule = 0; ///< incompatible: the first refusing rule (1-based)
   std::string reason;
   std::string windows_a; ///< as claim_result::windows
   std::string windows_b;
@@ -85,8 +85,7 @@ struct explain_result {
 /// The same compatibility test the claim makes, on given values; touches
 /// no key. Idempotent.
 outcome<script_call> explain_call(const std::string& rules,
-                                  const explain_side& a,
-                                  const explain_side& b);
+                                  const explain_side& a, const explain_side& b);
 outcome<explain_result> parse_explain(const store_reply& reply);
 
 } // namespace mm::codec

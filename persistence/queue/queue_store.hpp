@@ -45,7 +45,7 @@ using store_command = std::vector<std::string>;
 /// Redis (persistence/queue/redis_queue_store.cpp) and the embedded in-process store
 /// (persistence/queue/embedded_queue_store.cpp); both pass tests/conformance.
 class queue_store {
-public:
+ public:
   virtual ~queue_store();
 
   /// Runs `calls` in order — pipelined in one round trip where the store can —
@@ -68,7 +68,7 @@ public:
 
 /// Makes connections to one store. Thread-safe.
 class queue_store_factory {
-public:
+ public:
   virtual ~queue_store_factory();
 
   /// Opens a new connection. Fails with `store_unavailable` only when the

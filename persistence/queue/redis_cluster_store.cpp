@@ -84,7 +84,7 @@ failure read_map(const redis_options& o, const address& a,
 }
 
 class redis_cluster_store final : public queue_store {
-public:
+ public:
   explicit redis_cluster_store(redis_options opts)
     : opts_(std::move(opts)), seeds_(seed_addresses(opts_)) {
     if (!refresh())
@@ -113,7 +113,7 @@ public:
     return true;
   }
 
-private:
+ private:
   struct item {
     size_t index;
     std::optional<address> ask; ///< ASK target: once, after ASKING
@@ -244,7 +244,8 @@ private:
             reread = wait = true;
             continue;
           }
-          if (r.code == errc::none && r.value.type == store_value::kind::error) {
+          if (r.code == errc::none
+              && r.value.type == store_value::kind::error) {
             if (auto rd = redis_slots::parse_redirect(r.value.str)) {
               if (rd->ask) {
                 next.push_back(item{idx, rd->to});
@@ -304,9 +305,8 @@ private:
 };
 
 class redis_cluster_factory final : public queue_store_factory {
-public:
-  explicit redis_cluster_factory(redis_options opts) : opts_(std::move(opts)) {
-  }
+ public:
+  explicit redis_cluster_factory(redis_options opts) : opts_(std::move(opts)) {}
 
   std::unique_ptr<queue_store> connect() override {
     return std::make_unique<redis_cluster_store>(opts_);
@@ -320,7 +320,7 @@ public:
     return out;
   }
 
-private:
+ private:
   const redis_options opts_;
 };
 

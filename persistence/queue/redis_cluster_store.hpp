@@ -15,7 +15,8 @@ namespace mm {
 /// primary, MOVED (the map is read again) and ASK (ASKING + the call) followed,
 /// a failed-over primary's slots retried until the new primary answers or
 /// `failover_wait_ms` passes. Thread-safe; each store is used by one thread.
-std::shared_ptr<queue_store_factory> make_redis_cluster_store(redis_options opts);
+std::shared_ptr<queue_store_factory>
+make_redis_cluster_store(redis_options opts);
 
 /// probe_redis for a cluster: AUTH and a complete slot map from a seed.
 outcome<redis_probe> probe_redis_cluster(const redis_options& opts);

@@ -248,8 +248,8 @@ bool redis_link::authenticate() {
   }
   argv.push_back(opts_.password.data());
   len.push_back(opts_.password.size());
-  void* raw = redisCommandArgv(ctx_, static_cast<int>(argv.size()),
-                               argv.data(), len.data());
+  void* raw = redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(),
+                               len.data());
   if (raw == nullptr) {
     drop_connection();
     return false;
@@ -297,9 +297,8 @@ bool redis_link::load_library() {
     return false;
   }
   reply_ptr r{static_cast<redisReply*>(raw)};
-  std::string text = r->type == REDIS_REPLY_ERROR
-                       ? std::string{r->str, r->len}
-                       : std::string{};
+  std::string text = r->type == REDIS_REPLY_ERROR ? std::string{r->str, r->len}
+                                                  : std::string{};
   if (r->type == REDIS_REPLY_STRING
       || (r->type == REDIS_REPLY_ERROR
           && text.find("already exists") != std::string::npos)) {
@@ -313,8 +312,8 @@ bool redis_link::load_library() {
   library_error_ = r->type == REDIS_REPLY_ERROR
                      ? "ERR cannot load the function library: " + text
                      : "ERR unexpected reply to FUNCTION LOAD";
-  store_logger()->error("redis {} refused the function library {}: {}",
-                        where_, script_library_name, library_error_);
+  store_logger()->error("redis {} refused the function library {}: {}", where_,
+                        script_library_name, library_error_);
   return true;
 }
 
@@ -333,8 +332,8 @@ bool redis_link::append(const link_request& req) {
   };
   std::string numkeys;
   if (req.call != nullptr) {
-    const char* fn = script_sources[static_cast<size_t>(req.call->script)]
-                       .function;
+    const char* fn
+      = script_sources[static_cast<size_t>(req.call->script)].function;
     numkeys = std::to_string(req.call->keys.size());
     argv_.push_back("FCALL");
     argvlen_.push_back(5);
@@ -512,11 +511,10 @@ redis_link::receive(const std::vector<link_request>& reqs) {
   }
   if (!todo.empty()) {
     // The detail may reach a client: no address in it (the log has it).
-    std::string detail = auth_refused_
-                           ? last_error_
-                           : "redis unavailable after "
-                               + std::to_string(failures)
-                               + " attempt(s): " + last_error_;
+    std::string detail = auth_refused_ ? last_error_
+                                       : "redis unavailable after "
+                                           + std::to_string(failures)
+                                           + " attempt(s): " + last_error_;
     // Rate-limited: while Redis is down every batch of every connection
     // ends here.
     static log_limit limit{5, std::chrono::seconds(10)};

@@ -21,11 +21,11 @@ struct redis_link_options {
   uint16_t port = 6379;
   uint32_t connect_timeout_ms = 2000;
   uint32_t command_timeout_ms = 5000;
-  uint32_t max_attempts = 3;   ///< per batch, after a dropped connection
+  uint32_t max_attempts = 3; ///< per batch, after a dropped connection
   uint32_t retry_delay_ms = 100;
-  std::string user;            ///< AUTH user; empty: the default user
-  std::string password;        ///< AUTH password; empty: no AUTH. Never logged
-  bool load_scripts = true;    ///< FUNCTION LOAD the library on connect
+  std::string user;         ///< AUTH user; empty: the default user
+  std::string password;     ///< AUTH password; empty: no AUTH. Never logged
+  bool load_scripts = true; ///< FUNCTION LOAD the library on connect
 };
 
 /// One entry of a batch: a script call or a plain command, optionally after
@@ -38,7 +38,7 @@ struct link_request {
 
 /// A connection that reconnects on demand. Used by one thread at a time.
 class redis_link {
-public:
+ public:
   explicit redis_link(redis_link_options opts);
   ~redis_link();
 
@@ -81,7 +81,7 @@ public:
     return last_error_;
   }
 
-private:
+ private:
   bool connect_now();
   void drop_connection();
   bool authenticate();
@@ -112,7 +112,7 @@ private:
   bool auth_refused_ = false;
   std::string last_error_;
   std::string library_error_; ///< why FUNCTION LOAD failed; empty: it did not
-  std::vector<const char*> argv_;                    ///< scratch for append
+  std::vector<const char*> argv_; ///< scratch for append
   std::vector<size_t> argvlen_;
 };
 
@@ -129,13 +129,13 @@ outcome<bool> check_functions(redis_link& link);
 /// process. A SIGPIPE raised meanwhile is discarded; dispositions are left
 /// alone.
 class sigpipe_guard {
-public:
+ public:
   sigpipe_guard() noexcept;
   ~sigpipe_guard();
   sigpipe_guard(const sigpipe_guard&) = delete;
   sigpipe_guard& operator=(const sigpipe_guard&) = delete;
 
-private:
+ private:
   unsigned char old_[128]; ///< the previous sigset_t, opaque here
   bool was_pending_ = false;
 };

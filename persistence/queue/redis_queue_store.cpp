@@ -34,7 +34,7 @@ redis_link_options link_options(const redis_options& o, std::string host,
 namespace {
 
 class redis_queue_store final : public queue_store {
-public:
+ public:
   explicit redis_queue_store(const redis_options& opts)
     : link_(link_options(opts, opts.host, opts.port)) {
     // One eager attempt; when Redis is down the store stays disconnected and
@@ -64,14 +64,13 @@ public:
     return true;
   }
 
-private:
+ private:
   redis_link link_;
 };
 
 class redis_store_factory final : public queue_store_factory {
-public:
-  explicit redis_store_factory(redis_options opts) : opts_(std::move(opts)) {
-  }
+ public:
+  explicit redis_store_factory(redis_options opts) : opts_(std::move(opts)) {}
 
   std::unique_ptr<queue_store> connect() override {
     return std::make_unique<redis_queue_store>(opts_);
@@ -81,7 +80,7 @@ public:
     return "redis " + opts_.host + ":" + std::to_string(opts_.port);
   }
 
-private:
+ private:
   const redis_options opts_;
 };
 

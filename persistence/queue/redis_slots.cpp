@@ -156,10 +156,10 @@ std::optional<uint16_t> command_slot(const store_command& command) {
   std::string name = command[0];
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return std::toupper(c); });
-  static constexpr std::string_view keyless[] = {
-    "PING",   "INFO",   "DBSIZE", "FLUSHALL", "FLUSHDB", "SCRIPT", "CLUSTER",
-    "CONFIG", "TIME",   "CLIENT", "COMMAND",  "ASKING",  "AUTH",   "HELLO",
-    "ECHO",   "SELECT", "DEBUG",  "MEMORY",   "LATENCY", "SLOWLOG"};
+  static constexpr std::string_view keyless[]
+    = {"PING",   "INFO",   "DBSIZE", "FLUSHALL", "FLUSHDB", "SCRIPT", "CLUSTER",
+       "CONFIG", "TIME",   "CLIENT", "COMMAND",  "ASKING",  "AUTH",   "HELLO",
+       "ECHO",   "SELECT", "DEBUG",  "MEMORY",   "LATENCY", "SLOWLOG"};
   for (auto k : keyless)
     if (name == k)
       return std::nullopt;

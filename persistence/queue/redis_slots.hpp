@@ -66,7 +66,7 @@ bool transient_error(std::string_view error) noexcept;
 
 /// Which primary serves each slot.
 class slot_map {
-public:
+ public:
   /// Replaces the map with a CLUSTER SLOTS reply. Fails with protocol_error
   /// for a reply of another shape or one that leaves a slot uncovered; the
   /// map is then unchanged.
@@ -87,7 +87,7 @@ public:
     return nodes_.empty();
   }
 
-private:
+ private:
   uint16_t index_of(const address& a);
 
   std::vector<address> nodes_;

@@ -96,8 +96,8 @@ int main(int argc, char** argv) {
   ev.ticket_a = "forged";
   ev.user_b = "mallory";
   ev.ticket_b = "forged";
-  ev.payload = "{\"type\":\"match.created\",\"session_id\":\""
-               + ev.session_id + "\",\"users\":[{\"user\":\"" + user
+  ev.payload = "{\"type\":\"match.created\",\"session_id\":\"" + ev.session_id
+               + "\",\"users\":[{\"user\":\"" + user
                + "\"},{\"user\":\"mallory\"}]}";
   caf::scoped_actor self{sys};
   int rc = 1;

@@ -33,10 +33,10 @@ using namespace mm::test;
 
 namespace {
 
-#define ASSERT_OK(x)                                                           \
+#define ASSERT_OK(x) \
   ASSERT_TRUE(x) << to_string((x).error().code) << ": " << (x).error().detail
 
-#define EXPECT_OK(x)                                                           \
+#define EXPECT_OK(x) \
   EXPECT_TRUE(x) << to_string((x).error().code) << ": " << (x).error().detail
 
 using rows = std::vector<std::vector<std::string>>;
@@ -50,9 +50,8 @@ std::string unique_name(const std::string& prefix) {
 
 /// Makes empty data sets of one kind and drops the databases afterwards.
 class store_maker {
-public:
-  explicit store_maker(std::string kind) : kind_(std::move(kind)) {
-  }
+ public:
+  explicit store_maker(std::string kind) : kind_(std::move(kind)) {}
 
   ~store_maker() {
     for (auto& db : dbs_) {
@@ -89,7 +88,7 @@ public:
     return *admin_;
   }
 
-private:
+ private:
   std::string kind_;
   std::vector<std::string> dbs_;
   std::string last_db_;
@@ -119,7 +118,7 @@ std::vector<outbox_event> drain(match_store& s) {
 }
 
 class match_store_conformance : public ::testing::TestWithParam<std::string> {
-protected:
+ protected:
   void SetUp() override {
     maker_ = std::make_unique<store_maker>(GetParam());
     factory_ = maker_->fresh();
@@ -172,12 +171,13 @@ protected:
               0);
     EXPECT_EQ(db.count("SELECT count(*) FROM session_members m"
                        " JOIN match_sessions s ON s.id = m.session_id"
-                       " WHERE s.ticket_a IN " + tickets
-                       + " OR s.ticket_b IN " + tickets),
+                       " WHERE s.ticket_a IN "
+                       + tickets + " OR s.ticket_b IN " + tickets),
               0);
     for (auto* t : {&r.ticket_a, &r.ticket_b})
       EXPECT_EQ(db.count("SELECT count(*) FROM outbox WHERE payload::text"
-                         " LIKE '%\"" + *t + "\"%'"),
+                         " LIKE '%\""
+                         + *t + "\"%'"),
                 0);
   }
 
@@ -406,9 +406,9 @@ TEST_P(match_store_conformance, a_commit_is_idempotent_per_request) {
   // A retry (e.g. after a lost acknowledgement), also with the sides
   // swapped, and twice within one batch.
   auto swapped = req(q_, "bob", "alice");
-  auto again = s().commit_matches(
-    {req(q_, "alice", "bob"), swapped, req(q_, "carol", "dave"),
-     req(q_, "dave", "carol")});
+  auto again
+    = s().commit_matches({req(q_, "alice", "bob"), swapped,
+                          req(q_, "carol", "dave"), req(q_, "dave", "carol")});
   ASSERT_EQ(again.size(), 4u);
   for (int i = 0; i < 2; ++i) {
     ASSERT_OK(again[i]);
@@ -654,12 +654,11 @@ TEST_P(match_store_conformance, a_commit_wakes_a_waiting_relay) {
 /// A commit check that records its calls ("after_create:2") and withdraws
 /// the (stage, index) pairs it was given.
 class checkpoints {
-public:
+ public:
   using point = std::pair<commit_stage, size_t>;
 
   explicit checkpoints(std::set<point> withdraw = {})
-    : withdraw_(std::move(withdraw)) {
-  }
+    : withdraw_(std::move(withdraw)) {}
 
   commit_check fn() {
     return [this](commit_stage stage, size_t i) {
@@ -670,7 +669,7 @@ public:
 
   std::vector<std::string> calls;
 
-private:
+ private:
   std::set<point> withdraw_;
 };
 
@@ -694,11 +693,11 @@ struct event_index {
   std::set<std::string> tickets;
 };
 
-#define EXPECT_WITHDRAWN(x, stage)                                             \
-  do {                                                                         \
-    ASSERT_FALSE(x);                                                           \
-    EXPECT_EQ((x).error().code, errc::cancelled);                              \
-    EXPECT_EQ((x).error().detail, std::string{"withdrawn at "} + (stage));     \
+#define EXPECT_WITHDRAWN(x, stage)                                         \
+  do {                                                                     \
+    ASSERT_FALSE(x);                                                       \
+    EXPECT_EQ((x).error().code, errc::cancelled);                          \
+    EXPECT_EQ((x).error().detail, std::string{"withdrawn at "} + (stage)); \
   } while (false)
 
 TEST_P(match_store_conformance, withdrawn_requests_leave_no_trace) {
@@ -724,12 +723,12 @@ TEST_P(match_store_conformance, withdrawn_requests_leave_no_trace) {
   EXPECT_WITHDRAWN(res[4], "before_commit");
   // The caller's indices, not the store's (the malformed one is not passed
   // on); the survivors are asked again after a round that withdrew one.
-  EXPECT_EQ(cp.calls, (std::vector<std::string>{
-                        "after_create:1", "after_create:2", "after_create:3",
-                        "after_create:4", "after_create:5", "before_commit:1",
-                        "before_commit:3", "before_commit:4",
-                        "before_commit:5", "before_commit:1",
-                        "before_commit:3", "before_commit:5"}));
+  EXPECT_EQ(cp.calls,
+            (std::vector<std::string>{
+              "after_create:1", "after_create:2", "after_create:3",
+              "after_create:4", "after_create:5", "before_commit:1",
+              "before_commit:3", "before_commit:4", "before_commit:5",
+              "before_commit:1", "before_commit:3", "before_commit:5"}));
   expect_no_trace_of(batch[2]);
   expect_no_trace_of(batch[4]);
   expect_rows(3);
@@ -824,10 +823,10 @@ TEST_P(match_store_conformance, a_duplicate_shares_the_fate_of_its_pair) {
   ASSERT_OK(res[5]);
   EXPECT_FALSE(res[5]->created);
   EXPECT_EQ(res[5]->session_id, res[4]->session_id);
-  EXPECT_EQ(cp.calls, (std::vector<std::string>{
-                        "after_create:0", "after_create:2", "after_create:4",
-                        "before_commit:2", "before_commit:4",
-                        "before_commit:4"}));
+  EXPECT_EQ(cp.calls,
+            (std::vector<std::string>{"after_create:0", "after_create:2",
+                                      "after_create:4", "before_commit:2",
+                                      "before_commit:4", "before_commit:4"}));
   expect_no_trace_of(batch[0]);
   expect_no_trace_of(batch[2]);
   expect_rows(1);
@@ -1147,18 +1146,17 @@ TEST_P(match_store_conformance, group_commit_throughput) {
       created += r->created ? 1 : 0;
     }
   }
-  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now()
-                                            - t0)
-                .count();
+  auto secs
+    = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+        .count();
   EXPECT_EQ(created, batches * per_batch);
   EXPECT_EQ(drain(s()).size(), size_t{batches * per_batch});
   auto per_s = created / secs;
   // A match writes 4 rows: session, two members, one outbox event.
   std::cout << "[ info     ] " << GetParam() << ": " << batches
             << " batches of " << per_batch << ": "
-            << static_cast<int64_t>(per_s)
-            << " matches/s (" << static_cast<int64_t>(4 * per_s)
-            << " rows/s)\n";
+            << static_cast<int64_t>(per_s) << " matches/s ("
+            << static_cast<int64_t>(4 * per_s) << " rows/s)\n";
   RecordProperty("matches_per_second", static_cast<int>(per_s));
 }
 
@@ -1230,8 +1228,8 @@ TEST_P(match_store_conformance, text_arrives_byte_for_byte) {
   std::set<std::vector<std::string>> want;
   std::set<std::vector<std::string>> want_pairs;
   for (const auto& r : all) {
-    want.insert({r.queue, r.user_a, r.ticket_a, r.attrs_a, r.user_b,
-                 r.ticket_b, r.attrs_b, match_key(r)});
+    want.insert({r.queue, r.user_a, r.ticket_a, r.attrs_a, r.user_b, r.ticket_b,
+                 r.attrs_b, match_key(r)});
     if (r.mutual) {
       auto p = pair_bounds(r.user_a, r.user_b);
       want_pairs.insert({p.first, p.second});
@@ -1240,8 +1238,7 @@ TEST_P(match_store_conformance, text_arrives_byte_for_byte) {
   auto rows = db->query("SELECT queue, user_a, ticket_a, attrs_a, user_b,"
                         " ticket_b, attrs_b, match_key FROM match_sessions"
                         " WHERE user_a <> 'busy'");
-  EXPECT_EQ(std::set<std::vector<std::string>>(rows.begin(), rows.end()),
-            want);
+  EXPECT_EQ(std::set<std::vector<std::string>>(rows.begin(), rows.end()), want);
   auto pairs = db->query("SELECT pair_min, pair_max FROM mutual_matches");
   EXPECT_EQ(std::set<std::vector<std::string>>(pairs.begin(), pairs.end()),
             want_pairs);
@@ -1260,19 +1257,20 @@ TEST_P(match_store_conformance, text_arrives_byte_for_byte) {
             4);
 }
 
-#define EXPECT_SWIPE(x, opposite, is_matched)                                  \
-  do {                                                                         \
-    ASSERT_OK(x);                                                              \
-    EXPECT_EQ((x)->opposite_like, (opposite));                                 \
-    EXPECT_EQ((x)->matched, (is_matched));                                     \
+#define EXPECT_SWIPE(x, opposite, is_matched)  \
+  do {                                         \
+    ASSERT_OK(x);                              \
+    EXPECT_EQ((x)->opposite_like, (opposite)); \
+    EXPECT_EQ((x)->matched, (is_matched));     \
   } while (false)
 
 TEST_P(match_store_conformance, swipes_report_the_opposite_like) {
   auto db = pg_of(GetParam(), *maker_);
   auto updated = [&](const std::string& from, const std::string& to) {
-    return db->query("SELECT kind, updated_at::text, created_at::text"
-                     " FROM likes WHERE from_user = '" + from
-                     + "' AND to_user = '" + to + "'")
+    return db
+      ->query("SELECT kind, updated_at::text, created_at::text"
+              " FROM likes WHERE from_user = '"
+              + from + "' AND to_user = '" + to + "'")
       .at(0);
   };
   auto a1 = s().record_swipe("alice", "bob", true);
@@ -1322,7 +1320,8 @@ TEST_P(match_store_conformance, swipes_report_the_opposite_like) {
   }
 }
 
-TEST_P(match_store_conformance, malformed_swipes_are_refused_and_write_nothing) {
+TEST_P(match_store_conformance,
+       malformed_swipes_are_refused_and_write_nothing) {
   auto self = s().record_swipe("alice", "alice", true);
   ASSERT_FALSE(self);
   EXPECT_EQ(self.error().code, errc::invalid_argument);
@@ -1395,7 +1394,8 @@ TEST_P(match_store_conformance, a_mutual_commit_writes_session_event_and_pair) {
     ASSERT_EQ(row.size(), 1u);
     EXPECT_EQ(row[0], (std::vector<std::string>{"alice", "bob", sid}));
     EXPECT_EQ(db->count("SELECT count(*) FROM session_members"
-                        " WHERE session_id = '" + sid + "' AND NOT active"),
+                        " WHERE session_id = '"
+                        + sid + "' AND NOT active"),
               2);
   }
   // It takes neither user's one active session: both can still be matched
@@ -1405,8 +1405,8 @@ TEST_P(match_store_conformance, a_mutual_commit_writes_session_event_and_pair) {
     ASSERT_OK(a);
     EXPECT_FALSE(a->has_value()) << user;
   }
-  auto call = s().commit_matches({req(q_, "alice", "carol"),
-                                  req(q_, "dave", "bob")});
+  auto call
+    = s().commit_matches({req(q_, "alice", "carol"), req(q_, "dave", "bob")});
   ASSERT_OK(call.at(0));
   ASSERT_OK(call.at(1));
   EXPECT_TRUE(call[0]->created);
@@ -1416,8 +1416,8 @@ TEST_P(match_store_conformance, a_mutual_commit_writes_session_event_and_pair) {
   ASSERT_TRUE(a->has_value());
   EXPECT_EQ((*a)->session_id, call[0]->session_id);
   // ... and a user in a live call can still get more mutual matches.
-  auto more = s().commit_matches({mutual_req("alice", "erin"),
-                                  mutual_req("frank", "alice")});
+  auto more = s().commit_matches(
+    {mutual_req("alice", "erin"), mutual_req("frank", "alice")});
   ASSERT_OK(more.at(0));
   ASSERT_OK(more.at(1));
   EXPECT_TRUE(more[0]->created);
@@ -1439,15 +1439,15 @@ TEST_P(match_store_conformance, a_mutual_commit_writes_session_event_and_pair) {
   EXPECT_EQ(drain(s()).size(), 4u); // 2 calls + 2 mutual, none for `again`
   expect_rows(5);
   // Pairs are ordered by bytes, as the engine's pair key.
-  auto ordered = s().commit_matches({mutual_req("adam", "Zed"),
-                                     mutual_req("zoe", "\xc3\xa9mile")});
+  auto ordered = s().commit_matches(
+    {mutual_req("adam", "Zed"), mutual_req("zoe", "\xc3\xa9mile")});
   ASSERT_OK(ordered.at(0));
   ASSERT_OK(ordered.at(1));
-  EXPECT_EQ(pair_bounds("adam", "Zed"), std::make_pair(std::string{"Zed"},
-                                                       std::string{"adam"}));
+  EXPECT_EQ(pair_bounds("adam", "Zed"),
+            std::make_pair(std::string{"Zed"}, std::string{"adam"}));
   EXPECT_EQ(pair_bounds("zoe", "\xc3\xa9mile").first, "zoe");
-  for (auto [x, y] : {std::pair{"Zed", "adam"},
-                      std::pair{"\xc3\xa9mile", "zoe"}}) {
+  for (auto [x, y] :
+       {std::pair{"Zed", "adam"}, std::pair{"\xc3\xa9mile", "zoe"}}) {
     auto m = s().mutual_match_of(x, y);
     ASSERT_OK(m);
     EXPECT_TRUE(m->has_value()) << x;
@@ -1492,10 +1492,9 @@ TEST_P(match_store_conformance, a_second_mutual_commit_answers_the_same_match) {
   EXPECT_EQ(batch[2]->session_id, batch[0]->session_id);
   // The same in a batch that a refused request makes commit one by one.
   ASSERT_OK(s().commit_matches({req(q_, "busy", "zoe")}).at(0));
-  auto mixed = s().commit_matches({req(q_, "busy", "yan"),
-                                   mutual_req("gina", "hank", "1"),
-                                   mutual_req("hank", "gina", "2"),
-                                   mutual_req("bob", "alice", "3")});
+  auto mixed = s().commit_matches(
+    {req(q_, "busy", "yan"), mutual_req("gina", "hank", "1"),
+     mutual_req("hank", "gina", "2"), mutual_req("bob", "alice", "3")});
   ASSERT_EQ(mixed.size(), 4u);
   ASSERT_FALSE(mixed[0]);
   EXPECT_EQ(mixed[0].error().code, errc::conflict);
@@ -1576,9 +1575,8 @@ TEST_P(match_store_conformance, racing_mutual_commits_create_one_match) {
     auto a = "ma" + k;
     auto b = "mb" + k;
     std::vector<outcome<match_record>> r1, r2;
-    race.run(
-      [&] { r1 = c1->commit_matches({mutual_req(a, b, "1")}); },
-      [&] { r2 = c2->commit_matches({mutual_req(b, a, "2")}); });
+    race.run([&] { r1 = c1->commit_matches({mutual_req(a, b, "1")}); },
+             [&] { r2 = c2->commit_matches({mutual_req(b, a, "2")}); });
     if (r1.size() != 1 || r2.size() != 1 || !r1[0] || !r2[0]) {
       ++violations;
       if (r1.size() == 1 && !r1[0])
@@ -1688,22 +1686,22 @@ std::vector<std::string> commit_pairs(match_store& s, const std::string& q,
 }
 
 /// An end that found the session ended before, by `by`, for `why`.
-#define EXPECT_ENDED_BEFORE(x, by, why)                                        \
-  do {                                                                         \
-    ASSERT_OK(x);                                                              \
-    EXPECT_FALSE((x)->ended_now);                                              \
-    EXPECT_EQ((x)->ended_by, (by));                                            \
-    EXPECT_EQ((x)->reason, (why));                                             \
+#define EXPECT_ENDED_BEFORE(x, by, why) \
+  do {                                  \
+    ASSERT_OK(x);                       \
+    EXPECT_FALSE((x)->ended_now);       \
+    EXPECT_EQ((x)->ended_by, (by));     \
+    EXPECT_EQ((x)->reason, (why));      \
   } while (false)
 
 /// The same final state, as a repeated end answers it.
-#define EXPECT_SAME_END(x, first)                                              \
-  do {                                                                         \
-    EXPECT_ENDED_BEFORE(x, (first).ended_by, (first).reason);                  \
-    EXPECT_EQ((x)->session.session_id, (first).session.session_id);            \
-    EXPECT_EQ((x)->session.status, session_status::closed);                    \
-    EXPECT_EQ((x)->session.closed_at, (first).session.closed_at);              \
-    EXPECT_EQ((x)->session.close_reason, (first).reason);                      \
+#define EXPECT_SAME_END(x, first)                                   \
+  do {                                                              \
+    EXPECT_ENDED_BEFORE(x, (first).ended_by, (first).reason);       \
+    EXPECT_EQ((x)->session.session_id, (first).session.session_id); \
+    EXPECT_EQ((x)->session.status, session_status::closed);         \
+    EXPECT_EQ((x)->session.closed_at, (first).session.closed_at);   \
+    EXPECT_EQ((x)->session.close_reason, (first).reason);           \
   } while (false)
 
 TEST_P(match_store_conformance, a_member_ends_a_session_with_one_event) {
@@ -1801,7 +1799,10 @@ TEST_P(match_store_conformance, an_end_is_refused_to_strangers_and_bad_input) {
   const std::vector<std::vector<std::string>> bad = {
     {"", "alice", "r"},
     {sid, "", "r"},
-    {sid, "ali\x01" "ce", "r"},
+    {sid,
+     "ali\x01"
+     "ce",
+     "r"},
     {sid, std::string(129, 's'), "r"},
     {sid, "alice", std::string(257, 'r')},
     {sid, "alice", nul},
@@ -1813,8 +1814,8 @@ TEST_P(match_store_conformance, an_end_is_refused_to_strangers_and_bad_input) {
     EXPECT_EQ(r.error().code, errc::invalid_argument) << b[1];
   }
   still_active();
-  const std::vector<std::pair<uint32_t, uint32_t>> bad_expiry = {
-    {0, 10}, {1000, 0}, {1000, 10001}};
+  const std::vector<std::pair<uint32_t, uint32_t>> bad_expiry
+    = {{0, 10}, {1000, 0}, {1000, 10001}};
   for (auto [age, limit] : bad_expiry) {
     auto r = s().expire_sessions(age, limit);
     ASSERT_FALSE(r) << age << " " << limit;
@@ -1842,14 +1843,14 @@ TEST_P(match_store_conformance, a_batch_of_ends_answers_as_one_by_one) {
   ASSERT_OK(s().close_session(ids[3], "admin"));
   drain(s());
   auto r = s().end_sessions({
-    {ids[0], "b0", "left"},     // ends it
-    {ids[0], "a0", "too"},      // ended earlier in this batch
-    {ids[1], "mallory", "r"},   // a stranger: refused alone
+    {ids[0], "b0", "left"},   // ends it
+    {ids[0], "a0", "too"},    // ended earlier in this batch
+    {ids[1], "mallory", "r"}, // a stranger: refused alone
     {"no-such-session", "a1", "r"},
-    {ids[1], "", "r"},          // malformed
-    {ids[1], "a1", "bye"},      // ends it
-    {ids[2], "b2", "again"},    // ended before
-    {ids[3], "a3", "late"},     // closed by close_session
+    {ids[1], "", "r"},       // malformed
+    {ids[1], "a1", "bye"},   // ends it
+    {ids[2], "b2", "again"}, // ended before
+    {ids[3], "a3", "late"},  // closed by close_session
   });
   ASSERT_EQ(r.size(), 8u);
   ASSERT_OK(r[0]);
@@ -1965,7 +1966,7 @@ TEST_P(match_store_conformance, a_mutual_session_ends_like_any_other) {
 
 TEST_P(match_store_conformance, expiry_ends_only_old_sessions_once) {
   std::vector<std::string> old_ids; // o<i>'s session
-  for (int i = 0; i < 3; ++i) // one call each: distinct ages
+  for (int i = 0; i < 3; ++i)       // one call each: distinct ages
     old_ids.push_back(commit_all(s(), {req(q_, "o" + std::to_string(i),
                                            "p" + std::to_string(i))})
                         .at(0));
@@ -2101,10 +2102,10 @@ TEST_P(match_store_conformance, prune_removes_only_what_is_over) {
   auto db = pg_of(GetParam(), *maker_);
   // Old: ended and delivered; ended, events undelivered; active; mutual,
   // ended; closed without an event.
-  auto ids = commit_all(s(), {req(q_, "alice", "bob"), req(q_, "carol", "dave"),
-                              req(q_, "erin", "frank"),
-                              mutual_req("gina", "hank"),
-                              req(q_, "ivan", "judy")});
+  auto ids = commit_all(s(),
+                        {req(q_, "alice", "bob"), req(q_, "carol", "dave"),
+                         req(q_, "erin", "frank"), mutual_req("gina", "hank"),
+                         req(q_, "ivan", "judy")});
   const auto& ended = ids[0];
   const auto& pending = ids[1];
   const auto& active = ids[2];
@@ -2136,9 +2137,13 @@ TEST_P(match_store_conformance, prune_removes_only_what_is_over) {
   EXPECT_EQ(one->outbox + rest->outbox, 6u);
   // Old, closed, not mutual, all delivered: ended and closed.
   EXPECT_EQ(one->sessions + rest->sessions, 2u);
-  for (auto& [sid, kept] : std::vector<std::pair<std::string, bool>>{
-         {ended, false}, {closed, false}, {pending, true}, {active, true},
-         {mutual, true}, {young, true}}) {
+  for (auto& [sid, kept] :
+       std::vector<std::pair<std::string, bool>>{{ended, false},
+                                                 {closed, false},
+                                                 {pending, true},
+                                                 {active, true},
+                                                 {mutual, true},
+                                                 {young, true}}) {
     auto f = s().find_session(sid);
     ASSERT_OK(f);
     EXPECT_EQ(f->has_value(), kept) << sid;
@@ -2156,8 +2161,8 @@ TEST_P(match_store_conformance, prune_removes_only_what_is_over) {
   EXPECT_EQ((*act)->session_id, active);
   if (db) {
     EXPECT_EQ(db->count("SELECT count(*) FROM session_members"
-                        " WHERE session_id IN ('" + ended + "', '" + closed
-                        + "')"),
+                        " WHERE session_id IN ('"
+                        + ended + "', '" + closed + "')"),
               0);
     EXPECT_EQ(db->count("SELECT count(*) FROM outbox"),
               2 + 2); // pending's 2 undelivered, young's 2 delivered
@@ -2268,21 +2273,21 @@ INSTANTIATE_TEST_SUITE_P(stores, match_store_conformance,
 // -- PostgreSQL only: what the in-memory store cannot lose --------------------
 
 class pg_match_store_test : public ::testing::Test {
-protected:
+ protected:
   void TearDown() override {
     maker_.reset();
   }
 
-  std::unique_ptr<store_maker> maker_ = std::make_unique<store_maker>(
-    "postgres");
+  std::unique_ptr<store_maker> maker_
+    = std::make_unique<store_maker>("postgres");
 };
 
 /// The backend pids of connections named `app`, optionally only those that
 /// wait for a lock.
 std::vector<std::string> backends(pg_admin& admin, const std::string& app,
                                   bool waiting_for_lock) {
-  auto sql = "SELECT pid FROM pg_stat_activity WHERE application_name = '"
-             + app + "'";
+  auto sql = "SELECT pid FROM pg_stat_activity WHERE application_name = '" + app
+             + "'";
   if (waiting_for_lock)
     sql += " AND wait_event_type = 'Lock'";
   std::vector<std::string> out;
@@ -2411,10 +2416,12 @@ TEST_F(pg_match_store_test, a_mutual_commit_waits_for_a_concurrent_pair) {
     std::string sid = "other-" + a;
     other.query("BEGIN");
     other.query("INSERT INTO match_sessions (id, match_key, queue, user_a,"
-                " ticket_a, user_b, ticket_b) VALUES ('" + sid + "', 'k-"
-                + a + "', 'likes', '" + a + "', 'ta', '" + b + "', 'tb')");
+                " ticket_a, user_b, ticket_b) VALUES ('"
+                + sid + "', 'k-" + a + "', 'likes', '" + a + "', 'ta', '" + b
+                + "', 'tb')");
     other.query("INSERT INTO mutual_matches (pair_min, pair_max, session_id)"
-                " VALUES ('" + a + "', '" + b + "', '" + sid + "')");
+                " VALUES ('"
+                + a + "', '" + b + "', '" + sid + "')");
     std::vector<outcome<match_record>> res;
     std::thread committer(
       [&] { res = st->commit_matches({mutual_req(b, a, "mine")}); });

@@ -40,7 +40,7 @@ constexpr int history = 3000;
 constexpr int big_history = 20000;
 
 class pg_outbox_scans : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     db_ = "mm_scan" + std::to_string(getpid());
     admin_.query("DROP DATABASE IF EXISTS " + db_ + " WITH (FORCE)");
@@ -51,7 +51,8 @@ protected:
     auto m = store_->apply_migrations();
     ASSERT_TRUE(m) << m.error().detail;
     sql_ = std::make_unique<test::pg_client>(test::pg_conninfo(db_));
-    for (const char* t : {"outbox_default", "match_sessions", "session_members"})
+    for (const char* t :
+         {"outbox_default", "match_sessions", "session_members"})
       sql_->query(std::string{"ALTER TABLE "} + t
                   + " SET (autovacuum_enabled = false)");
   }
@@ -160,8 +161,9 @@ TEST_F(pg_outbox_scans, mark_reads_past_the_delivered_history) {
   commit(history, "h");
   deliver_all();
   commit(1, "new");
-  auto id = sql_->query("SELECT event_id FROM outbox WHERE delivered_at "
-                        "IS NULL")
+  auto id = sql_
+              ->query("SELECT event_id FROM outbox WHERE delivered_at "
+                      "IS NULL")
               .at(0)
               .at(0);
   auto b = blocks_both_ways(pg::st_mark, "'[\"" + id + "\"]'");
@@ -191,11 +193,11 @@ TEST_F(pg_outbox_scans, a_batch_mark_reads_past_the_delivered_history) {
   // ~2,300 against ~1,750-1,850 now: ~18 per event for the probes, the new
   // row versions and their index entries), so the bound is loose.
   std::vector<std::string> partial;
-  for (auto& row : sql_->query(
-         "SELECT c.relname FROM pg_index i"
-         " JOIN pg_class c ON c.oid = i.indexrelid"
-         " JOIN pg_class t ON t.oid = i.indrelid"
-         " WHERE i.indpred IS NOT NULL AND t.relname LIKE 'outbox%'"))
+  for (auto& row :
+       sql_->query("SELECT c.relname FROM pg_index i"
+                   " JOIN pg_class c ON c.oid = i.indexrelid"
+                   " JOIN pg_class t ON t.oid = i.indrelid"
+                   " WHERE i.indpred IS NOT NULL AND t.relname LIKE 'outbox%'"))
     partial.push_back(row.at(0));
   ASSERT_FALSE(partial.empty());
   const auto arg = "'" + ids.dump() + "'";
@@ -204,8 +206,8 @@ TEST_F(pg_outbox_scans, a_batch_mark_reads_past_the_delivered_history) {
                       : blocks(pg::st_mark, arg);
     for (const auto& name : partial)
       EXPECT_EQ(last_plan_.find("\"" + name + "\""), std::string::npos)
-        << (analyzed ? "analyzed" : "young") << ": reads " << name << ", "
-        << b << " blocks:\n"
+        << (analyzed ? "analyzed" : "young") << ": reads " << name << ", " << b
+        << " blocks:\n"
         << last_plan_;
     EXPECT_LT(b, 100 * 25) << last_plan_;
   }

@@ -30,7 +30,7 @@ using namespace std::chrono_literals;
 namespace {
 
 class pg_partitions : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     conninfo_ = test::fresh_database("mm_part");
     pg_options o;
@@ -173,9 +173,8 @@ TEST_F(pg_partitions, old_windows_go_whole_while_commits_run) {
     for (int n = 0; !stop; ++n) {
       std::vector<match_request> batch;
       for (int j = 0; j < 5; ++j)
-        batch.push_back(pair("c" + std::to_string(k) + "_"
-                             + std::to_string(n) + "_" + std::to_string(j)
-                             + "_"));
+        batch.push_back(pair("c" + std::to_string(k) + "_" + std::to_string(n)
+                             + "_" + std::to_string(j) + "_"));
       auto res = s->commit_matches(batch);
       std::lock_guard<std::mutex> guard{mtx};
       for (auto& x : res) {
@@ -309,7 +308,9 @@ TEST(partitions_memory_store, no_partitions_and_the_same_refusals) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->created + r->dropped + r->partitions, 0u);
   for (auto [w, a] : {std::pair<uint32_t, uint32_t>{0, 3},
-                      {max_partition_width_s + 1, 3}, {60, 0}, {60, 65}}) {
+                      {max_partition_width_s + 1, 3},
+                      {60, 0},
+                      {60, 65}}) {
     auto bad = mem->maintain_partitions(w, 3600, a);
     ASSERT_FALSE(bad);
     EXPECT_EQ(bad.error().code, errc::invalid_argument);
@@ -344,21 +345,24 @@ TEST(pg_session_history_migration, sessions_that_ended_before_it_move) {
       break;
     sql.query(std::string{"BEGIN;\n"} + m.sql + "\n;COMMIT");
     sql.query("INSERT INTO schema_migrations (version, name, checksum)"
-              " VALUES (" + std::to_string(m.version) + ", "
-              + literal(m.name) + ", md5(" + literal(m.sql) + "))");
+              " VALUES ("
+              + std::to_string(m.version) + ", " + literal(m.name) + ", md5("
+              + literal(m.sql) + "))");
   }
-  auto session = [&](const std::string& id, const std::string& key,
-                     bool closed, const std::string& ended_by) {
+  auto session = [&](const std::string& id, const std::string& key, bool closed,
+                     const std::string& ended_by) {
     sql.query("INSERT INTO match_sessions (id, match_key, queue, user_a,"
               " ticket_a, user_b, ticket_b, status, closed_at, ended_by)"
-              " VALUES ('" + id + "', '" + key + "', 'q', '" + id + "a', 't',"
-              " '" + id + "b', 't', " + (closed ? "'closed', now()" :
-                                                  "'active', NULL")
-              + ", " + (ended_by.empty() ? "NULL" : "'" + ended_by + "'")
-              + ")");
+              " VALUES ('"
+              + id + "', '" + key + "', 'q', '" + id
+              + "a', 't',"
+                " '"
+              + id + "b', 't', "
+              + (closed ? "'closed', now()" : "'active', NULL") + ", "
+              + (ended_by.empty() ? "NULL" : "'" + ended_by + "'") + ")");
     sql.query("INSERT INTO session_members (session_id, user_id, active)"
-              " VALUES ('" + id + "', '" + id + "a', " + (closed ? "false" :
-                                                           "true")
+              " VALUES ('"
+              + id + "', '" + id + "a', " + (closed ? "false" : "true")
               + "), ('" + id + "', '" + id + "b', "
               + (closed ? "false" : "true") + ")");
   };
@@ -417,8 +421,7 @@ TEST(pg_session_history_migration, a_newer_schema_is_refused) {
   auto r = store->apply_migrations();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, errc::protocol_error);
-  EXPECT_NE(r.error().detail.find("newer than this binary"),
-            std::string::npos)
+  EXPECT_NE(r.error().detail.find("newer than this binary"), std::string::npos)
     << r.error().detail;
 }
 

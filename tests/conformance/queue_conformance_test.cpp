@@ -13,7 +13,7 @@ using namespace mm::test;
 namespace {
 
 class queue_conformance : public ::testing::TestWithParam<std::string> {
-protected:
+ protected:
   void SetUp() override {
     store_ = make_store_under_test(GetParam());
     client_ = std::make_unique<store_client>(store_.factory->connect());
@@ -34,11 +34,10 @@ protected:
 };
 
 /// The cluster keys (header-only constants): nodes, beats, users.
-const char* const cluster_test_keys[] = {cluster_keys::nodes,
-                                         cluster_keys::beats,
-                                         cluster_keys::users};
+const char* const cluster_test_keys[]
+  = {cluster_keys::nodes, cluster_keys::beats, cluster_keys::users};
 
-#define ASSERT_OK(x)                                                           \
+#define ASSERT_OK(x) \
   ASSERT_TRUE(x) << to_string((x).error().code) << ": " << (x).error().detail
 
 // -- enqueue ------------------------------------------------------------------
@@ -91,15 +90,15 @@ TEST_P(queue_conformance, malformed_input_is_named_and_changes_nothing) {
   ASSERT_OK(c().enqueue(spec(q_, "alice", "t1")));
   auto before_seq = c().command({"GET", codec::queue_keys(q_)[1]}).str;
   std::vector<ticket_spec> bad;
-  bad.push_back(spec(q_, "", "t9"));           // empty user
-  bad.push_back(spec(q_, "bo b", "t9"));       // space in user
-  bad.push_back(spec(q_, "bob", ""));          // empty ticket
-  bad.push_back(spec(q_, "bob", "t9", 0));     // ttl 0
+  bad.push_back(spec(q_, "", "t9"));             // empty user
+  bad.push_back(spec(q_, "bo b", "t9"));         // space in user
+  bad.push_back(spec(q_, "bob", ""));            // empty ticket
+  bad.push_back(spec(q_, "bob", "t9", 0));       // ttl 0
   bad.push_back(spec(q_, "bob", "t9", 3600001)); // ttl too long
-  bad.push_back(spec("a{b}", "bob", "t9"));    // hash tag in queue name
-  bad.push_back(spec("", "bob", "t9"));        // empty queue
+  bad.push_back(spec("a{b}", "bob", "t9"));      // hash tag in queue name
+  bad.push_back(spec("", "bob", "t9"));          // empty queue
   auto big = spec(q_, "bob", "t9");
-  big.attrs.assign(4097, 'x');                 // oversized attributes
+  big.attrs.assign(4097, 'x'); // oversized attributes
   bad.push_back(big);
   for (auto& s : bad) {
     auto e = c().enqueue(s);
@@ -122,10 +121,12 @@ TEST_P(queue_conformance, malformed_input_is_named_and_changes_nothing) {
     {script_id::heartbeat, keys, {"alice", "1", "-5"}},
     {script_id::sweep, keys, {"0"}},
     // A NUL would end a field of the record (lua/lib/common.lua).
-    {script_id::claim, keys,
+    {script_id::claim,
+     keys,
      {"bob", "t9", "n1", "", "1000", "10", "10", "0", "", "",
       std::string{"a\0b", 3}}},
-    {script_id::enqueue, keys,
+    {script_id::enqueue,
+     keys,
      {"bob", "t9", "n1", "", "1000", "", "", std::string{"a\0b", 3}}},
   };
   for (auto& r : c().conn().run(raw)) {
@@ -192,8 +193,9 @@ TEST_P(queue_conformance, attributes_of_any_byte_survive_the_record) {
   const std::string nul{"x\0y\1", 4};
   std::vector<script_call> raw{
     {script_id::enqueue, keys, {"dave", "td", "n1", nul, "30000"}},
-    {script_id::claim, keys, {"erin", "te", "n1", "", "30000", "10", "10",
-                              "0"}},
+    {script_id::claim,
+     keys,
+     {"erin", "te", "n1", "", "30000", "10", "10", "0"}},
   };
   auto replies = c().conn().run(raw);
   ASSERT_EQ(replies.size(), 2u);
@@ -213,8 +215,10 @@ TEST_P(queue_conformance, a_record_of_the_previous_layout_is_still_read) {
   auto deadline = std::to_string(now + 60000);
   auto since = std::to_string(now);
   std::vector<std::string> fields{"old-user", "t-old", "node-old", "{\"k\":1}",
-                                  "7", "7", "waiting", deadline, "0", "", "",
-                                  "", "", "", "", since, "", "", "", ""};
+                                  "7",        "7",     "waiting",  deadline,
+                                  "0",        "",      "",         "",
+                                  "",         "",      "",         since,
+                                  "",         "",      "",         ""};
   std::string rec;
   for (auto& f : fields)
     rec += std::to_string(f.size()) + ":" + f;
@@ -432,8 +436,8 @@ TEST_P(queue_conformance, release_settles_claimed_pairs_only) {
 
 TEST_P(queue_conformance, sweep_removes_stale_tickets_in_bounded_batches) {
   for (int i = 0; i < 7; ++i)
-    ASSERT_OK(c().enqueue(spec(q_, "s" + std::to_string(i),
-                               "ts" + std::to_string(i), 30)));
+    ASSERT_OK(c().enqueue(
+      spec(q_, "s" + std::to_string(i), "ts" + std::to_string(i), 30)));
   ASSERT_OK(c().enqueue(spec(q_, "live", "tl", 60000)));
   store_.advance(80);
   auto first = c().sweep(q_, 3);
@@ -465,8 +469,8 @@ TEST_P(queue_conformance, sweep_reports_the_depth_of_the_waiting_set) {
   EXPECT_EQ(empty->tracked, 0u);
   std::vector<enqueue_result> w;
   for (int i = 0; i < 4; ++i) {
-    auto e = c().enqueue(spec(q_, "w" + std::to_string(i),
-                              "tw" + std::to_string(i)));
+    auto e = c().enqueue(
+      spec(q_, "w" + std::to_string(i), "tw" + std::to_string(i)));
     ASSERT_OK(e);
     w.push_back(*e);
   }
@@ -505,7 +509,9 @@ TEST_P(queue_conformance, an_unfinalized_claim_lapses_after_its_hold) {
   store_.advance(100);
   auto gone = c().heartbeat(ref("alice", a->token), 30000);
   ASSERT_OK(gone);
-  EXPECT_FALSE(gone->alive); // the waiter finds out and can re-enqueue (I2 of docs/design.md)
+  EXPECT_FALSE(
+    gone
+      ->alive); // the waiter finds out and can re-enqueue (I2 of docs/design.md)
   auto swept = c().sweep(q_);
   ASSERT_OK(swept);
   EXPECT_EQ(swept->removed, 1u); // the claimer's record
@@ -521,9 +527,8 @@ TEST_P(queue_conformance, same_millisecond_tickets_are_claimed_in_order) {
   // Pipelined in one batch: they share a millisecond (or a few).
   std::vector<script_call> calls;
   for (int i = 0; i < n; ++i)
-    calls.push_back(
-      *codec::enqueue_call(spec(q_, "w" + std::to_string(i),
-                                "tw" + std::to_string(i))));
+    calls.push_back(*codec::enqueue_call(
+      spec(q_, "w" + std::to_string(i), "tw" + std::to_string(i))));
   auto replies = c().conn().run(calls);
   int64_t first_deadline = 0, last_deadline = 0;
   for (int i = 0; i < n; ++i) {
@@ -541,8 +546,8 @@ TEST_P(queue_conformance, same_millisecond_tickets_are_claimed_in_order) {
 #endif
   EXPECT_LE(last_deadline - first_deadline, batch_spread_ms);
   for (int i = 0; i < n; ++i) {
-    auto r = c().claim(spec(q_, "c" + std::to_string(i),
-                            "tc" + std::to_string(i)));
+    auto r
+      = c().claim(spec(q_, "c" + std::to_string(i), "tc" + std::to_string(i)));
     ASSERT_OK(r);
     ASSERT_EQ(r->outcome, claim_outcome::matched);
     EXPECT_EQ(r->partner.user, "w" + std::to_string(i));
@@ -594,8 +599,7 @@ TEST_P(queue_conformance, cluster_membership_routing_and_user_map) {
   EXPECT_EQ(run(script_id::cluster_user, user_keys, {"set", "u2", "n2"}),
             strs{"set"});
   EXPECT_EQ(run(script_id::cluster_route, route_keys, {"u1", "u2", "u3"}),
-            (strs{"route", "n1", "h1:1", "1", "n2", "h2:2", "1", "", "",
-                  "0"}));
+            (strs{"route", "n1", "h1:1", "1", "n2", "h2:2", "1", "", "", "0"}));
   // unset is compare-and-delete: another node's unset keeps the entry.
   EXPECT_EQ(run(script_id::cluster_user, user_keys, {"unset", "u1", "n2"}),
             (strs{"kept", "n1"}));
@@ -692,8 +696,11 @@ TEST_P(queue_conformance, cancel_and_claim_never_both_succeed) {
     ASSERT_OK(w);
     outcome<cancel_result> x{errc::none};
     outcome<claim_result> k{errc::none};
-    race.run([&] { x = c1->cancel(ticket_ref{q, "w", w->token}); },
-             [&] { k = c2->claim(spec(q, "b", "tb")); });
+    race.run(
+      [&] {
+        x = c1->cancel(ticket_ref{q, "w", w->token});
+      },
+      [&] { k = c2->claim(spec(q, "b", "tb")); });
     ASSERT_OK(x);
     ASSERT_OK(k);
     bool cancelled = x->outcome == cancel_outcome::cancelled;
@@ -710,7 +717,8 @@ TEST_P(queue_conformance, cancel_and_claim_never_both_succeed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, queue_conformance,
-                         ::testing::Values("embedded", "redis", "redis_cluster"),
+                         ::testing::Values("embedded", "redis",
+                                           "redis_cluster"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

@@ -13,7 +13,7 @@ using namespace mm::test;
 
 namespace {
 
-#define ASSERT_OK(x)                                                           \
+#define ASSERT_OK(x) \
   ASSERT_TRUE(x) << to_string((x).error().code) << ": " << (x).error().detail
 
 // Skill widens 50 -> 400 by 50 every 100 ms (short, so that the Redis run
@@ -49,7 +49,7 @@ const rule_set& ranked() {
 }
 
 class rules_conformance : public ::testing::TestWithParam<std::string> {
-protected:
+ protected:
   void SetUp() override {
     store_ = make_store_under_test(GetParam());
     client_ = std::make_unique<store_client>(store_.factory->connect());
@@ -70,8 +70,7 @@ protected:
     auto s = spec(q, user, ticket, ttl);
     auto attrs = check_attributes(
       ranked(), R"({"skill": )" + std::to_string(skill) + R"(, "region": ")"
-                  + region + R"(", "mode": "ranked", "langs": )" + langs
-                  + "}");
+                  + region + R"(", "mode": "ranked", "langs": )" + langs + "}");
     if (!attrs)
       throw std::runtime_error(attrs.error().detail);
     s.attrs = attrs->json;
@@ -93,16 +92,16 @@ protected:
 constexpr int rounds = 1000;
 
 TEST_P(rules_conformance, only_a_compatible_waiter_is_claimed) {
-  ASSERT_OK(c().enqueue(rspec(q_, "far", "t-far", 1800)));       // skill
-  ASSERT_OK(c().enqueue(rspec(q_, "us", "t-us", 1500, "us")));   // region
+  ASSERT_OK(c().enqueue(rspec(q_, "far", "t-far", 1800)));     // skill
+  ASSERT_OK(c().enqueue(rspec(q_, "us", "t-us", 1500, "us"))); // region
   ASSERT_OK(c().enqueue(rspec(q_, "fr", "t-fr", 1500, "eu", R"(["fr"])")));
   auto k = c().claim(rspec(q_, "me", "t-me", 1520, "eu", R"(["ko", "en"])"));
   ASSERT_OK(k);
   EXPECT_EQ(k->outcome, claim_outcome::queued);
   EXPECT_FALSE(k->windows.empty());
   EXPECT_EQ(k->next_change_ms, 100);
-  auto near = c().claim(rspec(q_, "near", "t-near", 1560, "eu",
-                              R"(["en", "de"])"));
+  auto near
+    = c().claim(rspec(q_, "near", "t-near", 1560, "eu", R"(["en", "de"])"));
   ASSERT_OK(near);
   ASSERT_EQ(near->outcome, claim_outcome::matched);
   EXPECT_EQ(near->partner.user, "me");
@@ -115,8 +114,8 @@ TEST_P(rules_conformance, only_a_compatible_waiter_is_claimed) {
 TEST_P(rules_conformance, the_oldest_compatible_waiter_goes_first) {
   ASSERT_OK(c().enqueue(rspec(q_, "w1", "t1", 1500)));
   ASSERT_OK(c().enqueue(rspec(q_, "x", "tx", 3000)));
-  ASSERT_OK(c().enqueue(rspec(q_, "w2", "t2", 1540)));   // other band
-  ASSERT_OK(c().enqueue(rspec(q_, "w3", "t3", 1480)));   // other band
+  ASSERT_OK(c().enqueue(rspec(q_, "w2", "t2", 1540))); // other band
+  ASSERT_OK(c().enqueue(rspec(q_, "w3", "t3", 1480))); // other band
   std::vector<std::string> order;
   for (auto u : {"a", "b", "c"}) {
     auto k = c().claim(rspec(q_, u, std::string{"t-"} + u, 1510));
@@ -128,7 +127,8 @@ TEST_P(rules_conformance, the_oldest_compatible_waiter_goes_first) {
   EXPECT_EQ(c().waiting(q_), std::vector<std::string>{"tx"});
 }
 
-TEST_P(rules_conformance, a_compatible_waiter_behind_500_incompatible_is_found) {
+TEST_P(rules_conformance,
+       a_compatible_waiter_behind_500_incompatible_is_found) {
   for (int i = 0; i < 500; ++i) {
     // Incompatible by skill, by region and by language, in turn.
     auto u = "x" + std::to_string(i);
@@ -224,33 +224,34 @@ TEST_P(rules_conformance, equal_relaxes_only_when_both_have_waited) {
 }
 
 TEST_P(rules_conformance, recent_partners_are_avoided_while_others_wait) {
-  ASSERT_OK(c().enqueue(rspec(q_, "bob", "tb", 1500, "eu", R"(["en"])",
-                              "alice")));
+  ASSERT_OK(
+    c().enqueue(rspec(q_, "bob", "tb", 1500, "eu", R"(["en"])", "alice")));
   ASSERT_OK(c().enqueue(rspec(q_, "carol", "tc", 1500)));
   auto a = c().claim(rspec(q_, "alice", "ta", 1500, "eu", R"(["en"])", "bob"));
   ASSERT_OK(a);
   ASSERT_EQ(a->outcome, claim_outcome::matched);
   EXPECT_EQ(a->partner.user, "carol"); // bob is older, but was her partner
   // Only alice and bob left: apart until both waited the relax time.
-  auto a2 = c().claim(rspec(q_, "alice", "ta2", 1500, "eu", R"(["en"])",
-                            "bob,carol"));
+  auto a2 = c().claim(
+    rspec(q_, "alice", "ta2", 1500, "eu", R"(["en"])", "bob,carol"));
   ASSERT_FALSE(a2) << "alice's first ticket is still a claimer";
   ASSERT_OK(c().release(q_, "ta"));
-  auto a3 = c().claim(rspec(q_, "alice", "ta3", 1500, "eu", R"(["en"])",
-                            "bob,carol"));
+  auto a3 = c().claim(
+    rspec(q_, "alice", "ta3", 1500, "eu", R"(["en"])", "bob,carol"));
   ASSERT_OK(a3);
   EXPECT_EQ(a3->outcome, claim_outcome::queued);
   store_.advance(400);
-  auto b2 = c().claim(rspec(q_, "bob", "tb", 1500, "eu", R"(["en"])",
-                            "alice"), 10, true);
+  auto b2 = c().claim(rspec(q_, "bob", "tb", 1500, "eu", R"(["en"])", "alice"),
+                      10, true);
   ASSERT_OK(b2);
   ASSERT_EQ(b2->outcome, claim_outcome::matched);
   EXPECT_EQ(b2->partner.user, "alice");
 }
 
-TEST_P(rules_conformance, stale_candidates_are_never_claimed_and_leave_no_index) {
-  ASSERT_OK(c().enqueue(rspec(q_, "ghost", "tg", 1500, "eu", R"(["en"])", "",
-                              30)));
+TEST_P(rules_conformance,
+       stale_candidates_are_never_claimed_and_leave_no_index) {
+  ASSERT_OK(
+    c().enqueue(rspec(q_, "ghost", "tg", 1500, "eu", R"(["en"])", "", 30)));
   ASSERT_OK(c().enqueue(rspec(q_, "live", "tl", 1500)));
   store_.advance(80);
   auto k = c().claim(rspec(q_, "me", "tm", 1500));
@@ -303,8 +304,9 @@ TEST_P(rules_conformance, explain_names_the_refusing_rule) {
   ASSERT_OK(far);
   EXPECT_FALSE(far->compatible);
   EXPECT_EQ(far->rule, 1u);
-  EXPECT_EQ(windows_json(ranked(), far->windows_a),
-            R"({"avoid":"same","langs":"same","mode":"same","region":"same","skill":50.0})");
+  EXPECT_EQ(
+    windows_json(ranked(), far->windows_a),
+    R"({"avoid":"same","langs":"same","mode":"same","region":"same","skill":50.0})");
   auto later = run(side(1000, "eu", 600), side(1300, "eu", 500));
   ASSERT_OK(later);
   EXPECT_TRUE(later->compatible);
@@ -383,8 +385,11 @@ TEST_P(rules_conformance, cancel_and_claim_never_both_succeed) {
     ASSERT_OK(w);
     outcome<cancel_result> x{errc::none};
     outcome<claim_result> k{errc::none};
-    race.run([&] { x = c1->cancel(ticket_ref{q, "w", w->token}); },
-             [&] { k = c2->claim(rspec(q, "b", "tb", 1520)); });
+    race.run(
+      [&] {
+        x = c1->cancel(ticket_ref{q, "w", w->token});
+      },
+      [&] { k = c2->claim(rspec(q, "b", "tb", 1520)); });
     ASSERT_OK(x);
     ASSERT_OK(k);
     bool cancelled = x->outcome == cancel_outcome::cancelled;
@@ -401,7 +406,8 @@ TEST_P(rules_conformance, cancel_and_claim_never_both_succeed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, rules_conformance,
-                         ::testing::Values("embedded", "redis", "redis_cluster"),
+                         ::testing::Values("embedded", "redis",
+                                           "redis_cluster"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

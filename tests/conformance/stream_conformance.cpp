@@ -14,7 +14,7 @@ using namespace mm::test;
 namespace {
 
 class stream_conformance : public ::testing::TestWithParam<std::string> {
-protected:
+ protected:
   void SetUp() override {
     store_ = make_store_under_test(GetParam());
     client_ = std::make_unique<store_client>(store_.factory->connect());
@@ -94,9 +94,9 @@ TEST_P(stream_conformance, minid_and_nomkstream) {
   EXPECT_EQ(run({"XADD", other, "NOMKSTREAM", "*", "f", "v"}).type,
             store_value::kind::nil);
   EXPECT_EQ(run({"EXISTS", other}).integer, 0);
-  EXPECT_EQ(run({"XADD", key_, "NOMKSTREAM", "MAXLEN", "1", "*", "f", "v"})
-              .type,
-            store_value::kind::string);
+  EXPECT_EQ(
+    run({"XADD", key_, "NOMKSTREAM", "MAXLEN", "1", "*", "f", "v"}).type,
+    store_value::kind::string);
   EXPECT_EQ(xlen(), 1);
 }
 
@@ -130,7 +130,8 @@ TEST_P(stream_conformance, bad_trim_options_are_refused_and_change_nothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, stream_conformance,
-                         ::testing::Values("embedded", "redis", "redis_cluster"),
+                         ::testing::Values("embedded", "redis",
+                                           "redis_cluster"),
                          [](const auto& info) { return info.param; });
 
 } // namespace

@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-
 namespace mm::fuzz {
 
 namespace {
@@ -22,13 +21,16 @@ api_router* the_router = nullptr;
 /// front door's own.
 bool named_error(const std::string& name) {
   static const std::set<std::string> front{
-    "missing_token",     "malformed_token",   "expired_token",
-    "bad_signature",     "unknown_route",     "method_not_allowed",
-    "malformed_json",    "body_too_large",    "headers_too_large",
-    "malformed_request", "rate_limited",      "too_many_websockets",
-    "oversized_token",   "unsupported_algorithm", "token_not_yet_valid",
-    "wrong_audience",    "wrong_issuer",      "disabled_token_format",
-    "bad_console_token", "demo_off"};
+    "missing_token",       "malformed_token",
+    "expired_token",       "bad_signature",
+    "unknown_route",       "method_not_allowed",
+    "malformed_json",      "body_too_large",
+    "headers_too_large",   "malformed_request",
+    "rate_limited",        "too_many_websockets",
+    "oversized_token",     "unsupported_algorithm",
+    "token_not_yet_valid", "wrong_audience",
+    "wrong_issuer",        "disabled_token_format",
+    "bad_console_token",   "demo_off"};
   return front.count(name) > 0 || errc_from_string(name) != errc::none;
 }
 

@@ -14,7 +14,7 @@ namespace mm::fuzz {
 namespace {
 
 class model_port : public engine_port {
-public:
+ public:
   void join(const std::string& user, const std::string& queue,
             const std::string& ticket, const std::string&, uint32_t,
             ticket_cb cb) override {
@@ -52,7 +52,7 @@ public:
     cb(failure{errc::not_found, "no such session"});
   }
 
-private:
+ private:
   void answer(const std::string& user, const std::string& ticket, bool cancel,
               ticket_cb cb) {
     std::unique_lock<std::mutex> guard{mtx_};

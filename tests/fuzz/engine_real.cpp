@@ -12,7 +12,8 @@
 
 namespace mm::fuzz {
 
-std::shared_ptr<engine_port> make_port(const std::shared_ptr<api_context>& ctx) {
+std::shared_ptr<engine_port>
+make_port(const std::shared_ptr<api_context>& ctx) {
   // Never destroyed: the targets leave with exit() while its threads run.
   auto* cfg = new caf::actor_system_config;
   register_types(*cfg);

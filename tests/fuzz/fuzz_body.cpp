@@ -76,8 +76,8 @@ void check_join(const std::string& user, const json& j, const api_reply& r,
            "a join of an undeclared queue was not refused 404", r, input);
     return;
   }
-  expect(r.status != 400 && r.status != 404,
-         "a well-formed join was refused", r, input);
+  expect(r.status != 400 && r.status != 404, "a well-formed join was refused",
+         r, input);
   if (r.status != 200)
     return;
   // The user and ticket asked for; the queue is the one the ticket was
@@ -85,9 +85,8 @@ void check_join(const std::string& user, const json& j, const api_reply& r,
   auto a = json::parse(r.body);
   expect(a.value("user", "") == user && a.value("ticket", "") == ticket,
          "the join answered another ticket", r, input);
-  static const std::set<std::string> states{"claiming", "queued",
-                                            "finalizing", "matched",
-                                            "cancelled", "failed"};
+  static const std::set<std::string> states{
+    "claiming", "queued", "finalizing", "matched", "cancelled", "failed"};
   expect(states.count(a.value("state", "")) > 0, "unknown ticket state", r,
          input);
 }
@@ -95,9 +94,9 @@ void check_join(const std::string& user, const json& j, const api_reply& r,
 void check_swipe(const std::string& user, const json& j, const api_reply& r,
                  const std::string& input) {
   std::string to, action;
-  bool bad = !is_string_field(j, "to", to) || !is_string_field(j, "action", action)
-             || !valid_api_id(to) || to == user
-             || (action != "LIKE" && action != "DISLIKE");
+  bool bad = !is_string_field(j, "to", to)
+             || !is_string_field(j, "action", action) || !valid_api_id(to)
+             || to == user || (action != "LIKE" && action != "DISLIKE");
   expect(bad == (r.status == 400), "swipe validation disagrees", r, input);
   if (r.status == 200) {
     auto a = json::parse(r.body);
@@ -124,10 +123,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string body = input.substr(1);
   if (route == 3)
     body = R"({"queue":"default","ticket":"t-attrs","attrs":")" + body + "\"}";
-  static const std::string auth = "Bearer "
-                                  + sign_token(fuzz::secret, "alice", 4102444800);
-  static const std::string auth_bob = "Bearer "
-                                      + sign_token(fuzz::secret, "bob", 4102444800);
+  static const std::string auth
+    = "Bearer " + sign_token(fuzz::secret, "alice", 4102444800);
+  static const std::string auth_bob
+    = "Bearer " + sign_token(fuzz::secret, "bob", 4102444800);
   std::string target = "/v1/users/" + user
                        + (route == 1   ? "/swipes"
                           : route == 2 ? "/sessions/s-unknown/end"

@@ -96,8 +96,11 @@ void decode_all(const store_reply& reply, bool transport) {
     "parse_enqueue", reply, transport, codec::parse_enqueue,
     [](const enqueue_result& x) {
       return std::vector<std::string>{x.created ? "created" : "exists",
-                                      x.ticket, x.token, num(x.score),
-                                      num(x.deadline), x.state};
+                                      x.ticket,
+                                      x.token,
+                                      num(x.score),
+                                      num(x.deadline),
+                                      x.state};
     },
     [](const enqueue_result& a, const enqueue_result& b) {
       return a.ticket == b.ticket && a.token == b.token && a.score == b.score
@@ -109,17 +112,17 @@ void decode_all(const store_reply& reply, bool transport) {
     [](const claim_result& x) -> std::vector<std::string> {
       switch (x.outcome) {
         case claim_outcome::matched:
-          return {"matched",          x.ticket,         x.token,
-                  x.partner.user,     x.partner.ticket, x.partner.node,
-                  x.partner.attrs,    num(x.partner.score), x.partner.token,
-                  num(x.stale_removed)};
+          return {"matched",        x.ticket,
+                  x.token,          x.partner.user,
+                  x.partner.ticket, x.partner.node,
+                  x.partner.attrs,  num(x.partner.score),
+                  x.partner.token,  num(x.stale_removed)};
         case claim_outcome::queued:
-          return {"queued",      x.ticket,
-                  x.token,       num(x.score),
-                  num(x.deadline), num(x.stale_removed),
+          return {"queued",          x.ticket,        x.token,
+                  num(x.score),      num(x.deadline), num(x.stale_removed),
                   x.more ? "1" : "0"};
         default:
-          return {"claimed",       x.ticket,         x.token,
+          return {"claimed",      x.ticket,         x.token,
                   x.partner.user, x.partner.ticket, x.partner.node};
       }
     },
@@ -179,7 +182,7 @@ void replies(const std::string& bytes, bool transport) {
   if (huge_array(bytes))
     return;
   std::unique_ptr<redisReader, void (*)(redisReader*)> rd{redisReaderCreate(),
-                                                         redisReaderFree};
+                                                          redisReaderFree};
   if (redisReaderFeed(rd.get(), bytes.data(), bytes.size()) != REDIS_OK)
     return;
   for (int n = 0; n < 8; ++n) { // pipelined replies
@@ -252,13 +255,11 @@ void calls(const std::string& bytes, bool claim) {
   // What the queue takes, the match store must take when the ticket is
   // matched: else the pair's commit is refused, and the ticket goes back to
   // the queue to spoil the next pair too.
-  match_request m{spec.queue, spec.user,  "t-codec", spec.attrs,
+  match_request m{spec.queue,      spec.user, "t-codec", spec.attrs,
                   spec.user + "x", "t-other", "{}"};
-  if (auto bad = check_match_request(m); bad.code != errc::none
-                                         && bad.detail.find("attrs")
-                                              != std::string::npos)
-    fuzz::fail("the codec accepts attrs the match store refuses: "
-                 + bad.detail,
+  if (auto bad = check_match_request(m);
+      bad.code != errc::none && bad.detail.find("attrs") != std::string::npos)
+    fuzz::fail("the codec accepts attrs the match store refuses: " + bad.detail,
                input_);
   auto replies = store().run({*call});
   if (replies.size() != 1)

@@ -7,11 +7,11 @@
 // another secret it is forged; signing any user and verifying gives the user
 // back; base64url decoding is canonical (decode then encode is identity).
 
-#include <set>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "app/common/token.hpp"
@@ -26,9 +26,9 @@ constexpr int64_t now = 1767225600; // 2026-01-01
 void check_named(token_error e, const std::string& input) {
   // The 401 names of docs/api.md.
   static const std::set<std::string> named{
-    "missing_token",         "malformed_token",     "expired_token",
-    "bad_signature",         "oversized_token",     "unsupported_algorithm",
-    "token_not_yet_valid",   "wrong_audience",      "wrong_issuer",
+    "missing_token",        "malformed_token", "expired_token",
+    "bad_signature",        "oversized_token", "unsupported_algorithm",
+    "token_not_yet_valid",  "wrong_audience",  "wrong_issuer",
     "disabled_token_format"};
   std::string name = to_string(e);
   if (e != token_error::none && named.count(name) == 0)
@@ -47,11 +47,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::fail("a token accepted without a user", input);
     auto dot = input.rfind('.');
     auto exp_dot = input.rfind('.', dot - 1);
-    auto expiry = std::strtoll(input.substr(exp_dot + 1, dot - exp_dot - 1).c_str(),
-                               nullptr, 10);
+    auto expiry = std::strtoll(
+      input.substr(exp_dot + 1, dot - exp_dot - 1).c_str(), nullptr, 10);
     if (sign_token(fuzz::secret, c.user, expiry) != input)
       fuzz::fail("an accepted token is not the one signed for its user", input);
-    if (verify_token(fuzz::secret + "x", input, now).error != token_error::forged)
+    if (verify_token(fuzz::secret + "x", input, now).error
+        != token_error::forged)
       fuzz::fail("a token accepted under another secret", input);
   } else if (c.error == token_error::missing && !input.empty()) {
     fuzz::fail("missing_token for a non-empty token", input);

@@ -133,8 +133,8 @@ TEST_P(api_e2e, a_join_that_gives_up_ends_timed_out_with_a_notice) {
   auto erin = unique("erin"), finn = unique("finn");
   ws_conn we{node_->port(), erin, token(erin)};
   json body{{"queue", queue_}, {"ticket", "t-e"}, {"give_up_after_s", 1}};
-  auto r = http_->request(http::verb::post, path(erin, "/tickets"),
-                          token(erin), body.dump());
+  auto r = http_->request(http::verb::post, path(erin, "/tickets"), token(erin),
+                          body.dump());
   ASSERT_EQ(r.status, 200u) << r.body;
   auto notice = we.next_of("state", 5s);
   ASSERT_TRUE(notice);
@@ -148,10 +148,10 @@ TEST_P(api_e2e, a_join_that_gives_up_ends_timed_out_with_a_notice) {
   ASSERT_EQ(join(finn, "t-f").status, 200u);
   EXPECT_FALSE(wf.next_of("match.created", 1500ms));
   EXPECT_FALSE(we.next_of("match.created", 10ms));
-  EXPECT_EQ(http_->request(http::verb::get, path(finn, "/tickets/t-f"),
-                           token(finn))
-              .as_json()["state"],
-            "queued");
+  EXPECT_EQ(
+    http_->request(http::verb::get, path(finn, "/tickets/t-f"), token(finn))
+      .as_json()["state"],
+    "queued");
 }
 
 TEST_P(api_e2e, a_cancel_is_acknowledged_and_no_match_follows) {
@@ -213,38 +213,42 @@ TEST_P(api_e2e, bad_requests_get_the_documented_4xx_and_change_nothing) {
      "bad_signature"},
     {"tampered token", post(path(erin, "/tickets"), tampered, good.dump()), 401,
      "bad_signature"},
-    {"another user's token", post(path(erin, "/tickets"), token(frank),
-                                  good.dump()),
-     403, "forbidden"},
+    {"another user's token",
+     post(path(erin, "/tickets"), token(frank), good.dump()), 403, "forbidden"},
     {"malformed JSON", post(path(erin, "/tickets"), token(erin), "{\"queue\":"),
      400, "malformed_json"},
     {"JSON array", post(path(erin, "/tickets"), token(erin), "[1,2]"), 400,
      "malformed_json"},
-    {"missing field", post(path(erin, "/tickets"), token(erin),
-                           json{{"queue", queue_}}.dump()),
+    {"missing field",
+     post(path(erin, "/tickets"), token(erin), json{{"queue", queue_}}.dump()),
      400, "invalid_argument"},
-    {"bad queue name", post(path(erin, "/tickets"), token(erin),
-                            json{{"queue", "a b"}, {"ticket", "t"}}.dump()),
+    {"bad queue name",
+     post(path(erin, "/tickets"), token(erin),
+          json{{"queue", "a b"}, {"ticket", "t"}}.dump()),
      400, "invalid_argument"},
-    {"oversized body", post(path(erin, "/tickets"), token(erin),
-                            json{{"queue", queue_},
-                                 {"ticket", "t-e"},
-                                 {"attrs", std::string(20000, 'x')}}
-                              .dump()),
+    {"oversized body",
+     post(path(erin, "/tickets"), token(erin),
+          json{{"queue", queue_},
+               {"ticket", "t-e"},
+               {"attrs", std::string(20000, 'x')}}
+            .dump()),
      413, "body_too_large"},
     {"unknown route", post("/v1/nothing/here", token(erin), good.dump()), 404,
      "unknown_route"},
-    {"unknown route under a user", post(path(erin, "/tickets/t-e/x/y"),
-                                        token(erin), good.dump()),
-     404, "unknown_route"},
-    {"wrong method", http_->request(http::verb::put, path(erin, "/tickets"),
-                                    token(erin), good.dump()),
+    {"unknown route under a user",
+     post(path(erin, "/tickets/t-e/x/y"), token(erin), good.dump()), 404,
+     "unknown_route"},
+    {"wrong method",
+     http_->request(http::verb::put, path(erin, "/tickets"), token(erin),
+                    good.dump()),
      405, "method_not_allowed"},
-    {"self swipe", post(path(erin, "/swipes"), token(erin),
-                        json{{"to", erin}, {"action", "LIKE"}}.dump()),
+    {"self swipe",
+     post(path(erin, "/swipes"), token(erin),
+          json{{"to", erin}, {"action", "LIKE"}}.dump()),
      400, "invalid_argument"},
-    {"bad swipe action", post(path(erin, "/swipes"), token(erin),
-                              json{{"to", frank}, {"action", "MAYBE"}}.dump()),
+    {"bad swipe action",
+     post(path(erin, "/swipes"), token(erin),
+          json{{"to", frank}, {"action", "MAYBE"}}.dump()),
      400, "invalid_argument"},
   };
   for (auto& c : cases) {
@@ -266,8 +270,8 @@ TEST_P(api_e2e, bad_requests_get_the_documented_4xx_and_change_nothing) {
   auto peek = http_->request(http::verb::get, path(erin, "/tickets/t-e"),
                              token(frank));
   EXPECT_EQ(peek.status, 403u);
-  auto beat = http_->request(http::verb::post,
-                             path(erin, "/tickets/t-e/heartbeat"), token(frank));
+  auto beat = http_->request(
+    http::verb::post, path(erin, "/tickets/t-e/heartbeat"), token(frank));
   EXPECT_EQ(beat.status, 403u);
   EXPECT_EQ(ws_handshake_status(node_->port(), path(erin, "/events"),
                                 token(frank)),
@@ -288,10 +292,10 @@ TEST_P(api_e2e, bad_requests_get_the_documented_4xx_and_change_nothing) {
   auto dup = join(erin, "t-e2");
   EXPECT_EQ(dup.status, 409u);
   EXPECT_EQ(dup.error(), "duplicate_ticket");
-  EXPECT_EQ(http_->request(http::verb::get, path(erin, "/tickets/t-e"),
-                           token(erin))
-              .as_json()["state"],
-            "queued");
+  EXPECT_EQ(
+    http_->request(http::verb::get, path(erin, "/tickets/t-e"), token(erin))
+      .as_json()["state"],
+    "queued");
 }
 
 TEST_P(api_e2e, a_mutual_like_pushes_the_match_to_both) {
@@ -353,10 +357,10 @@ TEST_P(api_e2e, a_waiting_user_whose_client_is_gone_is_cancelled) {
   ws_conn wj{node_->port(), judy, token(judy)};
   ASSERT_EQ(join(judy, "t-j").status, 200u);
   std::this_thread::sleep_for(4s);
-  EXPECT_EQ(http_->request(http::verb::get, path(judy, "/tickets/t-j"),
-                           token(judy))
-              .as_json()["state"],
-            "queued");
+  EXPECT_EQ(
+    http_->request(http::verb::get, path(judy, "/tickets/t-j"), token(judy))
+      .as_json()["state"],
+    "queued");
   // Every open WebSocket of a user gets the event.
   auto kim = unique("kim");
   ws_conn second{node_->port(), judy, token(judy)};
@@ -373,7 +377,8 @@ TEST_P(api_e2e, events_wait_for_a_websocket_that_opens_later) {
   ASSERT_EQ(join(oscar, "t-o").status, 200u);
   http_answer st;
   for (int i = 0; i < 50; ++i) {
-    st = http_->request(http::verb::get, path(nina, "/tickets/t-n"), token(nina));
+    st = http_->request(http::verb::get, path(nina, "/tickets/t-n"),
+                        token(nina));
     if (st.as_json()["state"] == "matched")
       break;
     std::this_thread::sleep_for(100ms);
@@ -415,12 +420,12 @@ TEST_P(api_e2e, operations_endpoints_answer) {
   }
   EXPECT_EQ(depth, 1);
   auto text = http_->request(http::verb::get, "/metrics").body;
-  for (auto name : {"mm_joins_total", "mm_claims_total", "mm_matches_total",
-                    "mm_cancels_total", "mm_requeues_total",
-                    "mm_conflicts_total", "mm_stale_removed_total",
-                    "mm_relay_retries_total", "mm_outbox_lag_seconds",
-                    "mm_finalize_latency_seconds_bucket",
-                    "mm_http_requests_total"})
+  for (auto name :
+       {"mm_joins_total", "mm_claims_total", "mm_matches_total",
+        "mm_cancels_total", "mm_requeues_total", "mm_conflicts_total",
+        "mm_stale_removed_total", "mm_relay_retries_total",
+        "mm_outbox_lag_seconds", "mm_finalize_latency_seconds_bucket",
+        "mm_http_requests_total"})
     EXPECT_NE(text.find(name), std::string::npos) << name;
   EXPECT_GE(metric(*http_, "mm_joins_total"), 1);
 }
@@ -432,7 +437,7 @@ INSTANTIATE_TEST_SUITE_P(stores, api_e2e,
 /// A node that releases idle users after 1 s (and drops kept events after
 /// 1 s).
 class api_idle : public api_e2e {
-protected:
+ protected:
   std::vector<std::string> extra_args() const override {
     return {"--idle-release", "1000", "--parked-ttl", "1000"};
   }
@@ -526,16 +531,16 @@ TEST(api_cluster, a_swipe_leaves_the_targets_route_alone) {
   auto node = [&](const std::string& id) {
     return matchd_process{
       {"--secret", secret, "--node", tag + id, "--redis", redis, "--postgres",
-       db, "--cluster-port", std::to_string(free_tcp_port()),
-       "--cluster-host", "127.0.0.1", "--cluster-insecure", "true",
-       "--log-level", "warn"},
+       db, "--cluster-port", std::to_string(free_tcp_port()), "--cluster-host",
+       "127.0.0.1", "--cluster-insecure", "true", "--log-level", "warn"},
       std::string{::testing::TempDir()} + "matchd_cluster_" + id + ".log"};
   };
   auto n1 = node("-n1");
   auto n2 = node("-n2");
   http_conn h1{n1.port()}, h2{n2.port()};
   auto sam = unique("sam"), tom = unique("tom");
-  auto like = [&](http_conn& h, const std::string& from, const std::string& to) {
+  auto like = [&](http_conn& h, const std::string& from,
+                  const std::string& to) {
     return h.request(http::verb::post, "/v1/users/" + from + "/swipes",
                      token(from), json{{"to", to}, {"action", "LIKE"}}.dump());
   };

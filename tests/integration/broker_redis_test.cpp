@@ -21,7 +21,7 @@ namespace {
 using mm_config = test::caf_config;
 
 class broker_redis : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     opts_.port = test::redis_port();
     opts_.retry_delay_ms = 50;
@@ -59,8 +59,8 @@ protected:
 TEST_F(broker_redis, finds_the_live_waiter_behind_a_stale_window) {
   auto q = test::fresh_queue("stale");
   for (int i = 0; i < 5; ++i)
-    ASSERT_TRUE(raw_->enqueue(test::spec(q, "g" + std::to_string(i),
-                                         "tg" + std::to_string(i), 20)));
+    ASSERT_TRUE(raw_->enqueue(
+      test::spec(q, "g" + std::to_string(i), "tg" + std::to_string(i), 20)));
   ASSERT_TRUE(raw_->enqueue(test::spec(q, "live", "tl", 60000)));
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   broker_config cfg;
@@ -96,8 +96,9 @@ TEST_F(broker_redis, concurrent_claims_form_a_valid_matching) {
     };
     for (int i = 0; i < n; ++i) {
       auto user = "u" + std::to_string(i);
-      self->request(b, std::chrono::seconds(60), claim_atom_v,
-                    test::spec(q, user, "t" + std::to_string(i)))
+      self
+        ->request(b, std::chrono::seconds(60), claim_atom_v,
+                  test::spec(q, user, "t" + std::to_string(i)))
         .then(
           [t, finish, user](claim_result& r) {
             t->results.push_back(std::move(r));
@@ -143,14 +144,18 @@ TEST_F(broker_redis, survives_a_redis_restart) {
   auto dir = test::redis_dir();
   auto port = std::to_string(opts_.port);
   // SHUTDOWN closes the connection without a reply: ignore redis-cli's status.
-  (void) std::system(("redis-cli -p " + port + " shutdown nosave >/dev/null 2>&1").c_str());
+  (void)std::system(
+    ("redis-cli -p " + port + " shutdown nosave >/dev/null 2>&1").c_str());
   auto down = ask<claim_result>(b, claim_atom_v, test::spec(q, "b", "tb"));
   ASSERT_FALSE(down);
   EXPECT_EQ(down.error().code, errc::store_unavailable);
   auto start = "redis-server --port " + port
                + " --bind 127.0.0.1 --save '' --appendonly no --daemonize yes"
-                 " --dir " + dir + " --pidfile " + dir + "/redis.pid"
-                 " --logfile " + dir + "/redis.log";
+                 " --dir "
+               + dir + " --pidfile " + dir
+               + "/redis.pid"
+                 " --logfile "
+               + dir + "/redis.log";
   ASSERT_EQ(std::system(start.c_str()), 0);
   for (int i = 0; i < 100; ++i) {
     auto pong = "redis-cli -p " + port + " ping >/dev/null 2>&1";

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-  std::fprintf(stderr, "usage: see the comment at the top of clock_probe.cpp\n");
+  std::fprintf(stderr,
+               "usage: see the comment at the top of clock_probe.cpp\n");
   return 2;
 }

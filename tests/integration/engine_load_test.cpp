@@ -82,18 +82,17 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
   std::vector<session_actor> sessions;
   for (int i = 0; i < users; ++i) {
     auto user = "u" + std::to_string(i);
-    auto fwd = sys.spawn(
-      [rep, recorder, user](subscriber_actor::pointer self)
-        -> subscriber_actor::behavior_type {
-        return {
-          [self, recorder](session_state& st) { self->send(recorder, st); },
-          [rep, user](match_event& ev) {
-            std::lock_guard<std::mutex> g{rep->mtx};
-            rep->events[ev.event_id].insert(user);
-            ++rep->changes;
-          },
-        };
-      });
+    auto fwd = sys.spawn([rep, recorder, user](subscriber_actor::pointer self)
+                           -> subscriber_actor::behavior_type {
+      return {
+        [self, recorder](session_state& st) { self->send(recorder, st); },
+        [rep, user](match_event& ev) {
+          std::lock_guard<std::mutex> g{rep->mtx};
+          rep->events[ev.event_id].insert(user);
+          ++rep->changes;
+        },
+      };
+    });
     sessions.push_back(eng->session(user, fwd));
   }
 
@@ -109,37 +108,39 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
   std::atomic<int> joins_done{0}, join_errors{0};
   std::vector<caf::actor> drivers;
   for (int c = 0; c < clients; ++c) {
-    drivers.push_back(sys.spawn([&, c, seed = rng()](caf::event_based_actor* self) {
-      std::mt19937 r{static_cast<uint32_t>(seed)};
-      for (int i : shares[c]) {
-        auto s = sessions[i];
-        auto user = "u" + std::to_string(i);
-        self->request(s, std::chrono::seconds(60), join_atom_v,
+    drivers.push_back(
+      sys.spawn([&, c, seed = rng()](caf::event_based_actor* self) {
+        std::mt19937 r{static_cast<uint32_t>(seed)};
+        for (int i : shares[c]) {
+          auto s = sessions[i];
+          auto user = "u" + std::to_string(i);
+          self
+            ->request(s, std::chrono::seconds(60), join_atom_v,
                       join_request{queue, "t" + std::to_string(i), ""})
-          .then([&](session_state&) { ++joins_done; },
-                [&](caf::error&) { ++joins_done, ++join_errors; });
-        if (cancellers.count(i)) {
-          auto delay = std::chrono::milliseconds(r() % 3000);
-          self->delayed_send(self, delay, cancel_atom_v, s, user);
+            .then([&](session_state&) { ++joins_done; },
+                  [&](caf::error&) { ++joins_done, ++join_errors; });
+          if (cancellers.count(i)) {
+            auto delay = std::chrono::milliseconds(r() % 3000);
+            self->delayed_send(self, delay, cancel_atom_v, s, user);
+          }
         }
-      }
-      return caf::behavior{
-        [self, rep](cancel_atom, session_actor& s, std::string& user) {
-          self->request(s, std::chrono::seconds(60), cancel_atom_v)
-            .then(
-              [rep, user](session_state& st) {
-                std::lock_guard<std::mutex> g{rep->mtx};
-                rep->cancel_replies[user] = st;
-              },
-              [rep, user](caf::error& e) {
-                // No answer within the bound (or an error) is a failure,
-                // never "not acknowledged": a cancel answers the truth.
-                std::lock_guard<std::mutex> g{rep->mtx};
-                rep->cancel_errors[user] = to_string(e);
-              });
-        },
-      };
-    }));
+        return caf::behavior{
+          [self, rep](cancel_atom, session_actor& s, std::string& user) {
+            self->request(s, std::chrono::seconds(60), cancel_atom_v)
+              .then(
+                [rep, user](session_state& st) {
+                  std::lock_guard<std::mutex> g{rep->mtx};
+                  rep->cancel_replies[user] = st;
+                },
+                [rep, user](caf::error& e) {
+                  // No answer within the bound (or an error) is a failure,
+                  // never "not acknowledged": a cancel answers the truth.
+                  std::lock_guard<std::mutex> g{rep->mtx};
+                  rep->cancel_errors[user] = to_string(e);
+                });
+          },
+        };
+      }));
   }
 
   // Quiescence: every join answered, every cancel answered, no change for
@@ -159,8 +160,10 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
     if (joins_done == users && cancels_done == cancellers.size()
         && changes == seen)
       break;
-    std::cout << "t+" << std::chrono::duration_cast<std::chrono::seconds>(
-                   std::chrono::steady_clock::now() - t0).count()
+    std::cout << "t+"
+              << std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::steady_clock::now() - t0)
+                   .count()
               << "s joins " << joins_done << " cancels " << cancels_done
               << " changes " << changes << std::endl;
     seen = changes;
@@ -169,8 +172,7 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
   }
   caf::scoped_actor self{sys};
   self->request(eng->relay(), std::chrono::seconds(60), flush_atom_v)
-    .receive([](uint32_t) {},
-             [&](caf::error& e) { FAIL() << sys.render(e); });
+    .receive([](uint32_t) {}, [&](caf::error& e) { FAIL() << sys.render(e); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(join_errors, 0);
 
@@ -232,12 +234,12 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
     } else if (st.phase == session_phase::matched) {
       auto m = matched_in.find(user);
       if (m == matched_in.end() || m->second != st.session_id)
-        violation("cancel of " + user + " answered matched in '"
-                  + st.session_id + "', the database says '"
+        violation("cancel of " + user + " answered matched in '" + st.session_id
+                  + "', the database says '"
                   + (m == matched_in.end() ? "" : m->second) + "'");
     } else {
-      violation("cancel of " + user + " answered " + to_string(st.phase)
-                + " (" + st.detail + ")");
+      violation("cancel of " + user + " answered " + to_string(st.phase) + " ("
+                + st.detail + ")");
     }
   }
   // I2: nobody who did not cancel is lost: matched, or waiting in the queue.
@@ -256,9 +258,8 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
     if (matched_in.count(user)) {
       if (rep->last[user].phase != session_phase::matched)
         // The detail names the path that ended the join there.
-        violation(user + " matched in the database (session "
-                  + matched_in[user] + "), session says "
-                  + to_string(rep->last[user].phase) + " ("
+        violation(user + " matched in the database (session " + matched_in[user]
+                  + "), session says " + to_string(rep->last[user].phase) + " ("
                   + rep->last[user].detail + ")");
       continue;
     }
@@ -277,8 +278,8 @@ TEST(engine_load, ten_thousand_users_with_cancels_keep_every_invariant) {
   EXPECT_GT(acked, 0);
   // One queue, and waiters re-scan: at most one live user can be left.
   EXPECT_LE(still_waiting, 1);
-  std::cout << "matches " << sessions_rows.size() << ", acked cancels "
-            << acked << ", still waiting " << still_waiting << std::endl;
+  std::cout << "matches " << sessions_rows.size() << ", acked cancels " << acked
+            << ", still waiting " << still_waiting << std::endl;
   eng->stop();
   for (auto& s : sessions)
     caf::anon_send_exit(s, caf::exit_reason::user_shutdown);

@@ -46,11 +46,12 @@ std::string unique(const std::string& prefix) {
 }
 
 std::string log_path(const std::string& name) {
-  return std::string{::testing::TempDir()} + "matchd_frontdoor_" + name + ".log";
+  return std::string{::testing::TempDir()} + "matchd_frontdoor_" + name
+         + ".log";
 }
 
-matchd_process node(const std::string& name, std::vector<std::string> extra = {},
-                    rlim_t nofile = 0) {
+matchd_process node(const std::string& name,
+                    std::vector<std::string> extra = {}, rlim_t nofile = 0) {
   std::vector<std::string> args{"--secret", secret};
   if (std::find(extra.begin(), extra.end(), "--log-level") == extra.end())
     extra.insert(extra.end(), {"--log-level", "warn"});
@@ -88,7 +89,8 @@ bool healthy(uint16_t port) {
     return ::testing::AssertionFailure() << "not valid JSON: " << r.body;
   auto j = json::parse(r.body);
   if (!j.is_object() || !j.contains("error") || j["error"] != error)
-    return ::testing::AssertionFailure() << "expected " << error << ": " << r.body;
+    return ::testing::AssertionFailure()
+           << "expected " << error << ": " << r.body;
   return ::testing::AssertionSuccess();
 }
 
@@ -99,7 +101,8 @@ std::unique_ptr<raw_conn> raw_websocket(uint16_t port, const std::string& user,
                                         unsigned& status,
                                         std::string* refusal = nullptr) {
   auto c = std::make_unique<raw_conn>(port);
-  c->send(raw_conn::upgrade_request("/v1/users/" + user + "/events", token(user)));
+  c->send(
+    raw_conn::upgrade_request("/v1/users/" + user + "/events", token(user)));
   auto r = c->read_response(5s);
   status = r ? r->status : 0;
   if (r && refusal)
@@ -146,7 +149,8 @@ TEST(frontdoor, invalid_bytes_in_a_path_are_answered_and_the_node_stays_up) {
   std::vector<probe> probes{
     // the 22 bytes of the report: 404 (no such route)
     {"GET /\xff HTTP/1.1\r\n\r\n", 404, "unknown_route"},
-    {"GET /v1/users/\xff\xfe/tickets/\xc3 HTTP/1.1\r\n\r\n", 401, "missing_token"},
+    {"GET /v1/users/\xff\xfe/tickets/\xc3 HTTP/1.1\r\n\r\n", 401,
+     "missing_token"},
     // 405 echoes method and path
     {"PUT /v1/users/\xff/tickets/t HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405,
      "method_not_allowed"},
@@ -176,8 +180,8 @@ TEST(frontdoor, malformed_http_gets_a_400_before_the_close) {
   auto n = node("malformed");
   for (std::string bytes : std::vector<std::string>{
          "GARBAGE\r\n\r\n", "GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n",
-        "GET / HTTP/1.1\r\nno colon here\r\n\r\n", "GET / HTTP/9.7\r\n\r\n",
-        std::string{"GET /\0 HTTP/1.1\r\n\r\n", 19}}) {
+         "GET / HTTP/1.1\r\nno colon here\r\n\r\n", "GET / HTTP/9.7\r\n\r\n",
+         std::string{"GET /\0 HTTP/1.1\r\n\r\n", 19}}) {
     raw_conn c{n.port()};
     ASSERT_TRUE(c.send(bytes));
     auto r = c.read_response(5s);

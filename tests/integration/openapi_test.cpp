@@ -36,9 +36,8 @@ json spec() {
 
 /// The described operations, and those marked x-websocket.
 std::set<op> described(std::set<op>* websockets = nullptr) {
-  static const std::set<std::string> methods{"get",     "put",  "post",
-                                             "delete",  "patch", "head",
-                                             "options", "trace"};
+  static const std::set<std::string> methods{
+    "get", "put", "post", "delete", "patch", "head", "options", "trace"};
   std::set<op> out;
   auto doc = spec(); // the document outlives the loop over its items
   for (auto& [path, item] : doc.at("paths").items())
@@ -99,7 +98,8 @@ mm::test::raw_response send(uint16_t port, const std::string& request) {
   return *r;
 }
 
-std::string plain_request(const std::string& method, const std::string& target) {
+std::string plain_request(const std::string& method,
+                          const std::string& target) {
   return method + " " + target
          + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
            "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
@@ -112,11 +112,13 @@ TEST(openapi, the_table_and_the_description_are_the_same_routes) {
   ASSERT_GE(s.size(), 11u); // the table is read, not empty
   ASSERT_GE(d.size(), 11u); // so is the description
   EXPECT_TRUE(minus(s, d).empty())
-    << "served but not described in docs/openapi.yaml:\n" << show(minus(s, d));
+    << "served but not described in docs/openapi.yaml:\n"
+    << show(minus(s, d));
   EXPECT_TRUE(minus(d, s).empty())
     << "described but not in the router's table (app/matchd/api.cpp):\n"
     << show(minus(d, s));
-  EXPECT_EQ(ws_served, ws_described) << "x-websocket marks the WebSocket routes";
+  EXPECT_EQ(ws_served, ws_described)
+    << "x-websocket marks the WebSocket routes";
 }
 
 TEST(openapi, the_description_is_sound) {
@@ -139,10 +141,10 @@ TEST(openapi, the_description_is_sound) {
 
 TEST(openapi, every_described_route_answers_on_a_real_matchd) {
   // With the console and the demo on: their routes are described too.
-  mm::test::matchd_process node{{"--secret", "openapi-secret-0123456789",
-                                 "--console-token", "openapi-console-0123456789",
-                                 "--demo-queue", "default"},
-                                "openapi_test.matchd.log"};
+  mm::test::matchd_process node{
+    {"--secret", "openapi-secret-0123456789", "--console-token",
+     "openapi-console-0123456789", "--demo-queue", "default"},
+    "openapi_test.matchd.log"};
   std::set<op> websockets;
   auto ops = described(&websockets);
   ASSERT_EQ(ops.size(), mm::api_routes().size()); // every one is probed
@@ -202,10 +204,10 @@ TEST(openapi, docs_api_md_names_the_same_routes) {
   }
   auto d = described();
   ASSERT_GE(named.size(), 11u); // the page was read
-  EXPECT_TRUE(minus(d, named).empty())
-    << "described but not in docs/api.md:\n" << show(minus(d, named));
-  EXPECT_TRUE(minus(named, d).empty())
-    << "in docs/api.md but not described:\n" << show(minus(named, d));
+  EXPECT_TRUE(minus(d, named).empty()) << "described but not in docs/api.md:\n"
+                                       << show(minus(d, named));
+  EXPECT_TRUE(minus(named, d).empty()) << "in docs/api.md but not described:\n"
+                                       << show(minus(named, d));
 }
 
 } // namespace

@@ -30,7 +30,7 @@ struct acquired {
 };
 
 class pair_lock_redis : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     opts_.port = test::redis_port();
     opts_.retry_delay_ms = 50;
@@ -145,17 +145,17 @@ TEST_F(pair_lock_redis, two_nodes_racing_for_one_pair_never_both_hold_it) {
   EXPECT_EQ(overlaps.load(), 0);
   EXPECT_EQ(failures, 0) << first_error;
   EXPECT_LT(longest.count(), cfg.wait_ms);
-  std::cout << rounds << " rounds, longest wait " << longest.count()
-            << " ms\n";
+  std::cout << rounds << " rounds, longest wait " << longest.count() << " ms\n";
   EXPECT_TRUE(eventually_stored("alice", "bob", ""));
 }
 
-TEST_F(pair_lock_redis, a_dead_holder_of_another_node_is_outlived_by_its_lease) {
+TEST_F(pair_lock_redis,
+       a_dead_holder_of_another_node_is_outlived_by_its_lease) {
   auto n1 = node();
   // "Another node" takes the pair and dies without releasing it.
   constexpr int lease = 500;
-  auto set = raw_->command({"SET", key("alice", "bob"), "dead-node-token",
-                            "NX", "PX", std::to_string(lease)});
+  auto set = raw_->command({"SET", key("alice", "bob"), "dead-node-token", "NX",
+                            "PX", std::to_string(lease)});
   ASSERT_EQ(set.str, "OK");
   auto t0 = steady_clock::now();
   caf::scoped_actor self{sys_};
@@ -189,8 +189,9 @@ TEST_F(pair_lock_redis, a_holder_actor_that_dies_frees_the_pair_at_once) {
   auto n2 = node();
   std::promise<std::string> granted;
   auto holder = sys_.spawn([n1, &granted](caf::event_based_actor* self) {
-    self->request(n1, seconds(30), acquire_atom_v, std::string{"alice"},
-                  std::string{"bob"})
+    self
+      ->request(n1, seconds(30), acquire_atom_v, std::string{"alice"},
+                std::string{"bob"})
       .then([&granted](std::string& token) { granted.set_value(token); });
     return caf::behavior{[](int) {}};
   });

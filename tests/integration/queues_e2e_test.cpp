@@ -168,8 +168,8 @@ TEST(queues_e2e, a_declared_list_is_exactly_what_is_served) {
 /// count of queues known at once, of which idle empty ones are forgotten
 /// (docs/engine.md).
 TEST(queues_e2e, open_mode_is_bounded_and_idle_queues_forgotten) {
-  matchd_process node{{"--secret", secret, "--queues", "*", "--max-queues",
-                       "2", "--queue-idle", "1000", "--log-level", "error"},
+  matchd_process node{{"--secret", secret, "--queues", "*", "--max-queues", "2",
+                       "--queue-idle", "1000", "--log-level", "error"},
                       log_path("open")};
   http_conn c{node.port()};
   auto metric_now = [&](const std::string& name) {
@@ -183,8 +183,8 @@ TEST(queues_e2e, open_mode_is_bounded_and_idle_queues_forgotten) {
   auto refused = join(c, cid, qc, "t-" + cid);
   EXPECT_EQ(refused.status, 409u) << refused.body;
   EXPECT_EQ(refused.error(), "too_many_queues");
-  auto none = c.request(http::verb::get, "/v1/users/" + cid + "/tickets/t-" + cid,
-                        token(cid));
+  auto none = c.request(http::verb::get,
+                        "/v1/users/" + cid + "/tickets/t-" + cid, token(cid));
   EXPECT_EQ(none.status, 404u) << none.body;
   EXPECT_EQ(metric_now("mm_queues_known"), 2);
   // A queue emptied (ann cancels) is forgotten after --queue-idle: its

@@ -39,7 +39,7 @@ struct node_info {
 };
 
 class redis_cluster_test : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     seeds_ = redis_cluster_seeds();
     std::ifstream in(redis_cluster_dir() + "/ports");
@@ -161,7 +161,7 @@ protected:
       if (keys.elements.empty())
         break;
       store_command mig{"MIGRATE", "127.0.0.1", std::to_string(to), "", "0",
-                        "5000", "KEYS"};
+                        "5000",    "KEYS"};
       for (auto& k : keys.elements)
         mig.push_back(k.str);
       auto r = admin(from, mig);
@@ -379,9 +379,9 @@ TEST_F(redis_cluster_test, a_killed_primary_is_replaced_and_calls_resume) {
   load.join();
   ASSERT_NE(resumed, std::chrono::steady_clock::time_point{})
     << "calls did not resume within 20 s";
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-                resumed - killed_at)
-                .count();
+  auto took
+    = std::chrono::duration_cast<std::chrono::milliseconds>(resumed - killed_at)
+        .count();
   std::cout << "failover: calls resumed " << took << " ms after the SIGKILL ("
             << load.calls.load() - before << " calls since)" << std::endl;
   EXPECT_LT(took, 8000);

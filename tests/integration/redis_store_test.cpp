@@ -57,7 +57,8 @@ script_call call(script_id id, const std::string& q,
 /// The elements of an array reply of strings; fails the test otherwise.
 std::vector<std::string> strings_of(const store_reply& r) {
   EXPECT_EQ(r.code, errc::none) << r.detail;
-  EXPECT_EQ(r.value.type, kind::array) << "reply is not an array: " << r.value.str;
+  EXPECT_EQ(r.value.type, kind::array)
+    << "reply is not an array: " << r.value.str;
   std::vector<std::string> out;
   for (const auto& e : r.value.elements) {
     EXPECT_EQ(e.type, kind::string);
@@ -90,7 +91,7 @@ mm::redis_options test_options() {
 /// A direct hiredis connection for administrative commands, independent of
 /// the code under test.
 class admin_connection {
-public:
+ public:
   explicit admin_connection(uint16_t port) {
     timeval tv{2, 0};
     ctx_ = redisConnectWithTimeout("127.0.0.1", port, tv);
@@ -129,12 +130,12 @@ public:
     return out;
   }
 
-private:
+ private:
   redisContext* ctx_ = nullptr;
 };
 
 class RedisStore : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     port_ = mm::test::redis_port();
     factory_ = mm::make_redis_store(test_options());
@@ -146,8 +147,8 @@ protected:
   std::vector<std::string> enqueue(const std::string& user,
                                    const std::string& ticket,
                                    const std::string& attrs = "a") {
-    auto r = store_->run({call(script_id::enqueue, q_,
-                               {user, ticket, "node-1", attrs, "60000"})});
+    auto r = store_->run(
+      {call(script_id::enqueue, q_, {user, ticket, "node-1", attrs, "60000"})});
     EXPECT_EQ(r.size(), 1u);
     return strings_of(r.at(0));
   }
@@ -263,9 +264,9 @@ TEST_F(RedisStore, EveryScriptAnswersItsReplyShape) {
 
 TEST_F(RedisStore, ScriptErrorIsAnOrdinaryErrorReply) {
   // No KEYS: the script fails inside Redis. That is a reply, not a failure.
-  auto r = store_->run({script_call{script_id::enqueue, {},
-                                    {"u1", "t1", "n", "", "1000"}},
-                        call(script_id::sweep, q_, {"10"})});
+  auto r = store_->run(
+    {script_call{script_id::enqueue, {}, {"u1", "t1", "n", "", "1000"}},
+     call(script_id::sweep, q_, {"10"})});
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].code, errc::none);
   EXPECT_EQ(r[0].value.type, kind::error);
@@ -278,8 +279,9 @@ TEST_F(RedisStore, ScriptErrorIsAnOrdinaryErrorReply) {
 TEST_F(RedisStore, ArgumentsAndRepliesAreBinarySafe) {
   std::string attrs{"a\0b\r\n*3\r\n\xff", 10};
   ASSERT_EQ(enqueue("u1", "t1", attrs)[0], "created");
-  auto r = store_->run({call(script_id::claim, q_, {"u2", "t2", "n2", "", "60000",
-                                                    "10", "30000", "0"})});
+  auto r
+    = store_->run({call(script_id::claim, q_,
+                        {"u2", "t2", "n2", "", "60000", "10", "30000", "0"})});
   auto matched = strings_of(r.at(0));
   ASSERT_EQ(matched.size(), 10u);
   EXPECT_EQ(matched[0], "matched");
@@ -289,9 +291,10 @@ TEST_F(RedisStore, ArgumentsAndRepliesAreBinarySafe) {
 TEST_F(RedisStore, ThousandPipelinedCallsAnswerInOrder) {
   std::vector<script_call> calls;
   for (int i = 0; i < 1000; ++i)
-    calls.push_back(call(script_id::enqueue, q_,
-                         {"user-" + std::to_string(i),
-                          "ticket-" + std::to_string(i), "node", "x", "60000"}));
+    calls.push_back(
+      call(script_id::enqueue, q_,
+           {"user-" + std::to_string(i), "ticket-" + std::to_string(i), "node",
+            "x", "60000"}));
   auto start = clock_type::now();
   auto replies = store_->run(calls);
   auto elapsed = clock_type::now() - start;
@@ -362,8 +365,8 @@ TEST_F(RedisStore, ReconnectsAfterClientKill) {
   std::vector<script_call> calls;
   for (int i = 1; i <= 2000; ++i)
     calls.push_back(call(script_id::enqueue, q_,
-                         {"u" + std::to_string(i), "t" + std::to_string(i),
-                          "n", std::string(4000, 'x'), "60000"}));
+                         {"u" + std::to_string(i), "t" + std::to_string(i), "n",
+                          std::string(4000, 'x'), "60000"}));
   auto replies = store_->run(calls);
   ASSERT_EQ(replies.size(), calls.size());
   for (size_t i = 0; i < replies.size(); ++i) {
@@ -463,9 +466,9 @@ TEST_F(RedisStore, CommandTimeoutBoundsAStalledServer) {
   opts.max_attempts = 2;
   opts.retry_delay_ms = 50;
   auto store = mm::make_redis_store(opts)->connect();
-  ASSERT_EQ(strings_of(store->run({call(script_id::sweep, q_, {"10"})}).at(0))
-              .at(0),
-            "swept");
+  ASSERT_EQ(
+    strings_of(store->run({call(script_id::sweep, q_, {"10"})}).at(0)).at(0),
+    "swept");
 
   admin_connection admin{port_};
   auto pause_start = clock_type::now();

@@ -10,8 +10,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <iostream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -30,8 +30,8 @@
 #include "actors/outbox_relay.hpp"
 #include "persistence/matchdb/match_store.hpp"
 #include "persistence/queue/queue_store.hpp"
-#include "tests/support/pg_client.hpp"
 #include "tests/support/caf_config.hpp"
+#include "tests/support/pg_client.hpp"
 #include "tests/support/test_env.hpp"
 
 using namespace mm;
@@ -69,9 +69,7 @@ session_actor::behavior_type recorder(session_actor::pointer,
     [](join_atom, join_request&) { return session_state{}; },
     [](cancel_atom) { return session_state{}; },
     [](state_atom) { return session_state{}; },
-    [log, user](deliver_atom, match_event& ev) {
-      log->add(user, ev.event_id);
-    },
+    [log, user](deliver_atom, match_event& ev) { log->add(user, ev.event_id); },
     [](tick_atom, uint64_t) {},
     [](grace_atom, uint64_t) {},
     [](end_atom, std::string&, std::string&) { return end_result{}; },
@@ -86,11 +84,10 @@ session_actor::behavior_type recorder(session_actor::pointer,
 /// under way: a relay using it holds its leased batch for a while, so a kill
 /// can be aimed at a relay that has events in hand.
 class slow_sink final : public queue_store_factory {
-public:
+ public:
   slow_sink(std::shared_ptr<queue_store_factory> inner,
             std::chrono::milliseconds delay)
-    : inner_(std::move(inner)), delay_(delay) {
-  }
+    : inner_(std::move(inner)), delay_(delay) {}
 
   std::unique_ptr<queue_store> connect() override {
     return std::make_unique<conn>(inner_->connect(), delay_, inside_);
@@ -105,13 +102,12 @@ public:
     return inside_->load();
   }
 
-private:
+ private:
   class conn final : public queue_store {
-  public:
+   public:
     conn(std::unique_ptr<queue_store> inner, std::chrono::milliseconds delay,
          std::shared_ptr<std::atomic<int>> inside)
-      : inner_(std::move(inner)), delay_(delay), inside_(std::move(inside)) {
-    }
+      : inner_(std::move(inner)), delay_(delay), inside_(std::move(inside)) {}
 
     std::vector<store_reply> run(const std::vector<script_call>& c) override {
       return inner_->run(c);
@@ -130,7 +126,7 @@ private:
       return inner_->blocking();
     }
 
-  private:
+   private:
     std::unique_ptr<queue_store> inner_;
     std::chrono::milliseconds delay_;
     std::shared_ptr<std::atomic<int>> inside_;
@@ -154,7 +150,7 @@ bool eventually(std::function<bool()> pred, std::chrono::milliseconds limit) {
 }
 
 class relay_pg : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     admin_ = std::make_unique<pg_conn>(test::pg_conninfo());
     db_ = "mm_relay_" + std::to_string(getpid());

@@ -54,8 +54,8 @@ TEST(mutual_likes, both_directions_at_once_make_exactly_one_match) {
       auto a = "a" + std::to_string(i), b = "b" + std::to_string(i);
       auto t0 = std::chrono::steady_clock::now();
       auto finished = std::make_shared<int>(0);
-      auto on = [&, i, t0, finished, left, start_round](bool first,
-                                                        caf::expected<swipe_result> r) {
+      auto on = [&, i, t0, finished, left,
+                 start_round](bool first, caf::expected<swipe_result> r) {
         (first ? results[i].a : results[i].b) = std::move(r);
         if (++*finished == 2) {
           results[i].took = std::chrono::steady_clock::now() - t0;
@@ -65,12 +65,14 @@ TEST(mutual_likes, both_directions_at_once_make_exactly_one_match) {
           done.set_value();
       };
       // Both directions released together, through different engines.
-      self->request(s1, std::chrono::seconds(30), swipe_atom_v,
-                    swipe_request{a, b, true})
+      self
+        ->request(s1, std::chrono::seconds(30), swipe_atom_v,
+                  swipe_request{a, b, true})
         .then([on](swipe_result& r) { on(true, r); },
               [on](caf::error& e) { on(true, e); });
-      self->request(s2, std::chrono::seconds(30), swipe_atom_v,
-                    swipe_request{b, a, true})
+      self
+        ->request(s2, std::chrono::seconds(30), swipe_atom_v,
+                  swipe_request{b, a, true})
         .then([on](swipe_result& r) { on(false, r); },
               [on](caf::error& e) { on(false, e); });
     };
@@ -99,8 +101,8 @@ TEST(mutual_likes, both_directions_at_once_make_exactly_one_match) {
     auto& r = results[i];
     auto a = "a" + std::to_string(i);
     if (!r.a || !r.b) {
-      violation("round " + std::to_string(i) + ": an error: "
-                + to_string(r.a ? r.b.error() : r.a.error()));
+      violation("round " + std::to_string(i)
+                + ": an error: " + to_string(r.a ? r.b.error() : r.a.error()));
       continue;
     }
     // The lock orders the two: the first finds no opposite like, the

@@ -90,8 +90,8 @@ int run_rounds(caf::actor_system& sys, const std::shared_ptr<engine>& eng,
     std::shuffle(order.begin(), order.end(), rng);
     std::map<size_t, int> cancel_after_ms;
     for (int r = 0; r < rounds_per_batch; ++r)
-      cancel_after_ms[static_cast<size_t>(r * users_per_round)
-                      + rng() % 2] = static_cast<int>(rng() % 5);
+      cancel_after_ms[static_cast<size_t>(r * users_per_round) + rng() % 2]
+        = static_cast<int>(rng() % 5);
     ans->pending = static_cast<int>(users.size() + cancel_after_ms.size());
     auto driver = sys.spawn([=](caf::event_based_actor* self) {
       auto on_cancel = [self, ans](const std::string& user,
@@ -183,8 +183,8 @@ int run_rounds(caf::actor_system& sys, const std::shared_ptr<engine>& eng,
       // A matched member learns it (from the event, which may take a
       // relay round): wait for it.
       auto st = last[user];
-      for (int n = 0; n < 2000 && !sid.empty()
-                      && st.phase != session_phase::matched;
+      for (int n = 0;
+           n < 2000 && !sid.empty() && st.phase != session_phase::matched;
            ++n) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
         st = ask_state(sys, sessions[i]);

@@ -16,7 +16,7 @@ using namespace std::chrono_literals;
 namespace {
 
 class ws_api_e2e : public api_e2e {
-protected:
+ protected:
   json join_msg(const std::string& id, const std::string& ticket) {
     return json{{"id", id},
                 {"op", "join"},
@@ -63,12 +63,15 @@ TEST_P(ws_api_e2e, a_whole_life_on_one_socket) {
     EXPECT_EQ((*st)["status"], 200);
     EXPECT_EQ((*st)["body"]["state"], "matched");
     EXPECT_EQ((*st)["body"]["session_id"], sid);
-    auto hb = wb.request(json{{"id", "h"}, {"op", "heartbeat"}, {"ticket", tb}});
+    auto hb
+      = wb.request(json{{"id", "h"}, {"op", "heartbeat"}, {"ticket", tb}});
     ASSERT_TRUE(hb);
     EXPECT_EQ((*hb)["status"], 200);
     EXPECT_EQ((*hb)["body"]["session_id"], sid);
     // The end, twice: the same final state, ended_now only the first time.
-    json end{{"id", "e"}, {"op", "end"}, {"session", sid},
+    json end{{"id", "e"},
+             {"op", "end"},
+             {"session", sid},
              {"body", {{"reason", "done"}}}};
     auto e1 = wa.request(end);
     ASSERT_TRUE(e1);
@@ -121,44 +124,64 @@ TEST_P(ws_api_e2e, bad_frames_get_the_http_errors_and_change_nothing) {
   std::vector<bad_case> cases{
     {"no op", {{"id", "1"}}, 400, "invalid_argument"},
     {"unknown op", {{"id", "2"}, {"op", "teleport"}}, 400, "unknown_op"},
-    {"join without body", {{"id", "3"}, {"op", "join"}}, 400,
+    {"join without body", {{"id", "3"}, {"op", "join"}}, 400, "malformed_json"},
+    {"join body not an object",
+     {{"id", "4"}, {"op", "join"}, {"body", "x"}},
+     400,
      "malformed_json"},
-    {"join body not an object", {{"id", "4"}, {"op", "join"}, {"body", "x"}},
-     400, "malformed_json"},
     {"missing field",
-     {{"id", "5"}, {"op", "join"}, {"body", {{"queue", queue_}}}}, 400,
+     {{"id", "5"}, {"op", "join"}, {"body", {{"queue", queue_}}}},
+     400,
      "invalid_argument"},
     {"bad queue name",
-     {{"id", "6"}, {"op", "join"},
+     {{"id", "6"},
+      {"op", "join"},
       {"body", {{"queue", "a b"}, {"ticket", "t"}}}},
-     400, "invalid_argument"},
+     400,
+     "invalid_argument"},
     {"undeclared queue",
-     {{"id", "7"}, {"op", "join"},
+     {{"id", "7"},
+      {"op", "join"},
       {"body", {{"queue", "no-such-queue"}, {"ticket", "t"}}}},
-     404, "unknown_queue"},
+     404,
+     "unknown_queue"},
     {"oversized attrs",
-     {{"id", "8"}, {"op", "join"},
-      {"body", {{"queue", queue_}, {"ticket", "t-e"},
-                {"attrs", std::string(5000, 'x')}}}},
-     400, "invalid_argument"},
+     {{"id", "8"},
+      {"op", "join"},
+      {"body",
+       {{"queue", queue_},
+        {"ticket", "t-e"},
+        {"attrs", std::string(5000, 'x')}}}},
+     400,
+     "invalid_argument"},
     // A ticket is one path segment: it cannot reach another route.
     {"ticket with a slash",
-     {{"id", "9"}, {"op", "cancel"}, {"ticket", "t-e/heartbeat"}}, 400,
+     {{"id", "9"}, {"op", "cancel"}, {"ticket", "t-e/heartbeat"}},
+     400,
      "invalid_argument"},
-    {"ticket not a string", {{"id", "10"}, {"op", "state"}, {"ticket", 5}},
-     400, "invalid_argument"},
+    {"ticket not a string",
+     {{"id", "10"}, {"op", "state"}, {"ticket", 5}},
+     400,
+     "invalid_argument"},
     {"session with a path",
-     {{"id", "11"}, {"op", "end"}, {"session", "../tickets"}}, 400,
+     {{"id", "11"}, {"op", "end"}, {"session", "../tickets"}},
+     400,
      "invalid_argument"},
     {"self swipe",
-     {{"id", "12"}, {"op", "swipe"},
+     {{"id", "12"},
+      {"op", "swipe"},
       {"body", {{"to", erin}, {"action", "LIKE"}}}},
-     400, "invalid_argument"},
+     400,
+     "invalid_argument"},
     {"bad swipe action",
-     {{"id", "13"}, {"op", "swipe"},
+     {{"id", "13"},
+      {"op", "swipe"},
       {"body", {{"to", frank}, {"action", "MAYBE"}}}},
-     400, "invalid_argument"},
-    {"auth without token", {{"id", "14"}, {"op", "auth"}}, 400,
+     400,
+     "invalid_argument"},
+    {"auth without token",
+     {{"id", "14"}, {"op", "auth"}},
+     400,
      "invalid_argument"},
   };
   for (auto& c : cases) {
@@ -178,7 +201,8 @@ TEST_P(ws_api_e2e, bad_frames_get_the_http_errors_and_change_nothing) {
   EXPECT_EQ((*ok)["status"], 200) << ok->dump();
   // A second live join with another ticket: 409 as over HTTP.
   auto dup = w.request(join_msg("j2", "t-e2"));
-  EXPECT_EQ(status_of(dup), std::make_pair(409u, std::string{"duplicate_ticket"}));
+  EXPECT_EQ(status_of(dup),
+            std::make_pair(409u, std::string{"duplicate_ticket"}));
 }
 
 TEST_P(ws_api_e2e, another_users_ticket_is_out_of_reach) {
@@ -192,8 +216,8 @@ TEST_P(ws_api_e2e, another_users_ticket_is_out_of_reach) {
       << op;
   }
   // Paths of another user are no field of a request: "user" is ignored.
-  auto r = wf.request(json{{"id", "x"}, {"op", "cancel"}, {"user", erin},
-                           {"ticket", "t-e"}});
+  auto r = wf.request(
+    json{{"id", "x"}, {"op", "cancel"}, {"user", erin}, {"ticket", "t-e"}});
   EXPECT_EQ(status_of(r), std::make_pair(404u, std::string{"not_found"}));
   auto st = http_->request(http::verb::get, path(erin, "/tickets/t-e"),
                            token(erin));
@@ -211,7 +235,8 @@ TEST_P(ws_api_e2e, tokens_are_checked_on_every_request) {
   std::this_thread::sleep_for(3100ms);
   // ... and its requests are refused once it has expired.
   auto late = w.request(json{{"id", "b"}, {"op", "state"}, {"ticket", "t-g"}});
-  EXPECT_EQ(status_of(late), std::make_pair(401u, std::string{"expired_token"}));
+  EXPECT_EQ(status_of(late),
+            std::make_pair(401u, std::string{"expired_token"}));
   // A forged, another user's or an expired token does not replace it.
   auto forged = sign_token("another-secret-0123456789", gina, now_s() + 3600);
   struct auth_case {
@@ -230,13 +255,15 @@ TEST_P(ws_api_e2e, tokens_are_checked_on_every_request) {
     auto r = w.request(json{{"id", c.what}, {"op", "auth"}, {"token", c.tok}});
     EXPECT_EQ(status_of(r), std::make_pair(c.status, std::string{c.error}))
       << c.what;
-    auto still = w.request(json{{"id", "c"}, {"op", "state"}, {"ticket", "t-g"}});
+    auto still
+      = w.request(json{{"id", "c"}, {"op", "state"}, {"ticket", "t-g"}});
     EXPECT_EQ(status_of(still),
               std::make_pair(401u, std::string{"expired_token"}))
       << "after the " << c.what << " token";
   }
   // A fresh token of the same user does.
-  auto renewed = w.request(json{{"id", "d"}, {"op", "auth"}, {"token", token(gina)}});
+  auto renewed
+    = w.request(json{{"id", "d"}, {"op", "auth"}, {"token", token(gina)}});
   EXPECT_EQ(status_of(renewed), std::make_pair(200u, std::string{}));
   auto st = w.request(json{{"id", "e"}, {"op", "state"}, {"ticket", "t-g"}});
   ASSERT_TRUE(st);
@@ -264,7 +291,8 @@ TEST_P(ws_api_e2e, retried_requests_answer_the_same) {
   EXPECT_EQ((*c2)["body"]["state"], "cancelled");
   // Many requests at once: each answered once, under its own id.
   for (int i = 0; i < 10; ++i)
-    ASSERT_TRUE(w.send(json{{"id", i}, {"op", "state"}, {"ticket", "t-i"}}.dump()));
+    ASSERT_TRUE(
+      w.send(json{{"id", i}, {"op", "state"}, {"ticket", "t-i"}}.dump()));
   for (int i = 0; i < 10; ++i) {
     auto r = w.reply_to(i, 5s);
     ASSERT_TRUE(r) << i;

@@ -67,9 +67,8 @@ inline std::string bearer(const std::string& token) {
 /// server closed it). Each request waits for its answer; a transport error
 /// throws.
 class http_conn {
-public:
-  explicit http_conn(uint16_t port) : pool_(io_, loopback(port), one()) {
-  }
+ public:
+  explicit http_conn(uint16_t port) : pool_(io_, loopback(port), one()) {}
 
   http_answer request(http::verb method, const std::string& target,
                       const std::string& token = {},
@@ -86,7 +85,7 @@ public:
     return http_answer{res->status, std::move(res->body)};
   }
 
-private:
+ private:
   static http_pool_options one() {
     http_pool_options opts;
     opts.max_connections = 1;
@@ -100,13 +99,12 @@ private:
 /// A user's event WebSocket. Its client runs on a thread of its own and
 /// queues what arrives; `next` waits on that queue.
 class ws_conn {
-public:
+ public:
   /// Opens /v1/users/{user}/events; throws on a refused handshake.
   ws_conn(uint16_t port, const std::string& user, const std::string& token)
     : where_(loopback(port)),
-      ws_(std::make_shared<ws_client>(io_, where_,
-                                      "/v1/users/" + user + "/events",
-                                      bearer(token))) {
+      ws_(std::make_shared<ws_client>(
+        io_, where_, "/v1/users/" + user + "/events", bearer(token))) {
     ws_handlers h;
     h.on_open = [this] { update([this] { opened_ = true; }); };
     h.on_message = [this](std::string_view text) {
@@ -179,8 +177,8 @@ public:
   }
 
   /// Sends request `msg` (with its "id") and waits for its reply.
-  std::optional<json> request(const json& msg,
-                              std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  std::optional<json> request(const json& msg, std::chrono::milliseconds timeout
+                                               = std::chrono::seconds(10)) {
     if (!send(msg.dump()))
       return std::nullopt;
     return reply_to(msg.at("id"), timeout);
@@ -208,7 +206,7 @@ public:
     return std::nullopt;
   }
 
-private:
+ private:
   template <class F>
   void update(F f) {
     std::lock_guard<std::mutex> guard{mtx_};

@@ -25,7 +25,6 @@ namespace mm::test {
 
 using namespace std::chrono_literals;
 
-
 inline const std::string secret = "e2e-secret-0123456789";
 
 inline int64_t now_s() {
@@ -44,15 +43,15 @@ inline std::string unique(const std::string& prefix) {
 }
 
 class api_e2e : public ::testing::TestWithParam<std::string> {
-protected:
+ protected:
   /// Options of this suite's matchd besides the common ones.
   virtual std::vector<std::string> extra_args() const {
     return {};
   }
 
   void SetUp() override {
-    std::vector<std::string> args{"--secret", secret, "--client-ttl", "2000",
-                                  "--log-level", "warn"};
+    std::vector<std::string> args{"--secret", secret,        "--client-ttl",
+                                  "2000",     "--log-level", "warn"};
     for (auto& a : extra_args())
       args.push_back(a);
     if (GetParam() == "redis_pg") {

@@ -38,7 +38,8 @@ inline bool port_open(uint16_t port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
-  auto ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  auto ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr))
+            == 0;
   ::close(fd);
   return ok;
 }

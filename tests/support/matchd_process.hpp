@@ -21,7 +21,7 @@
 namespace mm::test {
 
 class matchd_process {
-public:
+ public:
   /// Starts `MATCHD_BIN` with `args` plus `--listen 127.0.0.1:<port>`;
   /// waits until the port accepts (at most 20 s). Output goes to `log_file`.
   /// `nofile` > 0 caps its open descriptors (RLIMIT_NOFILE).
@@ -99,7 +99,7 @@ public:
     return -1;
   }
 
-private:
+ private:
   uint16_t port_;
   pid_t pid_ = -1;
 };

@@ -16,7 +16,7 @@
 namespace mm::test {
 
 class pg_client {
-public:
+ public:
   explicit pg_client(const std::string& conninfo)
     : conn_(PQconnectdb(conninfo.c_str()), &PQfinish) {
     if (PQstatus(conn_.get()) != CONNECTION_OK)
@@ -26,9 +26,8 @@ public:
 
   /// Runs `sql`; returns the rows as text (NULL as "").
   std::vector<std::vector<std::string>> query(const std::string& sql) {
-    std::unique_ptr<PGresult, decltype(&PQclear)> r(PQexec(conn_.get(),
-                                                           sql.c_str()),
-                                                    &PQclear);
+    std::unique_ptr<PGresult, decltype(&PQclear)> r(
+      PQexec(conn_.get(), sql.c_str()), &PQclear);
     auto st = PQresultStatus(r.get());
     if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
       throw std::runtime_error("postgres: " + sql + ": "
@@ -51,7 +50,7 @@ public:
     return std::stoll(rows[0][0]);
   }
 
-private:
+ private:
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
 };
 

@@ -12,7 +12,7 @@ namespace mm::test {
 /// returns when both are done. Spinning (not a condition variable) keeps the
 /// release gap below a microsecond, so the calls really overlap.
 class racer {
-public:
+ public:
   racer() {
     for (int i = 0; i < 2; ++i)
       threads_[i] = std::thread([this, i] { loop(i); });
@@ -34,7 +34,7 @@ public:
       std::this_thread::yield();
   }
 
-private:
+ private:
   void loop(int i) {
     unsigned seen = 0;
     for (;;) {

@@ -28,7 +28,7 @@ struct raw_response {
 };
 
 class raw_conn {
-public:
+ public:
   /// Connects to 127.0.0.1:`port`; throws when that fails.
   explicit raw_conn(uint16_t port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -129,16 +129,17 @@ public:
   /// A WebSocket upgrade request for `target` with `token`.
   static std::string upgrade_request(const std::string& target,
                                      const std::string& token) {
-    std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                      "Sec-WebSocket-Version: 13\r\n";
+    std::string req = "GET " + target
+                      + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                        "Sec-WebSocket-Version: 13\r\n";
     if (!token.empty())
       req += "Authorization: Bearer " + token + "\r\n";
     return req + "\r\n";
   }
 
-private:
+ private:
   /// Reads what is there (waiting until `deadline`); false on timeout or
   /// end of stream.
   bool fill(std::chrono::steady_clock::time_point deadline) {

@@ -19,14 +19,13 @@ namespace mm::test {
 
 /// One connection and typed calls through the shared codec.
 class store_client {
-public:
+ public:
   explicit store_client(std::unique_ptr<queue_store> conn)
-    : conn_(std::move(conn)) {
-  }
+    : conn_(std::move(conn)) {}
 
   template <class T>
-  outcome<T> call(outcome<script_call> c,
-                  outcome<T> (*parse)(const store_reply&)) {
+  outcome<T>
+  call(outcome<script_call> c, outcome<T> (*parse)(const store_reply&)) {
     if (!c)
       return c.error();
     std::vector<script_call> calls{std::move(*c)};
@@ -105,7 +104,7 @@ public:
     return *conn_;
   }
 
-private:
+ private:
   std::unique_ptr<queue_store> conn_;
 };
 
@@ -149,7 +148,8 @@ inline store_under_test make_store_under_test(const std::string& name) {
     opts.cluster = true;
     auto colon = seeds.front().rfind(':');
     opts.host = seeds.front().substr(0, colon);
-    opts.port = static_cast<uint16_t>(std::stoi(seeds.front().substr(colon + 1)));
+    opts.port
+      = static_cast<uint16_t>(std::stoi(seeds.front().substr(colon + 1)));
     opts.seeds.assign(seeds.begin() + 1, seeds.end());
     s.factory = make_redis_store(opts);
     s.advance = [](int64_t ms) {

@@ -50,7 +50,9 @@ struct fixture : test_coordinator_fixture<mm_config> {
     run();
     T out;
     rh.receive([&](T& x) { out = std::move(x); },
-               [&](caf::error& e) { CAF_FAIL("unexpected error: " << sys.render(e)); });
+               [&](caf::error& e) {
+                 CAF_FAIL("unexpected error: " << sys.render(e));
+               });
     return out;
   }
 
@@ -66,7 +68,8 @@ struct fixture : test_coordinator_fixture<mm_config> {
 };
 
 bool is(const caf::error& e, errc code) {
-  return e.category() == caf::atom("mm") && e.code() == static_cast<uint8_t>(code);
+  return e.category() == caf::atom("mm")
+         && e.code() == static_cast<uint8_t>(code);
 }
 
 } // namespace
@@ -132,24 +135,26 @@ CAF_TEST(bad input gets a named error and changes nothing) {
   CAF_CHECK(is(e, errc::invalid_argument));
   auto big = test::spec("q", "bob", "t1");
   big.attrs.assign(5000, 'x');
-  CAF_CHECK(is(ask_error<enqueue_result>(enqueue_atom_v, big), errc::invalid_argument));
-  CAF_CHECK(is(ask_error<heartbeat_result>(heartbeat_atom_v, ticket_ref{"q", "bob", "1"},
-                         uint32_t{0}),
+  CAF_CHECK(
+    is(ask_error<enqueue_result>(enqueue_atom_v, big), errc::invalid_argument));
+  CAF_CHECK(is(ask_error<heartbeat_result>(
+                 heartbeat_atom_v, ticket_ref{"q", "bob", "1"}, uint32_t{0}),
                errc::invalid_argument));
   CAF_CHECK(raw->waiting("q").empty());
   CAF_CHECK_EQUAL(raw->records("q"), 0);
   ask<enqueue_result>(enqueue_atom_v, test::spec("q", "bob", "t1"));
-  CAF_CHECK(is(ask_error<enqueue_result>(enqueue_atom_v, test::spec("q", "bob", "t2")),
-               errc::duplicate_ticket));
-  CAF_CHECK(is(ask_error<cancel_result>(cancel_atom_v, ticket_ref{"q", "nobody", "1"}),
-               errc::not_found));
+  CAF_CHECK(
+    is(ask_error<enqueue_result>(enqueue_atom_v, test::spec("q", "bob", "t2")),
+       errc::duplicate_ticket));
+  CAF_CHECK(
+    is(ask_error<cancel_result>(cancel_atom_v, ticket_ref{"q", "nobody", "1"}),
+       errc::not_found));
 }
 
 CAF_TEST(cancel heartbeat requeue and release go through the broker) {
   auto a = ask<enqueue_result>(enqueue_atom_v, test::spec("q", "alice", "ta"));
-  auto hb = ask<heartbeat_result>(heartbeat_atom_v,
-                                  ticket_ref{"q", "alice", a.token},
-                                  uint32_t{60000});
+  auto hb = ask<heartbeat_result>(
+    heartbeat_atom_v, ticket_ref{"q", "alice", a.token}, uint32_t{60000});
   CAF_CHECK(hb.alive);
   auto k = ask<claim_result>(claim_atom_v, test::spec("q", "bob", "tb"));
   CAF_REQUIRE(k.outcome == claim_outcome::matched);
@@ -168,7 +173,8 @@ CAF_TEST(cancel heartbeat requeue and release go through the broker) {
   auto rel = ask<release_result>(release_atom_v, std::string{"q"},
                                  std::string{"tb"});
   CAF_CHECK(rel.outcome == release_outcome::released);
-  auto x2 = ask<cancel_result>(cancel_atom_v, ticket_ref{"q", "alice", a.token});
+  auto x2 = ask<cancel_result>(cancel_atom_v,
+                               ticket_ref{"q", "alice", a.token});
   CAF_CHECK(x2.outcome == cancel_outcome::cancelled);
   CAF_CHECK_EQUAL(raw->records("q"), 0);
 }
@@ -176,8 +182,8 @@ CAF_TEST(cancel heartbeat requeue and release go through the broker) {
 CAF_TEST(batched claims answer in order) {
   std::vector<ticket_spec> specs;
   for (int i = 0; i < 6; ++i)
-    specs.push_back(test::spec("q", "u" + std::to_string(i),
-                               "t" + std::to_string(i)));
+    specs.push_back(
+      test::spec("q", "u" + std::to_string(i), "t" + std::to_string(i)));
   auto rs = ask<std::vector<claim_result>>(claim_atom_v, specs);
   CAF_REQUIRE_EQUAL(rs.size(), 6u);
   for (size_t i = 0; i < rs.size(); i += 2) {
@@ -239,8 +245,9 @@ CAF_TEST(a join outside the allow list is refused and changes nothing) {
   auto rh = self->request(b, caf::infinite, claim_atom_v,
                           test::spec("voice", "alice", "t1"));
   run();
-  rh.receive([](claim_result& r) { CAF_CHECK(r.outcome == claim_outcome::queued); },
-             [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  rh.receive(
+    [](claim_result& r) { CAF_CHECK(r.outcome == claim_outcome::queued); },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   CAF_CHECK_EQUAL(cfg.metrics->queues_known.load(), 1u);
   anon_send_exit(b, caf::exit_reason::user_shutdown);
   run();
@@ -282,7 +289,9 @@ CAF_TEST(joins beyond max_queues are refused and change nothing) {
                           test::spec("q5", "gina", "t-gina"));
   run();
   rs.receive([](claim_result&) {},
-             [&](caf::error& e) { CAF_FAIL("re-scan refused: " << sys.render(e)); });
+             [&](caf::error& e) {
+               CAF_FAIL("re-scan refused: " << sys.render(e));
+             });
   CAF_CHECK_EQUAL(m->queues_known.load(), 2u);
   anon_send_exit(b, caf::exit_reason::user_shutdown);
   run();
@@ -334,8 +343,9 @@ CAF_TEST(an idle empty queue is forgotten with its metric label) {
   auto again = self->request(b, caf::infinite, claim_atom_v,
                              test::spec("new", "nina", "tn"));
   sched.run();
-  again.receive([](claim_result& r) { CAF_CHECK(r.outcome == claim_outcome::queued); },
-                [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  again.receive(
+    [](claim_result& r) { CAF_CHECK(r.outcome == claim_outcome::queued); },
+    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   CAF_CHECK_EQUAL(m->queues_known.load(), 2u);
   anon_send_exit(b, caf::exit_reason::user_shutdown);
   sched.run();

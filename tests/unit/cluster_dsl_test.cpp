@@ -71,8 +71,8 @@ struct fixture : point_to_point_fixture<planet_base> {
     = std::make_shared<std::atomic<int64_t>>(1'700'000'000'000);
   std::shared_ptr<queue_store_factory> queues;
   std::shared_ptr<match_store_factory> db;
-  std::shared_ptr<engine> n1; ///< on earth
-  std::shared_ptr<engine> n2; ///< on mars
+  std::shared_ptr<engine> n1;                    ///< on earth
+  std::shared_ptr<engine> n2;                    ///< on mars
   record_ptr seen1 = std::make_shared<record>(); ///< sessions on n1
   record_ptr seen2 = std::make_shared<record>(); ///< sessions on n2
   std::vector<subscriber_actor> recorders;
@@ -240,8 +240,8 @@ struct fixture : point_to_point_fixture<planet_base> {
   /// Runs one cluster script on the shared store.
   void script(script_id id, std::vector<std::string> keys,
               std::vector<std::string> args) {
-    std::vector<script_call> calls{script_call{id, std::move(keys),
-                                               std::move(args)}};
+    std::vector<script_call> calls{
+      script_call{id, std::move(keys), std::move(args)}};
     auto r = queues->connect()->run(calls).at(0);
     CAF_REQUIRE(r.code == errc::none);
     CAF_REQUIRE(r.value.type == store_value::kind::array);
@@ -383,11 +383,10 @@ CAF_TEST(a peer cannot introduce or replace the handle of a node) {
   // Nor may another node register its users here.
   earth.self->send(gw2_, register_atom_v, std::string{"mallory"});
   settle();
-  auto route = queues->connect()->run(
-    {script_call{script_id::cluster_route,
-                 {cluster_keys::users, cluster_keys::nodes,
-                  cluster_keys::beats},
-                 {"mallory"}}});
+  auto route = queues->connect()->run({script_call{
+    script_id::cluster_route,
+    {cluster_keys::users, cluster_keys::nodes, cluster_keys::beats},
+    {"mallory"}}});
   CAF_REQUIRE(route.at(0).value.elements.size() >= 2);
   CAF_CHECK_EQUAL(route.at(0).value.elements[1].str, "");
   caf::anon_send_exit(rogue, caf::exit_reason::user_shutdown);
@@ -469,24 +468,23 @@ CAF_TEST(a node maps its users again when the store forgot them) {
   auto bob = session(2, "bob");
   settle();
   auto node_of = [this](const std::string& user) {
-    auto r = queues->connect()->execute(
-      {{"HGET", cluster_keys::users, user}});
+    auto r = queues->connect()->execute({{"HGET", cluster_keys::users, user}});
     return r.at(0).value.str;
   };
   CAF_REQUIRE_EQUAL(node_of("bob"), "n2");
   // The store forgets the cluster's records (as a Redis restarted empty).
-  queues->connect()->execute({{"DEL", cluster_keys::users, cluster_keys::nodes,
-                               cluster_keys::beats}});
+  queues->connect()->execute(
+    {{"DEL", cluster_keys::users, cluster_keys::nodes, cluster_keys::beats}});
   CAF_REQUIRE_EQUAL(node_of("bob"), "");
   advance(1100); // each node's next beat finds its own record gone
   CAF_CHECK_EQUAL(node_of("bob"), "n2");
   // What n1's router asks for an event of bob's: his node, its address,
   // live. (Before, no node: the event was marked as for a user connected
   // nowhere, and bob, connected to n2 all along, never got it.)
-  std::vector<script_call> calls{script_call{
-    script_id::cluster_route,
-    {cluster_keys::users, cluster_keys::nodes, cluster_keys::beats},
-    {"bob"}}};
+  std::vector<script_call> calls{
+    script_call{script_id::cluster_route,
+                {cluster_keys::users, cluster_keys::nodes, cluster_keys::beats},
+                {"bob"}}};
   auto r = queues->connect()->run(calls).at(0);
   CAF_REQUIRE_EQUAL(r.value.elements.size(), 4u);
   CAF_CHECK_EQUAL(r.value.elements[1].str, "n2");
@@ -535,13 +533,11 @@ CAF_TEST(an event stays undelivered while a live node cannot be reached) {
   // n3 is a live member nobody can connect to (auto_connect is off and no
   // handle was introduced); carol's session is there. n9 is no member at
   // all (crashed long ago); dave was last seen there.
-  script(script_id::cluster_beat,
-         {cluster_keys::nodes, cluster_keys::beats},
+  script(script_id::cluster_beat, {cluster_keys::nodes, cluster_keys::beats},
          {"n3", "nowhere:1", "60000"});
   script(script_id::cluster_user, {cluster_keys::users},
          {"set", "carol", "n3"});
-  script(script_id::cluster_user, {cluster_keys::users},
-         {"set", "dave", "n9"});
+  script(script_id::cluster_user, {cluster_keys::users}, {"set", "dave", "n9"});
   // dave is connected nowhere: kept for his reconnect, and marked.
   auto sid_ed = commit("erin", "dave");
   flush(earth, n1->relay());
@@ -621,7 +617,8 @@ CAF_TEST(a crashed node lapses and its users count as connected nowhere) {
   CAF_CHECK(alice != nullptr && bob != nullptr);
 }
 
-CAF_TEST(a cancel whose owner node died after its commit agrees with the database) {
+CAF_TEST(
+  a cancel whose owner node died after its commit agrees with the database) {
   auto c1 = node_config("n1", port_n1);
   auto c2 = node_config("n2", port_n2);
   c1.session.route_timeout_ms = 2000;
@@ -665,7 +662,8 @@ CAF_TEST(a cancel whose owner node died after its commit agrees with the databas
   CAF_CHECK(bob != nullptr);
 }
 
-CAF_TEST(a cancel whose owner node died before its commit is honoured once the claim can no longer commit) {
+CAF_TEST(a cancel whose owner node died before its commit is honoured once the
+           claim can no longer commit) {
   auto c1 = node_config("n1", port_n1);
   auto c2 = node_config("n2", port_n2);
   c1.session.route_timeout_ms = 2000;
@@ -723,7 +721,8 @@ CAF_TEST(a cancel whose owner node died before its commit is honoured once the c
   CAF_CHECK(bob != nullptr);
 }
 
-CAF_TEST(a cancel whose owner cannot be asked waits while its database cannot answer either) {
+CAF_TEST(a cancel whose owner cannot be asked waits while its database cannot
+           answer either) {
   auto c1 = node_config("n1", port_n1);
   auto c2 = node_config("n2", port_n2);
   c1.session.route_timeout_ms = 2000;

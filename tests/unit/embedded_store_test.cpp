@@ -128,7 +128,7 @@ const std::string wrongtype
 constexpr int64_t t0 = 1'700'000'000'123;
 
 class embedded_store_test : public ::testing::Test {
-protected:
+ protected:
   int64_t now = t0;
   std::shared_ptr<mm::queue_store_factory> factory
     = mm::make_embedded_store(mm::embedded_options{[this] { return now; }});
@@ -151,7 +151,8 @@ protected:
 
   store_value script(script_id id, std::vector<std::string> args,
                      const std::string& q = "q") {
-    auto replies = store->run({script_call{id, queue_keys(q), std::move(args)}});
+    auto replies
+      = store->run({script_call{id, queue_keys(q), std::move(args)}});
     EXPECT_EQ(replies.size(), 1u);
     if (replies.size() != 1)
       return {};
@@ -167,7 +168,7 @@ protected:
 
 /// An engine with a controlled clock, for scripts given as source text.
 class embedded_eval_test : public ::testing::Test {
-protected:
+ protected:
   int64_t now = t0;
   mm::embedded::engine engine{[this] { return now; }};
 
@@ -438,9 +439,8 @@ TEST_F(embedded_store_test, zrem_answers_one_only_when_the_member_was_there) {
 }
 
 TEST_F(embedded_store_test, zrangebyscore_bounds_and_limit) {
-  EXPECT_EQ(cmd({"ZADD", "z", "1", "a", "2", "b", "2", "c", "3", "d", "5",
-                 "e"}),
-            I(5));
+  EXPECT_EQ(
+    cmd({"ZADD", "z", "1", "a", "2", "b", "2", "c", "3", "d", "5", "e"}), I(5));
   EXPECT_EQ(cmd({"ZRANGEBYSCORE", "z", "-inf", "+inf"}),
             AS({"a", "b", "c", "d", "e"}));
   EXPECT_EQ(cmd({"ZRANGEBYSCORE", "z", "2", "3"}), AS({"b", "c", "d"}));
@@ -457,9 +457,9 @@ TEST_F(embedded_store_test, zrangebyscore_bounds_and_limit) {
             A({}));
   EXPECT_EQ(cmd({"ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "-1", "2"}),
             A({}));
-  EXPECT_EQ(cmd({"ZRANGEBYSCORE", "z", "2", "inf", "WITHSCORES", "LIMIT",
-                 "0", "2"}),
-            AS({"b", "2", "c", "2"}));
+  EXPECT_EQ(
+    cmd({"ZRANGEBYSCORE", "z", "2", "inf", "WITHSCORES", "LIMIT", "0", "2"}),
+    AS({"b", "2", "c", "2"}));
   EXPECT_EQ(cmd({"ZRANGEBYSCORE", "nope", "-inf", "+inf"}), A({}));
   EXPECT_EQ(cmd({"ZRANGEBYSCORE", "z", "a", "b"}),
             ERR("ERR min or max is not a float"));
@@ -472,8 +472,7 @@ TEST_F(embedded_store_test, zrangebyscore_bounds_and_limit) {
 TEST_F(embedded_store_test, stream_commands) {
   EXPECT_EQ(cmd({"XLEN", "s"}), I(0));
   EXPECT_EQ(cmd({"XADD", "s", "*", "f", "v"}), S("1700000000123-0"));
-  EXPECT_EQ(cmd({"XADD", "s", "*", "a", "b", "c", "d"}),
-            S("1700000000123-1"));
+  EXPECT_EQ(cmd({"XADD", "s", "*", "a", "b", "c", "d"}), S("1700000000123-1"));
   now += 5;
   EXPECT_EQ(cmd({"XADD", "s", "*", "x", "y"}), S("1700000000128-0"));
   now -= 100; // a clock going back never makes ids go back
@@ -505,9 +504,9 @@ TEST_F(embedded_store_test, stream_commands) {
 
 TEST_F(embedded_store_test, xadd_trims_by_maxlen_and_minid) {
   for (int i = 1; i <= 5; ++i)
-    EXPECT_EQ(cmd({"XADD", "s", std::to_string(i) + "-0", "f",
-                   std::to_string(i)}),
-              S(std::to_string(i) + "-0"));
+    EXPECT_EQ(
+      cmd({"XADD", "s", std::to_string(i) + "-0", "f", std::to_string(i)}),
+      S(std::to_string(i) + "-0"));
   // Exact and approximate MAXLEN both keep the newest N here.
   EXPECT_EQ(cmd({"XADD", "s", "MAXLEN", "3", "6-0", "f", "6"}), S("6-0"));
   EXPECT_EQ(cmd({"XLEN", "s"}), I(3));
@@ -523,9 +522,9 @@ TEST_F(embedded_store_test, xadd_trims_by_maxlen_and_minid) {
   for (int i = 0; i < 5; ++i)
     cmd({"XADD", "s", "*", "f", "x"});
   EXPECT_EQ(cmd({"XLEN", "s"}), I(7));
-  EXPECT_EQ(cmd({"XADD", "s", "MAXLEN", "~", "1", "LIMIT", "3", "*", "f",
-                 "y"}).type,
-            kind::string);
+  EXPECT_EQ(
+    cmd({"XADD", "s", "MAXLEN", "~", "1", "LIMIT", "3", "*", "f", "y"}).type,
+    kind::string);
   EXPECT_EQ(cmd({"XLEN", "s"}), I(5));
   // MAXLEN 0 keeps the key (and its last id) but no entry.
   EXPECT_EQ(cmd({"XADD", "s", "MAXLEN", "0", "*", "f", "z"}).type,
@@ -544,8 +543,7 @@ TEST_F(embedded_store_test, xadd_trims_by_maxlen_and_minid) {
   // NOMKSTREAM: no stream is created.
   EXPECT_EQ(cmd({"XADD", "none", "NOMKSTREAM", "*", "f", "v"}), NIL());
   EXPECT_EQ(cmd({"EXISTS", "none"}), I(0));
-  EXPECT_EQ(cmd({"XADD", "m", "NOMKSTREAM", "MAXLEN", "1", "*", "f", "v"})
-              .type,
+  EXPECT_EQ(cmd({"XADD", "m", "NOMKSTREAM", "MAXLEN", "1", "*", "f", "v"}).type,
             kind::string);
   EXPECT_EQ(cmd({"XLEN", "m"}), I(1));
   // The refusals of bad options: stream_conformance (both stores).
@@ -559,14 +557,24 @@ TEST_F(embedded_store_test, wrong_type_unknown_command_and_arity) {
   EXPECT_EQ(cmd({"HSET", "h", "f", "v"}), I(1));
   EXPECT_EQ(cmd({"ZADD", "z", "1", "m"}), I(1));
   EXPECT_EQ(cmd({"XADD", "x", "*", "f", "v"}).type, kind::string);
-  const std::vector<store_command> wrong = {
-    {"HGET", "s", "f"},      {"HSET", "s", "f", "v"}, {"HDEL", "s", "f"},
-    {"HLEN", "s"},           {"HEXISTS", "s", "f"},   {"HGETALL", "z"},
-    {"ZADD", "h", "1", "m"}, {"ZREM", "s", "m"},      {"ZSCORE", "h", "m"},
-    {"ZCARD", "s"},          {"ZRANGE", "h", "0", "-1"},
-    {"ZRANGEBYSCORE", "s", "-inf", "+inf"},
-    {"GET", "h"},            {"INCR", "z"},           {"XADD", "s", "*", "f", "v"},
-    {"XLEN", "h"},           {"XRANGE", "z", "-", "+"}};
+  const std::vector<store_command> wrong
+    = {{"HGET", "s", "f"},
+       {"HSET", "s", "f", "v"},
+       {"HDEL", "s", "f"},
+       {"HLEN", "s"},
+       {"HEXISTS", "s", "f"},
+       {"HGETALL", "z"},
+       {"ZADD", "h", "1", "m"},
+       {"ZREM", "s", "m"},
+       {"ZSCORE", "h", "m"},
+       {"ZCARD", "s"},
+       {"ZRANGE", "h", "0", "-1"},
+       {"ZRANGEBYSCORE", "s", "-inf", "+inf"},
+       {"GET", "h"},
+       {"INCR", "z"},
+       {"XADD", "s", "*", "f", "v"},
+       {"XLEN", "h"},
+       {"XRANGE", "z", "-", "+"}};
   for (const auto& c : wrong)
     EXPECT_EQ(cmd(c), ERR(wrongtype)) << c[0];
   // The data is unchanged, and SET overwrites any type.
@@ -630,13 +638,13 @@ TEST_F(embedded_eval_test, redis_to_lua_conversion) {
 
 TEST_F(embedded_eval_test, lua_numbers_become_redis_arguments_like_redis) {
   // Redis formats number arguments with "%.17g", not Lua's "%.14g".
-  EXPECT_EQ(eval("redis.call('SET', 'a', 0.1)\n"
-                 "redis.call('SET', 'b', 1700000000123)\n"
-                 "redis.call('SET', 'c', 123456789012345678)\n"
-                 "return {redis.call('GET', 'a'), redis.call('GET', 'b'),"
-                 " redis.call('GET', 'c')}"),
-            AS({"0.10000000000000001", "1700000000123",
-                "1.2345678901234568e+17"}));
+  EXPECT_EQ(
+    eval("redis.call('SET', 'a', 0.1)\n"
+         "redis.call('SET', 'b', 1700000000123)\n"
+         "redis.call('SET', 'c', 123456789012345678)\n"
+         "return {redis.call('GET', 'a'), redis.call('GET', 'b'),"
+         " redis.call('GET', 'c')}"),
+    AS({"0.10000000000000001", "1700000000123", "1.2345678901234568e+17"}));
   EXPECT_EQ(eval("return redis.pcall('SET', 'a', {})"),
             ERR("ERR Lua redis lib command arguments must be strings or "
                 "integers"));
@@ -656,8 +664,7 @@ TEST_F(embedded_eval_test, lua_to_redis_conversion) {
   EXPECT_EQ(eval("return {}"), A({}));
   // Arrays stop at the first nil; false inside an array is a nil element.
   EXPECT_EQ(eval("return {1, 'a', nil, 'b'}"), A({I(1), S("a")}));
-  EXPECT_EQ(eval("return {1, false, true, 2.5}"),
-            A({I(1), NIL(), I(1), I(2)}));
+  EXPECT_EQ(eval("return {1, false, true, 2.5}"), A({I(1), NIL(), I(1), I(2)}));
   EXPECT_EQ(eval("return {'a', {'b', {3}}, {}}"),
             A({S("a"), A({S("b"), A({I(3)})}), A({})}));
   // Keys other than 1..n are ignored.
@@ -696,8 +703,8 @@ TEST_F(embedded_eval_test, environment_is_like_redis) {
                                        "'undefined_thing'"))
     << missing.str;
   // Globals are read-only, new or existing, so no script can break the next.
-  for (const char* assign : {"x = 1", "tostring = nil", "KEYS = nil",
-                             "redis = {}", "_G.y = 2"}) {
+  for (const char* assign :
+       {"x = 1", "tostring = nil", "KEYS = nil", "redis = {}", "_G.y = 2"}) {
     auto refused = eval(assign);
     ASSERT_EQ(refused.type, kind::error) << assign;
     EXPECT_TRUE(starts_with(refused.str, "ERR user_script:1: Attempt to "
@@ -727,9 +734,8 @@ TEST_F(embedded_eval_test, environment_is_like_redis) {
 TEST_F(embedded_store_test, enqueue_creates_then_is_idempotent) {
   EXPECT_EQ(enqueue("u1", "t1"),
             AS({"created", "t1", "1", "1", std::to_string(t0 + 10000)}));
-  EXPECT_EQ(enqueue("u1", "t1"),
-            AS({"exists", "t1", "1", "1", std::to_string(t0 + 10000),
-                "waiting"}));
+  EXPECT_EQ(enqueue("u1", "t1"), AS({"exists", "t1", "1", "1",
+                                     std::to_string(t0 + 10000), "waiting"}));
   EXPECT_EQ(enqueue("u1", "t9"), AS({"duplicate", "t1"}));
   EXPECT_EQ(enqueue("u2", "t2"),
             AS({"created", "t2", "2", "2", std::to_string(t0 + 10000)}));
@@ -759,16 +765,14 @@ TEST_F(embedded_store_test, claim_heartbeat_requeue_release_cancel) {
   now += 1000;
   EXPECT_EQ(script(script_id::heartbeat, {"u1", "1", "20000"}),
             AS({"alive", "t1", "waiting", std::to_string(now + 20000)}));
-  EXPECT_EQ(script(script_id::heartbeat, {"u1", "7", "20000"}),
-            AS({"gone"}));
-  EXPECT_EQ(script(script_id::heartbeat, {"u9", "1", "20000"}),
-            AS({"gone"}));
+  EXPECT_EQ(script(script_id::heartbeat, {"u1", "7", "20000"}), AS({"gone"}));
+  EXPECT_EQ(script(script_id::heartbeat, {"u9", "1", "20000"}), AS({"gone"}));
 
   // claim: u2 takes u1's ticket.
   auto matched = script(script_id::claim,
                         {"u2", "t2", "n2", "b=2", "10000", "10", "30000", "0"});
-  EXPECT_EQ(matched, AS({"matched", "t2", "2", "u1", "t1", "n1", "a=1", "1",
-                         "1", "0"}));
+  EXPECT_EQ(matched,
+            AS({"matched", "t2", "2", "u1", "t1", "n1", "a=1", "1", "1", "0"}));
   EXPECT_EQ(cmd({"ZCARD", "mm:{q}:waiting"}), I(0));
   EXPECT_EQ(cmd({"ZSCORE", "mm:{q}:deadlines", "t1"}),
             S(std::to_string(now + 30000)));
@@ -803,22 +807,22 @@ TEST_F(embedded_store_test, claim_heartbeat_requeue_release_cancel) {
   EXPECT_EQ(script(script_id::cancel, {"u1", "1"}), AS({"cancelled", "t1"}));
   EXPECT_EQ(script(script_id::cancel, {"u1", "1"}), AS({"not_found"}));
   EXPECT_EQ(script(script_id::cancel, {"u1", "x"}), AS({"invalid", "token"}));
-  for (const char* key : {"mm:{q}:waiting", "mm:{q}:tickets", "mm:{q}:users",
-                          "mm:{q}:deadlines"})
+  for (const char* key :
+       {"mm:{q}:waiting", "mm:{q}:tickets", "mm:{q}:users", "mm:{q}:deadlines"})
     EXPECT_EQ(cmd({"EXISTS", key}), I(0)) << key;
 }
 
 TEST_F(embedded_store_test, claim_enqueues_when_nobody_is_waiting) {
-  EXPECT_EQ(script(script_id::claim,
-                   {"u1", "t1", "n1", "", "5000", "10", "30000", "0"}),
-            AS({"queued", "t1", "1", "1", std::to_string(t0 + 5000), "0",
-                "0"}));
+  EXPECT_EQ(
+    script(script_id::claim,
+           {"u1", "t1", "n1", "", "5000", "10", "30000", "0"}),
+    AS({"queued", "t1", "1", "1", std::to_string(t0 + 5000), "0", "0"}));
   // A stale candidate is removed and counted, then the caller queues.
   now += 5001;
-  EXPECT_EQ(script(script_id::claim,
-                   {"u2", "t2", "n2", "", "5000", "10", "30000", "0"}),
-            AS({"queued", "t2", "2", "2", std::to_string(now + 5000), "1",
-                "0"}));
+  EXPECT_EQ(
+    script(script_id::claim,
+           {"u2", "t2", "n2", "", "5000", "10", "30000", "0"}),
+    AS({"queued", "t2", "2", "2", std::to_string(now + 5000), "1", "0"}));
   EXPECT_EQ(cmd({"ZRANGE", "mm:{q}:waiting", "0", "-1"}), AS({"t2"}));
   EXPECT_EQ(script(script_id::claim,
                    {"u3", "t3", "n3", "", "5000", "0", "30000", "0"}),
@@ -826,17 +830,19 @@ TEST_F(embedded_store_test, claim_enqueues_when_nobody_is_waiting) {
 }
 
 TEST_F(embedded_store_test, sweep_removes_tickets_past_their_deadline) {
-  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "0", "0", "0", "0"}));
+  EXPECT_EQ(script(script_id::sweep, {"10"}),
+            AS({"swept", "0", "0", "0", "0"}));
   for (int i = 0; i < 3; ++i) {
     auto n = std::to_string(i);
-    ASSERT_EQ(enqueue("u" + n, "t" + n, std::to_string(1000 * (i + 1)))
-                .elements.at(0),
-              S("created"));
+    ASSERT_EQ(
+      enqueue("u" + n, "t" + n, std::to_string(1000 * (i + 1))).elements.at(0),
+      S("created"));
   }
   now += 2001; // t0 and t1 are past their deadlines, t2 is not
   // depth: what is left in the waiting set (t1, stale, is still there)
   EXPECT_EQ(script(script_id::sweep, {"1"}), AS({"swept", "1", "1", "2", "2"}));
-  EXPECT_EQ(script(script_id::sweep, {"10"}), AS({"swept", "1", "0", "1", "1"}));
+  EXPECT_EQ(script(script_id::sweep, {"10"}),
+            AS({"swept", "1", "0", "1", "1"}));
   EXPECT_EQ(cmd({"ZRANGE", "mm:{q}:waiting", "0", "-1"}), AS({"t2"}));
   EXPECT_EQ(cmd({"HLEN", "mm:{q}:tickets"}), I(2)); // t2 and #u2
   EXPECT_EQ(cmd({"HGET", "mm:{q}:tickets", "#u2"}), S("t2"));
@@ -871,9 +877,10 @@ TEST_F(embedded_store_test, concurrent_connections_run_scripts_atomically) {
       auto conn = factory->connect();
       for (int i = 0; i < per_thread; ++i) {
         auto id = std::to_string(t) + "-" + std::to_string(i);
-        auto r = conn->run({script_call{script_id::enqueue, queue_keys("q"),
-                                        {"u" + id, "t" + id, "n", "",
-                                         "60000"}}});
+        auto r
+          = conn->run({script_call{script_id::enqueue,
+                                   queue_keys("q"),
+                                   {"u" + id, "t" + id, "n", "", "60000"}}});
         if (r.size() == 1 && r[0].value.elements.size() > 2)
           tokens[t].push_back(r[0].value.elements[2].str);
       }

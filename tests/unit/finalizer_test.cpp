@@ -89,10 +89,9 @@ struct fixture : test_coordinator_fixture<mm_config> {
     // finalizer may reach a checkpoint while it stops (here, or in the base
     // fixture's run() after this object's members are gone): disarm it.
     hook = nullptr;
-    for (auto h : {caf::actor_cast<caf::actor>(broker),
-                   caf::actor_cast<caf::actor>(fin),
-                   caf::actor_cast<caf::actor>(dir),
-                   caf::actor_cast<caf::actor>(relay)})
+    for (auto h :
+         {caf::actor_cast<caf::actor>(broker), caf::actor_cast<caf::actor>(fin),
+          caf::actor_cast<caf::actor>(dir), caf::actor_cast<caf::actor>(relay)})
       anon_send_exit(h, caf::exit_reason::user_shutdown);
     for (auto& s : sessions)
       anon_send_exit(s, caf::exit_reason::user_shutdown);
@@ -274,7 +273,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
       CAF_CHECK_EQUAL(metrics->events_delivered.load(), 1u);
     }
     CAF_CHECK_EQUAL(metrics->cancels.load(), 1u); // one acknowledged cancel
-    CAF_CHECK_EQUAL(metrics->joins.load(), 2u);    // carol never joined
+    CAF_CHECK_EQUAL(metrics->joins.load(), 2u);   // carol never joined
     CAF_CHECK_EQUAL(metrics->conflicts.load(), 0u);
   }
 };
@@ -370,11 +369,12 @@ CAF_TEST(waiter cancels before answer) {
 
 /// A finalizer whose group commit waits `delay_ms` and whose claim window
 /// is `window_ms`; `seen` gets its checkpoints.
-finalizer_actor windowed_finalizer(caf::actor_system& sys,
-                                   std::shared_ptr<match_store_factory> db,
-                                   queue_broker_actor broker,
-                                   uint32_t delay_ms, uint32_t window_ms,
-                                   std::shared_ptr<std::vector<checkpoint>> seen) {
+finalizer_actor
+windowed_finalizer(caf::actor_system& sys,
+                   std::shared_ptr<match_store_factory> db,
+                   queue_broker_actor broker, uint32_t delay_ms,
+                   uint32_t window_ms,
+                   std::shared_ptr<std::vector<checkpoint>> seen) {
   finalizer_config fcfg;
   fcfg.batch_delay_ms = delay_ms;
   fcfg.claim_window_ms = window_ms;
@@ -409,9 +409,8 @@ CAF_TEST(a pair older than its claim window is undone and never committed) {
     },
     [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   CAF_CHECK(db->active_session_of("carol")->has_value());
-  CAF_CHECK_EQUAL(std::count(seen->begin(), seen->end(),
-                             checkpoint::after_commit),
-                  1);
+  CAF_CHECK_EQUAL(
+    std::count(seen->begin(), seen->end(), checkpoint::after_commit), 1);
   // Past its window (the batch waits 2 s): never committed, undone like a
   // cancelled pair: bob back at his place, alice told to claim again.
   seen->clear();
@@ -432,12 +431,10 @@ CAF_TEST(a pair older than its claim window is undone and never committed) {
     [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
   CAF_CHECK(!db->active_session_of("bob")->has_value());
   CAF_CHECK(!db->active_session_of("alice")->has_value());
-  CAF_CHECK_EQUAL(std::count(seen->begin(), seen->end(),
-                             checkpoint::after_create),
-                  0);
-  CAF_CHECK_EQUAL(std::count(seen->begin(), seen->end(),
-                             checkpoint::after_commit),
-                  0);
+  CAF_CHECK_EQUAL(
+    std::count(seen->begin(), seen->end(), checkpoint::after_create), 0);
+  CAF_CHECK_EQUAL(
+    std::count(seen->begin(), seen->end(), checkpoint::after_commit), 0);
   auto w = waiting();
   CAF_REQUIRE_EQUAL(w.size(), 2u);
   CAF_CHECK_EQUAL(w[0], "tb"); // bob first: his original place
@@ -457,13 +454,13 @@ CAF_TEST(a pair older than its claim window is undone and never committed) {
   CAF_CHECK(!db->active_session_of("erin")->has_value());
 }
 
-CAF_TEST(a waiter whose ticket vanished re-enqueues after the grace time) {
+CAF_TEST(a waiter whose ticket vanished re - enqueues after the grace time) {
   auto b = session("bob");
   CAF_REQUIRE(join(b, "tb").phase == session_phase::queued);
   // A claimer on a node that then dies: it claims bob and never finalizes.
   auto k = raw->claim(test::spec("q", "ghost", "tg"), 10, false, 1000);
   CAF_REQUIRE(k && k->outcome == claim_outcome::matched);
-  *clock_ms += 2000; // past the claim hold
+  *clock_ms += 2000;                    // past the claim hold
   CAF_REQUIRE(sched.trigger_timeout()); // heartbeat: "gone"
   sched.run();
   CAF_CHECK(state_of(b).phase == session_phase::queued);
@@ -504,8 +501,8 @@ CAF_TEST(a waiter whose ticket vanished after its match committed is matched) {
   *clock_ms += 2000;
   // The timers in order: the join's database ask (answered: ignored), the
   // heartbeat ("gone"), the grace time (no event came: heal).
-  for (int i = 0; i < 6 && state_of(b).phase == session_phase::queued
-                  && waiting().empty();
+  for (int i = 0;
+       i < 6 && state_of(b).phase == session_phase::queued && waiting().empty();
        ++i) {
     CAF_REQUIRE(sched.trigger_timeout());
     sched.run();
@@ -875,7 +872,8 @@ CAF_TEST(a ticket claimed again gets a fresh verdict) {
 // finalizer. It is told at once to retry at the queue, where bob waits
 // (once it waited cancel_wait_ms, 15 s, for a pair that never came: the
 // drain of matchd_sigterm_test overran its bound on it).
-CAF_TEST(a cancel that arrives just after its ticket was put back retries at once) {
+CAF_TEST(
+  a cancel that arrives just after its ticket was put back retries at once) {
   auto fin2 = slow_finalizer();
   CAF_REQUIRE(raw->enqueue(test::spec("q", "bob", "tb")));
   auto p1 = claim_raw("alice", "ta");
@@ -977,8 +975,8 @@ CAF_TEST(a waiter that claimed on a re scan keeps its place when undone) {
   auto a = session("alice");
   CAF_REQUIRE(join(a, "ta").phase == session_phase::queued);
   auto alice_ticket = held("alice");
-  auto score = raw->command({"ZSCORE", codec::queue_keys("q")[0],
-                             alice_ticket}).str;
+  auto score
+    = raw->command({"ZSCORE", codec::queue_keys("q")[0], alice_ticket}).str;
   // Xena waits behind alice (enqueued directly: a join would claim alice).
   CAF_REQUIRE(raw->enqueue(test::spec("q", "xena", "tx")));
   // Alice's heartbeat re-scan claims xena, who cancels before the commit.
@@ -1005,7 +1003,7 @@ CAF_TEST(a self heal works for a ticket id of 128 bytes) {
   CAF_REQUIRE(join(b, t).phase == session_phase::queued);
   auto k = raw->claim(test::spec("q", "ghost", "tg"), 10, false, 1000);
   CAF_REQUIRE(k && k->outcome == claim_outcome::matched);
-  *clock_ms += 2000; // past the claim hold
+  *clock_ms += 2000;                    // past the claim hold
   CAF_REQUIRE(sched.trigger_timeout()); // heartbeat: "gone"
   sched.run();
   CAF_REQUIRE(sched.trigger_timeout()); // grace over: re-enqueue

@@ -98,8 +98,8 @@ CAF_TEST(idle users are released and match again afterwards) {
   // One member of each pair ends the pair's session; both are told.
   for (size_t i = 0; i < all.size(); i += 2) {
     auto sid = state_of(all[i]).session_id;
-    CAF_REQUIRE(ask<end_result>(session(all[i]), end_atom_v, sid,
-                                std::string{"bye"}));
+    CAF_REQUIRE(
+      ask<end_result>(session(all[i]), end_atom_v, sid, std::string{"bye"}));
   }
   advance(300);
   for (auto& u : all)

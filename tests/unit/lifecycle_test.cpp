@@ -22,8 +22,8 @@ using namespace mm;
 namespace {
 
 engine_config lifecycle_engine_config(uint32_t max_session_s = 3600,
-                                     uint32_t retention_s = 7 * 86400,
-                                     uint32_t batch = 1000) {
+                                      uint32_t retention_s = 7 * 86400,
+                                      uint32_t batch = 1000) {
   auto cfg = sim::default_engine_config();
   cfg.lifecycle.max_session_s = max_session_s;
   cfg.lifecycle.retention_s = retention_s;
@@ -128,8 +128,8 @@ CAF_TEST(an ended session frees both users who then match again) {
   CAF_CHECK_NOT_EQUAL(s1, s2);
   // And with new partners: carol and dave wait, the pair ends, each of them
   // is matched with one of the newcomers.
-  CAF_REQUIRE(ask<end_result>(session("bob"), end_atom_v, s2,
-                              std::string{"next"}));
+  CAF_REQUIRE(
+    ask<end_result>(session("bob"), end_atom_v, s2, std::string{"next"}));
   advance(200);
   join("carol", "voice", "c-1");
   join("alice", "voice", "t-2");

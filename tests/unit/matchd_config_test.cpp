@@ -37,13 +37,13 @@ std::string write_file(const std::string& name, const std::string& text) {
 }
 
 class matchd_config_test : public ::testing::Test {
-protected:
+ protected:
   void TearDown() override {
-    for (auto name : {"MATCHD_RATE", "MATCHD_NODE", "MATCHD_SECRET",
-                      "MATCHD_LISTEN", "MATCHD_LOG_LEVEL", "MATCHD_QUEUES",
-                      "MATCHD_SECRET_NEXT", "MATCHD_TOKEN_FORMATS",
-                      "MATCHD_TOKEN_AUDIENCE", "MATCHD_REDIS_PASSWORD",
-                      "MATCHD_REDIS_USER"})
+    for (auto name :
+         {"MATCHD_RATE", "MATCHD_NODE", "MATCHD_SECRET", "MATCHD_LISTEN",
+          "MATCHD_LOG_LEVEL", "MATCHD_QUEUES", "MATCHD_SECRET_NEXT",
+          "MATCHD_TOKEN_FORMATS", "MATCHD_TOKEN_AUDIENCE",
+          "MATCHD_REDIS_PASSWORD", "MATCHD_REDIS_USER"})
       ::unsetenv(name);
   }
 };
@@ -71,17 +71,17 @@ TEST_F(matchd_config_test, command_line_beats_environment_beats_file) {
   matchd_config cfg;
   auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
   ASSERT_FALSE(res.exit_now) << res.output;
-  EXPECT_EQ(cfg.rate, 33);                         // command line
-  EXPECT_EQ(cfg.node, "from-env");                 // environment over file
-  EXPECT_EQ(cfg.secret, "0123456789abcdef-env");   // environment
-  EXPECT_EQ(cfg.log_level, "debug");               // file
-  EXPECT_EQ(cfg.redis_host, "10.0.0.1");           // file
+  EXPECT_EQ(cfg.rate, 33);                       // command line
+  EXPECT_EQ(cfg.node, "from-env");               // environment over file
+  EXPECT_EQ(cfg.secret, "0123456789abcdef-env"); // environment
+  EXPECT_EQ(cfg.log_level, "debug");             // file
+  EXPECT_EQ(cfg.redis_host, "10.0.0.1");         // file
   EXPECT_EQ(cfg.redis_port, 7000);
-  EXPECT_EQ(cfg.max_body, 16384u);                 // default
+  EXPECT_EQ(cfg.max_body, 16384u); // default
 }
 
 TEST_F(matchd_config_test, every_bad_value_is_named_once) {
-  args a{"--listen", "nowhere", "--rate", "0",         "--log-level",
+  args a{"--listen", "nowhere", "--rate",     "0",           "--log-level",
          "loud",     "--redis", "host:99999", "--heartbeat", "40000"};
   matchd_config cfg;
   auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
@@ -112,8 +112,9 @@ TEST_F(matchd_config_test, token_options) {
   ::setenv("MATCHD_SECRET_NEXT", "fedcba9876543210", 1);
   ::setenv("MATCHD_TOKEN_FORMATS", "jwt", 1);
   ::setenv("MATCHD_TOKEN_AUDIENCE", "matchmaker", 1);
-  args ok{"--secret", "0123456789abcdef", "--token-issuer",
-          "https://game.example", "--token-leeway", "0"};
+  args ok{"--secret",       "0123456789abcdef",
+          "--token-issuer", "https://game.example",
+          "--token-leeway", "0"};
   matchd_config cfg;
   auto res = parse_matchd_config(ok.argc(), ok.argv.data(), cfg);
   ASSERT_FALSE(res.exit_now) << res.output;
@@ -127,8 +128,10 @@ TEST_F(matchd_config_test, token_options) {
   ::unsetenv("MATCHD_TOKEN_FORMATS");
   ::unsetenv("MATCHD_TOKEN_AUDIENCE");
   // Each bad one named.
-  args bad{"--secret", "0123456789abcdef", "--secret-next", "short",
-           "--token-leeway", "301", "--token-formats", "v1,jws"};
+  args bad{"--secret",        "0123456789abcdef",
+           "--secret-next",   "short",
+           "--token-leeway",  "301",
+           "--token-formats", "v1,jws"};
   matchd_config cfg2;
   auto res2 = parse_matchd_config(bad.argc(), bad.argv.data(), cfg2);
   ASSERT_TRUE(res2.exit_now);
@@ -158,8 +161,11 @@ TEST_F(matchd_config_test, queue_and_stream_bounds) {
   EXPECT_EQ(def.max_queues, 1000u);
   EXPECT_EQ(def.queue_idle_ms, 60000u);
   EXPECT_EQ(def.stream_maxlen, 100000u);
-  args ok{"--secret", "0123456789abcdef", "--queues", "voice,games.eu",
-          "--max-queues", "5", "--queue-idle", "0", "--stream-maxlen", "0"};
+  args ok{"--secret",        "0123456789abcdef",
+          "--queues",        "voice,games.eu",
+          "--max-queues",    "5",
+          "--queue-idle",    "0",
+          "--stream-maxlen", "0"};
   matchd_config cfg;
   auto res = parse_matchd_config(ok.argc(), ok.argv.data(), cfg);
   ASSERT_FALSE(res.exit_now) << res.output;
@@ -168,8 +174,10 @@ TEST_F(matchd_config_test, queue_and_stream_bounds) {
   EXPECT_EQ(cfg.queue_idle_ms, 0u);
   EXPECT_EQ(cfg.stream_maxlen, 0u);
   // A listed name that no join could ever use is refused, not ignored.
-  args bad{"--secret", "0123456789abcdef", "--queues", "voice,a{b}",
-           "--max-queues", "0", "--queue-idle", "10"};
+  args bad{"--secret",     "0123456789abcdef",
+           "--queues",     "voice,a{b}",
+           "--max-queues", "0",
+           "--queue-idle", "10"};
   matchd_config cfg2;
   auto res2 = parse_matchd_config(bad.argc(), bad.argv.data(), cfg2);
   ASSERT_TRUE(res2.exit_now);
@@ -187,8 +195,8 @@ TEST_F(matchd_config_test, outbox_lease_bounds) {
   matchd_config def;
   ASSERT_FALSE(parse_matchd_config(d.argc(), d.argv.data(), def).exit_now);
   EXPECT_EQ(def.outbox_lease_ms, 30000u);
-  args ok{"--secret", "0123456789abcdef", "--heartbeat", "1000",
-          "--outbox-lease", "5000"};
+  args ok{"--secret", "0123456789abcdef", "--heartbeat",
+          "1000",     "--outbox-lease",   "5000"};
   matchd_config cfg;
   auto res = parse_matchd_config(ok.argc(), ok.argv.data(), cfg);
   ASSERT_FALSE(res.exit_now) << res.output;
@@ -200,8 +208,7 @@ TEST_F(matchd_config_test, outbox_lease_bounds) {
     auto r = parse_matchd_config(b.argc(), b.argv.data(), c);
     ASSERT_TRUE(r.exit_now) << bad;
     EXPECT_EQ(r.exit_code, 2);
-    EXPECT_NE(r.output.find("bad value for --outbox-lease"),
-              std::string::npos)
+    EXPECT_NE(r.output.find("bad value for --outbox-lease"), std::string::npos)
       << r.output;
   }
 }
@@ -231,7 +238,8 @@ TEST_F(matchd_config_test, queues_are_declared_open_mode_only_explicitly) {
   ::unsetenv("MATCHD_QUEUES"); // it would win over the file below
   ASSERT_FALSE(re.exit_now) << re.output;
   EXPECT_EQ(e.queues, (std::vector<std::string>{"voice", "games"}));
-  auto file = write_file("matchd_queues.toml", "queues = [\"chess\", \"go\"]\n");
+  auto file = write_file("matchd_queues.toml",
+                         "queues = [\"chess\", \"go\"]\n");
   args f{"--secret", "0123456789abcdef", "--config", file};
   matchd_config fc;
   auto rf = parse_matchd_config(f.argc(), f.argv.data(), fc);
@@ -259,17 +267,23 @@ TEST_F(matchd_config_test, websocket_limits) {
   ::unsetenv("MATCHD_WS_IDLE_TIMEOUT");
   ::unsetenv("MATCHD_WS_RATE");
   ASSERT_FALSE(res.exit_now) << res.output;
-  EXPECT_EQ(cfg.max_ws_per_user, 3u);      // file
+  EXPECT_EQ(cfg.max_ws_per_user, 3u);       // file
   EXPECT_EQ(cfg.ws_idle_timeout_ms, 9000u); // environment over file
-  EXPECT_EQ(cfg.ws_rate, 2.5);             // command line
-  args bad{"--secret", "0123456789abcdef", "--max-websockets-per-user", "0",
-           "--ws-idle-timeout", "999", "--ws-rate", "0.5"};
+  EXPECT_EQ(cfg.ws_rate, 2.5);              // command line
+  args bad{"--secret",
+           "0123456789abcdef",
+           "--max-websockets-per-user",
+           "0",
+           "--ws-idle-timeout",
+           "999",
+           "--ws-rate",
+           "0.5"};
   matchd_config cfg2;
   auto res2 = parse_matchd_config(bad.argc(), bad.argv.data(), cfg2);
   ASSERT_TRUE(res2.exit_now);
   EXPECT_EQ(res2.exit_code, 2);
-  for (auto opt : {"--max-websockets-per-user", "--ws-idle-timeout",
-                   "--ws-rate"})
+  for (auto opt :
+       {"--max-websockets-per-user", "--ws-idle-timeout", "--ws-rate"})
     EXPECT_NE(res2.output.find(std::string{"bad value for "} + opt),
               std::string::npos)
       << opt << " in:\n"
@@ -292,7 +306,8 @@ TEST_F(matchd_config_test, unknown_keys_and_types_are_refused) {
   ASSERT_TRUE(res2.exit_now);
   EXPECT_EQ(res2.exit_code, 2);
   EXPECT_NE(res2.output.find("rate"), std::string::npos) << res2.output;
-  args c{"--config", "/nonexistent/matchd.toml", "--secret", "0123456789abcdef"};
+  args c{"--config", "/nonexistent/matchd.toml", "--secret",
+         "0123456789abcdef"};
   matchd_config cfg3;
   auto res3 = parse_matchd_config(c.argc(), c.argv.data(), cfg3);
   ASSERT_TRUE(res3.exit_now);
@@ -307,8 +322,8 @@ namespace {
 /// --cluster-insecure on a loopback bind.
 TEST_F(matchd_config_test, a_cluster_port_needs_tls_or_insecure_on_loopback) {
   auto parse = [](std::initializer_list<std::string> extra) {
-    args a{"--secret", "0123456789abcdef", "--redis", "127.0.0.1:6379",
-           "--postgres", "dbname=x", "--cluster-port", "9091"};
+    args a{"--secret",   "0123456789abcdef", "--redis",        "127.0.0.1:6379",
+           "--postgres", "dbname=x",         "--cluster-port", "9091"};
     for (auto& x : extra) {
       a.items.push_back(x);
     }
@@ -323,7 +338,8 @@ TEST_F(matchd_config_test, a_cluster_port_needs_tls_or_insecure_on_loopback) {
   EXPECT_TRUE(none.exit_now);
   EXPECT_NE(none.output.find("--cluster-port"), std::string::npos);
   EXPECT_NE(none.output.find("--cluster-insecure"), std::string::npos);
-  auto [part, c1] = parse({"--cluster-cert", "n.crt", "--cluster-ca", "ca.crt"});
+  auto [part, c1]
+    = parse({"--cluster-cert", "n.crt", "--cluster-ca", "ca.crt"});
   EXPECT_TRUE(part.exit_now);
   EXPECT_NE(part.output.find("bad value for --cluster-key"), std::string::npos)
     << part.output;
@@ -331,14 +347,14 @@ TEST_F(matchd_config_test, a_cluster_port_needs_tls_or_insecure_on_loopback) {
                           "--cluster-ca", "ca.crt"});
   EXPECT_FALSE(all.exit_now) << all.output;
   EXPECT_EQ(c2.cluster_bind, "127.0.0.1"); // the default
-  auto [both, c3] = parse({"--cluster-cert", "n.crt", "--cluster-key", "n.key",
-                           "--cluster-ca", "ca.crt", "--cluster-insecure",
-                           "true"});
+  auto [both, c3]
+    = parse({"--cluster-cert", "n.crt", "--cluster-key", "n.key",
+             "--cluster-ca", "ca.crt", "--cluster-insecure", "true"});
   EXPECT_TRUE(both.exit_now);
   auto [insecure, c4] = parse({"--cluster-insecure", "true"});
   EXPECT_FALSE(insecure.exit_now) << insecure.output;
-  auto [open, c5] = parse({"--cluster-insecure", "true", "--cluster-bind",
-                           "0.0.0.0"});
+  auto [open, c5]
+    = parse({"--cluster-insecure", "true", "--cluster-bind", "0.0.0.0"});
   EXPECT_TRUE(open.exit_now);
   EXPECT_NE(open.output.find("bad value for --cluster-insecure"),
             std::string::npos)
@@ -348,8 +364,9 @@ TEST_F(matchd_config_test, a_cluster_port_needs_tls_or_insecure_on_loopback) {
 /// The example configs in deploy/ must stay valid.
 TEST_F(matchd_config_test, the_deploy_examples_are_valid) {
   ::setenv("MATCHD_SECRET", "0123456789abcdef-example", 1);
-  for (auto file : {"deploy/matchd.toml", "deploy/cluster/node-1.toml",
-                    "deploy/cluster/node-2.toml", "deploy/cluster/node-3.toml"}) {
+  for (auto file :
+       {"deploy/matchd.toml", "deploy/cluster/node-1.toml",
+        "deploy/cluster/node-2.toml", "deploy/cluster/node-3.toml"}) {
     args a{"--config", std::string{MM_SOURCE_DIR} + "/" + file};
     matchd_config cfg;
     auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
@@ -357,7 +374,8 @@ TEST_F(matchd_config_test, the_deploy_examples_are_valid) {
     EXPECT_FALSE(cfg.redis.empty()) << file;
     EXPECT_FALSE(cfg.postgres.empty()) << file;
   }
-  args c{"--config", std::string{MM_SOURCE_DIR} + "/deploy/cluster/node-2.toml"};
+  args c{"--config",
+         std::string{MM_SOURCE_DIR} + "/deploy/cluster/node-2.toml"};
   matchd_config cfg;
   ASSERT_FALSE(parse_matchd_config(c.argc(), c.argv.data(), cfg).exit_now);
   EXPECT_EQ(cfg.node, "node-2");
@@ -389,8 +407,15 @@ TEST_F(matchd_config_test, redis_seeds_cluster_and_credentials) {
   }
   {
     auto file = write_file("redis-pw", "s3cret-pw\n");
-    args a{"--secret", secret, "--redis", "h:1", "--redis-cluster",
-           "--redis-user", "mm", "--redis-password-file", file};
+    args a{"--secret",
+           secret,
+           "--redis",
+           "h:1",
+           "--redis-cluster",
+           "--redis-user",
+           "mm",
+           "--redis-password-file",
+           file};
     matchd_config cfg;
     auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
     EXPECT_FALSE(res.exit_now) << res.output;

@@ -229,13 +229,11 @@ CAF_TEST(a waiter past its wait bound gets conflict and never the lock) {
   CAF_CHECK(is(l2->errors[0], errc::conflict));
   CAF_MESSAGE("conflict: " << sys.render(l2->errors[0]));
   // c1 releases: c3, behind c2, gets the pair; c2 never does.
-  self->send(short_wait, release_atom_v, ss{"alice"}, ss{"bob"},
-             l1->tokens[0]);
+  self->send(short_wait, release_atom_v, ss{"alice"}, ss{"bob"}, l1->tokens[0]);
   expect((release_atom, ss, ss, ss), from(self).to(short_wait));
   expect((ss), from(short_wait).to(c3));
   CAF_CHECK_EQUAL(stored("alice", "bob"), l3->tokens.at(0));
-  self->send(short_wait, release_atom_v, ss{"alice"}, ss{"bob"},
-             l3->tokens[0]);
+  self->send(short_wait, release_atom_v, ss{"alice"}, ss{"bob"}, l3->tokens[0]);
   sched.run();
   pass(10000);
   sched.run();
@@ -331,8 +329,8 @@ CAF_TEST(a pair held by another node is retried until free or the bound) {
   auto [c1, l1] = make_client();
   auto [c2, l2] = make_client();
   // "Another node" holds {alice, bob}.
-  auto set = raw->command({"SET", key("alice", "bob"), "other-node-token",
-                           "NX", "PX", "60000"});
+  auto set = raw->command(
+    {"SET", key("alice", "bob"), "other-node-token", "NX", "PX", "60000"});
   CAF_REQUIRE_EQUAL(set.str, "OK");
   self->send(c1, acquire_atom_v, ss{"alice"}, ss{"bob"});
   sched.run();
@@ -353,8 +351,8 @@ CAF_TEST(a pair held by another node is retried until free or the bound) {
   sched.run();
   // The other node takes it again and keeps it: c2 gets conflict at 4 s,
   // and the other node's key is untouched.
-  set = raw->command({"SET", key("alice", "bob"), "other-node-token", "NX",
-                      "PX", "60000"});
+  set = raw->command(
+    {"SET", key("alice", "bob"), "other-node-token", "NX", "PX", "60000"});
   CAF_REQUIRE_EQUAL(set.str, "OK");
   self->send(c2, acquire_atom_v, ss{"bob"}, ss{"alice"});
   sched.run();
@@ -384,13 +382,12 @@ CAF_TEST(self locks and malformed ids are refused) {
   CAF_CHECK(is(ask_error("alice", ""), errc::invalid_argument));
   CAF_CHECK(is(ask_error("al ice", "bob"), errc::invalid_argument));
   CAF_CHECK(is(ask_error("a{b}", "bob"), errc::invalid_argument));
-  CAF_CHECK(is(ask_error(std::string(129, 'x'), "bob"),
-               errc::invalid_argument));
+  CAF_CHECK(
+    is(ask_error(std::string(129, 'x'), "bob"), errc::invalid_argument));
   CAF_MESSAGE("self lock: " << sys.render(ask_error("alice", "alice")));
   // 128 bytes and every allowed character are fine.
   auto [c1, l1] = make_client();
-  self->send(c1, acquire_atom_v, std::string(128, 'x'),
-             ss{"Az09._:@-user"});
+  self->send(c1, acquire_atom_v, std::string(128, 'x'), ss{"Az09._:@-user"});
   sched.run();
   CAF_CHECK_EQUAL(l1->tokens.size(), 1u);
   CAF_CHECK(l1->errors.empty());

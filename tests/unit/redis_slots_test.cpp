@@ -48,9 +48,9 @@ TEST(redis_slots, redirects_parse_and_garbage_does_not) {
   ASSERT_TRUE(a);
   EXPECT_TRUE(a->ask);
   EXPECT_EQ(a->to.host, "::1");
-  for (const char* bad : {"MOVED", "MOVED 16384 h:1", "MOVED x h:1",
-                          "MOVED 1 h", "MOVED 1 h:0", "MOVED 1 :1",
-                          "ASK 1 h:99999", "ERR MOVED 1 h:1", "moved 1 h:1"})
+  for (const char* bad :
+       {"MOVED", "MOVED 16384 h:1", "MOVED x h:1", "MOVED 1 h", "MOVED 1 h:0",
+        "MOVED 1 :1", "ASK 1 h:99999", "ERR MOVED 1 h:1", "moved 1 h:1"})
     EXPECT_FALSE(parse_redirect(bad)) << bad;
   EXPECT_TRUE(transient_error("TRYAGAIN Multiple keys request during "
                               "rehashing of slot"));
@@ -116,10 +116,10 @@ TEST(redis_slots, an_incomplete_or_odd_map_is_refused_and_keeps_the_old) {
   EXPECT_FALSE(gap);
   EXPECT_EQ(gap.error().code, errc::protocol_error);
   EXPECT_FALSE(m.assign(str("nope")));
-  EXPECT_FALSE(m.assign(arr({arr({integer(0), integer(16384),
-                                  arr({str("h"), integer(1)})})})));
-  EXPECT_FALSE(m.assign(arr({arr({integer(0), integer(16383),
-                                  arr({str(""), integer(1)})})})));
+  EXPECT_FALSE(m.assign(
+    arr({arr({integer(0), integer(16384), arr({str("h"), integer(1)})})})));
+  EXPECT_FALSE(m.assign(
+    arr({arr({integer(0), integer(16383), arr({str(""), integer(1)})})})));
   EXPECT_EQ(m.node_of(5)->port, 7000); // unchanged
 }
 

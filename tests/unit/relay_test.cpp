@@ -29,15 +29,12 @@ using mm_config = test::caf_config;
 using inbox_ptr = std::shared_ptr<std::vector<match_event>>;
 
 /// A stand-in session that records every delivered event.
-session_actor::behavior_type recorder(session_actor::pointer,
-                                      inbox_ptr inbox) {
+session_actor::behavior_type recorder(session_actor::pointer, inbox_ptr inbox) {
   return {
     [](join_atom, join_request&) { return session_state{}; },
     [](cancel_atom) { return session_state{}; },
     [](state_atom) { return session_state{}; },
-    [inbox](deliver_atom, match_event& ev) {
-      inbox->push_back(std::move(ev));
-    },
+    [inbox](deliver_atom, match_event& ev) { inbox->push_back(std::move(ev)); },
     [](tick_atom, uint64_t) {},
     [](grace_atom, uint64_t) {},
     [](end_atom, std::string&, std::string&) { return end_result{}; },
@@ -85,9 +82,7 @@ directory_actor::behavior_type stub_directory(directory_actor::pointer,
         out.pop_back();
       return out;
     },
-    [](deliver_atom, std::string&, match_event&) {
-      return delivery_report{};
-    },
+    [](deliver_atom, std::string&, match_event&) { return delivery_report{}; },
     [](attach_atom, node_gateway_actor&) {},
     [](tick_atom) {},
   };
@@ -96,12 +91,10 @@ directory_actor::behavior_type stub_directory(directory_actor::pointer,
 /// Fails the first `failures` execute calls of every connection's factory
 /// with `store_unavailable` (a Redis that is down), then passes through.
 class flaky_sink final : public queue_store_factory {
-public:
+ public:
   flaky_sink(std::shared_ptr<queue_store_factory> inner, int failures)
-    : inner_(std::move(inner)),
-      left_(std::make_shared<int>(failures)),
-      calls_(std::make_shared<int>(0)) {
-  }
+    : inner_(std::move(inner)), left_(std::make_shared<int>(failures)),
+      calls_(std::make_shared<int>(0)) {}
 
   std::unique_ptr<queue_store> connect() override {
     return std::make_unique<conn>(inner_->connect(), left_, calls_);
@@ -115,13 +108,12 @@ public:
     return *calls_;
   }
 
-private:
+ private:
   class conn final : public queue_store {
-  public:
+   public:
     conn(std::unique_ptr<queue_store> inner, std::shared_ptr<int> left,
          std::shared_ptr<int> calls)
-      : inner_(std::move(inner)), left_(left), calls_(calls) {
-    }
+      : inner_(std::move(inner)), left_(left), calls_(calls) {}
 
     std::vector<store_reply> run(const std::vector<script_call>& c) override {
       return inner_->run(c);
@@ -146,7 +138,7 @@ private:
       return false;
     }
 
-  private:
+   private:
     std::unique_ptr<queue_store> inner_;
     std::shared_ptr<int> left_;
     std::shared_ptr<int> calls_;
@@ -160,13 +152,12 @@ private:
 /// The in-memory match store, but the first `fetch_failures` fetches and
 /// `mark_failures` marks fail with `store_unavailable` (a database outage).
 class flaky_db final : public match_store_factory {
-public:
+ public:
   flaky_db(std::shared_ptr<match_store_factory> inner, int fetch_failures,
            int mark_failures)
     : inner_(std::move(inner)),
-      left_(std::make_shared<std::pair<int, int>>(fetch_failures,
-                                                  mark_failures)) {
-  }
+      left_(
+        std::make_shared<std::pair<int, int>>(fetch_failures, mark_failures)) {}
 
   std::unique_ptr<match_store> connect() override {
     return std::make_unique<conn>(inner_->connect(), left_);
@@ -176,20 +167,20 @@ public:
     return "flaky " + inner_->describe();
   }
 
-private:
+ private:
   using counters = std::shared_ptr<std::pair<int, int>>;
 
   class conn final : public match_store {
-  public:
+   public:
     conn(std::unique_ptr<match_store> inner, counters left)
-      : inner_(std::move(inner)), left_(std::move(left)) {
-    }
+      : inner_(std::move(inner)), left_(std::move(left)) {}
 
     outcome<std::vector<std::string>> apply_migrations() override {
       return inner_->apply_migrations();
     }
 
-    outcome<size_t> mark_delivered(const std::vector<std::string>& ids) override {
+    outcome<size_t>
+    mark_delivered(const std::vector<std::string>& ids) override {
       if (left_->second > 0) {
         --left_->second;
         return outcome<size_t>{errc::store_unavailable, "injected outage"};
@@ -205,7 +196,7 @@ private:
       return false;
     }
 
-  protected:
+   protected:
     std::vector<outcome<match_record>>
     do_commit_matches(const std::vector<match_request>& reqs,
                       const commit_check& check) override {
@@ -237,7 +228,7 @@ private:
       return inner_->fetch_undelivered(limit, lease_ms);
     }
 
-  private:
+   private:
     std::unique_ptr<match_store> inner_;
     counters left_;
   };
@@ -365,7 +356,9 @@ struct fixture : test_coordinator_fixture<mm_config> {
     run();
     uint32_t n = 0;
     rh.receive([&](uint32_t x) { n = x; },
-               [&](caf::error& e) { CAF_FAIL("flush failed: " << sys.render(e)); });
+               [&](caf::error& e) {
+                 CAF_FAIL("flush failed: " << sys.render(e));
+               });
     return n;
   }
 
@@ -459,7 +452,8 @@ CAF_TEST(deliver reaches both registered sessions) {
   CAF_CHECK_EQUAL(inbox["alice"]->at(0).session_id, "s-e1");
 }
 
-CAF_TEST(a batch of events goes in one message with a report per event in order) {
+CAF_TEST(
+  a batch of events goes in one message with a report per event in order) {
   connect("alice");
   connect("bob");
   std::vector<match_event> evs{event("e1", "alice", "bob"),
@@ -488,9 +482,8 @@ CAF_TEST(a batch of events goes in one message with a report per event in order)
   auto empty = self->request(dir, caf::infinite, deliver_atom_v,
                              std::vector<match_event>{});
   run();
-  empty.receive(
-    [](std::vector<delivery_report>& rs) { CAF_CHECK(rs.empty()); },
-    [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
+  empty.receive([](std::vector<delivery_report>& rs) { CAF_CHECK(rs.empty()); },
+                [&](caf::error& e) { CAF_FAIL(sys.render(e)); });
 }
 
 CAF_TEST(a user without a session gets its events when it registers) {
@@ -585,7 +578,8 @@ CAF_TEST_FIXTURE_SCOPE_END()
 
 CAF_TEST_FIXTURE_SCOPE(relay_tests, fixture)
 
-CAF_TEST(the relay marks only the events whose reports in the batch are complete) {
+CAF_TEST(
+  the relay marks only the events whose reports in the batch are complete) {
   // Per event: reached (marked), a node not reached and no node known on a
   // first delivery (both left for another delivery).
   dir = sys.spawn(stub_directory, stub_mode::by_user);
@@ -711,7 +705,7 @@ CAF_TEST(a relay stopped mid stream leaves nothing undelivered) {
   commit(0, n);
   auto c = cfg;
   c.batch = 2;
-  c.lease_ms = 1; // the in-memory store's leases run on the wall clock
+  c.lease_ms = 1;        // the in-memory store's leases run on the wall clock
   auto first = relay(c); // starts on its own: whatever is committed
   run_until([&] { return received() >= 2; });
   anon_send_exit(first, caf::exit_reason::kill);
@@ -909,7 +903,8 @@ CAF_TEST(a flush waits for the events pushed before it) {
   CAF_CHECK(all_marked());
 }
 
-CAF_TEST(events committed leased but never pushed are fetched once the lease lapsed) {
+CAF_TEST(
+  events committed leased but never pushed are fetched once the lease lapsed) {
   // The committing node died between its COMMIT and the push: any relay
   // delivers the events one lease later, none is lost (problem 14 and I5
   // of docs/design.md).

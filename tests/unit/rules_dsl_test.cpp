@@ -101,7 +101,8 @@ CAF_TEST(users 300 apart are paired once both windows reach 300) {
   auto st = state_of("b");
   CAF_CHECK_EQUAL(st.phase, session_phase::queued);
   // (the avoid rule relaxes after 10 s of waiting)
-  CAF_CHECK_EQUAL(st.windows, R"({"avoid":"any","region":"same","skill":150.0})");
+  CAF_CHECK_EQUAL(st.windows,
+                  R"({"avoid":"any","region":"same","skill":150.0})");
   // Nobody else arrives. Just before b's window reaches 300 they wait ...
   advance(24'700 - 10'000 - 300);
   CAF_CHECK_EQUAL(state_of("a").phase, session_phase::queued);
@@ -121,8 +122,8 @@ CAF_TEST(the last partner is avoided while others wait then allowed) {
   auto s1 = state_of("alice").session_id;
   CAF_REQUIRE(!s1.empty());
   CAF_REQUIRE_EQUAL(state_of("bob").session_id, s1);
-  CAF_REQUIRE(ask<end_result>(session("alice"), end_atom_v, s1,
-                              std::string{"next"}));
+  CAF_REQUIRE(
+    ask<end_result>(session("alice"), end_atom_v, s1, std::string{"next"}));
   advance(200);
   // Both rejoin; carol comes later and is the one alice gets.
   CAF_REQUIRE(join("alice", "t-2", attrs(1500)));
@@ -138,8 +139,8 @@ CAF_TEST(the last partner is avoided while others wait then allowed) {
   CAF_REQUIRE(join("dave", "t-1", attrs(1500)));
   auto s3 = state_of("dave").session_id;
   CAF_REQUIRE_EQUAL(state_of("bob").session_id, s3);
-  CAF_REQUIRE(ask<end_result>(session("bob"), end_atom_v, s3,
-                              std::string{"next"}));
+  CAF_REQUIRE(
+    ask<end_result>(session("bob"), end_atom_v, s3, std::string{"next"}));
   advance(200);
   CAF_REQUIRE(join("bob", "t-3", attrs(1500)));
   CAF_REQUIRE(join("dave", "t-2", attrs(1500)));

@@ -38,10 +38,9 @@ using mm_config = test::caf_config;
 /// script call runs on the inner store and its reply is replaced by
 /// `store_unavailable` (a Redis command that timed out after it ran).
 class lossy_store final : public queue_store_factory {
-public:
+ public:
   explicit lossy_store(std::shared_ptr<queue_store_factory> inner)
-    : inner_(std::move(inner)) {
-  }
+    : inner_(std::move(inner)) {}
 
   std::unique_ptr<queue_store> connect() override {
     return std::make_unique<conn>(inner_->connect(), lose);
@@ -53,20 +52,19 @@ public:
 
   std::shared_ptr<int> lose = std::make_shared<int>(0);
 
-private:
+ private:
   class conn final : public queue_store {
-  public:
+   public:
     conn(std::unique_ptr<queue_store> inner, std::shared_ptr<int> lose)
-      : inner_(std::move(inner)), lose_(std::move(lose)) {
-    }
+      : inner_(std::move(inner)), lose_(std::move(lose)) {}
 
     std::vector<store_reply> run(const std::vector<script_call>& c) override {
       auto out = inner_->run(c);
       for (auto& r : out)
         if (*lose_ > 0) {
           --*lose_;
-          r = store_reply{errc::store_unavailable, "no reply within 5000 ms",
-                          {}};
+          r = store_reply{
+            errc::store_unavailable, "no reply within 5000 ms", {}};
         }
       return out;
     }
@@ -80,7 +78,7 @@ private:
       return false;
     }
 
-  private:
+   private:
     std::unique_ptr<queue_store> inner_;
     std::shared_ptr<int> lose_;
   };
@@ -138,11 +136,10 @@ struct fixture : test_coordinator_fixture<mm_config> {
     // finalizer may reach a checkpoint while it stops (here, or in the base
     // fixture's run() after this object's members are gone): disarm it.
     hook = nullptr;
-    for (auto h : {caf::actor_cast<caf::actor>(broker),
-                   caf::actor_cast<caf::actor>(fin),
-                   caf::actor_cast<caf::actor>(dir),
-                   caf::actor_cast<caf::actor>(relay),
-                   caf::actor_cast<caf::actor>(lifecycle)})
+    for (auto h :
+         {caf::actor_cast<caf::actor>(broker), caf::actor_cast<caf::actor>(fin),
+          caf::actor_cast<caf::actor>(dir), caf::actor_cast<caf::actor>(relay),
+          caf::actor_cast<caf::actor>(lifecycle)})
       anon_send_exit(h, caf::exit_reason::user_shutdown);
     for (auto& s : sessions)
       anon_send_exit(s, caf::exit_reason::user_shutdown);
@@ -157,8 +154,7 @@ struct fixture : test_coordinator_fixture<mm_config> {
     return spawn_queue_broker(sys, std::move(store), bcfg);
   }
 
-  session_actor session(const std::string& user,
-                        queue_broker_actor via = {}) {
+  session_actor session(const std::string& user, queue_broker_actor via = {}) {
     session_links links;
     links.broker = via ? via : broker;
     links.finalizer = fin;
@@ -253,9 +249,9 @@ CAF_TEST(a retried claimer whose record was claimed meanwhile waits for that mat
   auto k = raw->claim(test::spec("q", "carol", "tc"));
   CAF_REQUIRE(k && k->outcome == claim_outcome::matched);
   CAF_REQUIRE_EQUAL(k->partner.user, "alice");
-  auto carol_fin = self->request(fin, caf::infinite, finalize_atom_v,
-                                 claim_pair{"q", "carol", "tc", "",
-                                            k->partner});
+  auto carol_fin
+    = self->request(fin, caf::infinite, finalize_atom_v,
+                    claim_pair{"q", "carol", "tc", "", k->partner});
   run_all_but(a);
   auto committed = answer_of<finalize_result>(carol_fin);
   CAF_REQUIRE(committed.outcome == finalize_outcome::committed);
@@ -265,8 +261,8 @@ CAF_TEST(a retried claimer whose record was claimed meanwhile waits for that mat
   auto alice_cancel = self->request(a, caf::infinite, cancel_atom_v);
   sched.run();
   auto told = answer_of<session_state>(alice_cancel);
-  CAF_MESSAGE("alice's cancel: " << to_string(told.phase) << " ("
-                                 << told.detail << ")");
+  CAF_MESSAGE("alice's cancel: " << to_string(told.phase) << " (" << told.detail
+                                 << ")");
   CAF_CHECK_EQUAL(to_string(told.phase), std::string{"matched"});
   CAF_CHECK_EQUAL(told.session_id, committed.session_id);
   CAF_CHECK_EQUAL(flush_relay(), 1u);
@@ -313,7 +309,8 @@ CAF_TEST(a cancel verdict slower than route_timeout_ms is asked again) {
   sched.run();
   auto told = answer_of<session_state>(bob_cancel);
   CAF_MESSAGE("bob: " << to_string(told.phase) << " (" << told.detail << ")");
-  CAF_CHECK_EQUAL(to_string(told.phase), std::string{"matched"}); // once `failed`
+  CAF_CHECK_EQUAL(to_string(told.phase),
+                  std::string{"matched"}); // once `failed`
   auto s = db->active_session_of("bob");
   CAF_REQUIRE(s && s->has_value());
   CAF_CHECK_EQUAL(told.session_id, (*s)->session_id);
@@ -358,7 +355,8 @@ CAF_TEST(a cancel verdict that never comes ends the join after its rounds) {
 // A finalizer that is gone gives no verdict, but it may have committed the
 // pair before it went (here it commits alice's pair, then stops): the answer
 // comes from the database at once, without waiting for a timer.
-CAF_TEST(a cancel asked of a finalizer that is gone is answered from the database) {
+CAF_TEST(
+  a cancel asked of a finalizer that is gone is answered from the database) {
   auto a = session("alice");
   auto b = session("bob");
   auto bob_join = self->request(b, caf::infinite, join_atom_v,
@@ -378,7 +376,8 @@ CAF_TEST(a cancel asked of a finalizer that is gone is answered from the databas
   auto s = db->active_session_of("bob");
   CAF_REQUIRE(s);
   if (s->has_value()) {
-    CAF_CHECK_EQUAL(to_string(told.phase), std::string{"matched"}); // once `failed`
+    CAF_CHECK_EQUAL(to_string(told.phase),
+                    std::string{"matched"}); // once `failed`
     CAF_CHECK_EQUAL(told.session_id, (**s).session_id);
   } else {
     CAF_CHECK_EQUAL(to_string(told.phase), std::string{"failed"});
@@ -391,7 +390,8 @@ CAF_TEST(a cancel asked of a finalizer that is gone is answered from the databas
 // the session asks the queue again instead of ending `failed`: alice claims
 // bob and bob is told `matched` in that session (once: `failed`, while his
 // ticket waited and was matched).
-CAF_TEST(a claim whose reply was lost is asked again and never reported failed) {
+CAF_TEST(
+  a claim whose reply was lost is asked again and never reported failed) {
   auto lossy = std::make_shared<lossy_store>(qstore);
   auto b2 = broker_on(lossy);
   auto b = session("bob", b2);
@@ -408,7 +408,7 @@ CAF_TEST(a claim whose reply was lost is asked again and never reported failed) 
     });
   CAF_CHECK_EQUAL(to_string(state_of(b).phase), std::string{"claiming"});
   CAF_REQUIRE_EQUAL(raw->waiting("q").size(), 1u); // the claim did run
-  CAF_REQUIRE(sched.trigger_timeout()); // bob's retry: a re-scan
+  CAF_REQUIRE(sched.trigger_timeout());            // bob's retry: a re-scan
   sched.run();
   CAF_CHECK_EQUAL(to_string(state_of(b).phase), std::string{"queued"});
   CAF_REQUIRE_EQUAL(raw->waiting("q").size(), 1u); // still one ticket
@@ -447,7 +447,8 @@ CAF_TEST(a cancel whose reply was lost is asked again) {
   while (sched.trigger_timeout())
     sched.run();
   auto told = answer_of<session_state>(bob_cancel);
-  CAF_CHECK_EQUAL(to_string(told.phase), std::string{"cancelled"}); // once `failed`
+  CAF_CHECK_EQUAL(to_string(told.phase),
+                  std::string{"cancelled"}); // once `failed`
   CAF_CHECK(raw->waiting("q").empty());
   anon_send_exit(b2, caf::exit_reason::user_shutdown);
 }

@@ -21,8 +21,7 @@ engine_config swipe_config() {
 }
 
 struct fixture : sim::engine_fixture<> {
-  fixture() : sim::engine_fixture<>(swipe_config()) {
-  }
+  fixture() : sim::engine_fixture<>(swipe_config()) {}
 
   caf::expected<swipe_result> swipe(std::string from, std::string to,
                                     bool like = true) {

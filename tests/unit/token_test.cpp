@@ -32,10 +32,9 @@ TEST(token, round_trip) {
 
 TEST(token, form_is_v1_user_expiry_signature) {
   auto tok = mm::sign_token(secret, "alice", now + 60);
-  EXPECT_EQ(tok.rfind("v1." + b64("alice") + "." + std::to_string(now + 60)
-                        + ".",
-                      0),
-            0u);
+  EXPECT_EQ(
+    tok.rfind("v1." + b64("alice") + "." + std::to_string(now + 60) + ".", 0),
+    0u);
   // HMAC-SHA256 is 32 bytes: 43 base64url characters without padding.
   EXPECT_EQ(tok.size() - tok.rfind('.') - 1, 43u);
 }
@@ -48,10 +47,10 @@ TEST(token, signing_is_deterministic) {
 }
 
 TEST(token, users_with_any_bytes_round_trip) {
-  for (std::string user : {std::string("a"), std::string("user@example.com"),
-                           std::string("x.y:z-1_2"),
-                           std::string("\xff\x00\x01 binary", 10),
-                           std::string(128, 'u')}) {
+  for (std::string user :
+       {std::string("a"), std::string("user@example.com"),
+        std::string("x.y:z-1_2"), std::string("\xff\x00\x01 binary", 10),
+        std::string(128, 'u')}) {
     auto res = mm::verify_token(secret, mm::sign_token(secret, user, now + 1),
                                 now);
     EXPECT_EQ(res.error, token_error::none) << user;
@@ -87,8 +86,7 @@ TEST(token, forged_signature) {
   // A later expiry under the old signature.
   auto extended = body_of(b64("alice"), std::to_string(now + 99999))
                   + tok.substr(tok.rfind('.'));
-  EXPECT_EQ(mm::verify_token(secret, extended, now).error,
-            token_error::forged);
+  EXPECT_EQ(mm::verify_token(secret, extended, now).error, token_error::forged);
   // A forged token must not learn that it also expired.
   auto old = mm::sign_token(secret, "alice", now - 10);
   auto old_forged = old.substr(0, old.rfind('.')) + tok.substr(tok.rfind('.'));
@@ -111,21 +109,21 @@ TEST(token, malformed_forms) {
     "v2." + user + "." + exp + "." + sig, // unknown version
     "V1." + user + "." + exp + "." + sig,
     "x" + tok,
-    "v1." + user,                          // missing expiry and signature
-    "v1." + user + "." + exp,              // missing signature
-    "v1." + user + "." + exp + ".",        // empty signature
-    "v1.." + exp + "." + sig,              // empty user
-    "v1." + user + ".." + sig,             // empty expiry
+    "v1." + user,                               // missing expiry and signature
+    "v1." + user + "." + exp,                   // missing signature
+    "v1." + user + "." + exp + ".",             // empty signature
+    "v1.." + exp + "." + sig,                   // empty user
+    "v1." + user + ".." + sig,                  // empty expiry
     "v1." + user + "." + exp + "." + sig + ".", // extra dot
     "v1." + user + "." + exp + "." + sig + ".x",
     "v1." + user + ".1." + exp + "." + sig,
-    "v1.a*b." + exp + "." + sig,            // bad base64 in the user
-    "v1." + user + "=." + exp + "." + sig,  // padding is not base64url
-    "v1.a." + exp + "." + sig,              // impossible base64 length
+    "v1.a*b." + exp + "." + sig,           // bad base64 in the user
+    "v1." + user + "=." + exp + "." + sig, // padding is not base64url
+    "v1.a." + exp + "." + sig,             // impossible base64 length
     "v1." + user + "." + exp + "." + sig.substr(0, 42) + "*",
     "v1." + user + "." + exp + "." + sig.substr(0, 40), // short signature
     "v1." + user + "." + exp + "." + sig + "AAAA",      // long signature
-    "v1." + user + ".12a4." + sig,          // non-digit expiry
+    "v1." + user + ".12a4." + sig,                      // non-digit expiry
     "v1." + user + ".-5." + sig,
     "v1." + user + ".+5." + sig,
     "v1." + user + ". 5." + sig,
@@ -242,9 +240,10 @@ TEST(jwt, only_hs256) {
   EXPECT_EQ(check(policy(), jwt(c, secret, R"({"alg":["HS256"]})")),
             token_error::malformed);
   // Extensions matchd does not implement (e.g. unencoded payloads).
-  EXPECT_EQ(check(policy(),
-                  jwt(c, secret, R"({"alg":"HS256","b64":false,"crit":["b64"]})")),
-            token_error::malformed);
+  EXPECT_EQ(
+    check(policy(),
+          jwt(c, secret, R"({"alg":"HS256","b64":false,"crit":["b64"]})")),
+    token_error::malformed);
 }
 
 TEST(jwt, tampered) {
@@ -281,8 +280,8 @@ TEST(jwt, expiry_and_leeway) {
   EXPECT_EQ(check(policy(30), jwt(claims("a", now - 30))),
             token_error::expired);
   // Fractional NumericDates are seconds too; absurdly far is far.
-  EXPECT_EQ(check(policy(0), jwt(R"({"sub":"a","exp":)"
-                                 + std::to_string(now) + ".5}")),
+  EXPECT_EQ(check(policy(0),
+                  jwt(R"({"sub":"a","exp":)" + std::to_string(now) + ".5}")),
             token_error::expired);
   EXPECT_EQ(check(policy(0), jwt(R"({"sub":"a","exp":1e300})")),
             token_error::none);
@@ -355,7 +354,8 @@ TEST(jwt, issuer) {
   EXPECT_EQ(check(p, jwt(claims("a", exp, R"(,"iss":"https://evil.example")"))),
             token_error::wrong_issuer);
   EXPECT_EQ(check(p, jwt(claims("a", exp))), token_error::wrong_issuer);
-  EXPECT_EQ(check(p, jwt(claims("a", exp, R"(,"iss":["https://game.example"])"))),
+  EXPECT_EQ(check(p,
+                  jwt(claims("a", exp, R"(,"iss":["https://game.example"])"))),
             token_error::wrong_issuer);
   // Not configured: not checked.
   EXPECT_EQ(check(policy(), jwt(claims("a", exp, R"(,"iss":"anyone")"))),
@@ -368,10 +368,10 @@ TEST(jwt, subject_is_a_valid_user_id) {
             token_error::none);
   EXPECT_EQ(check(policy(), jwt(claims("user@example.com", now + 60))),
             token_error::none);
-  for (auto sub : {std::string(R"("")"), std::string(R"("a/b")"),
-                   std::string(R"("a b")"), std::string(R"("café")"),
-                   '"' + std::string(129, 'u') + '"', std::string("7"),
-                   std::string("null"), std::string(R"(["a"])")}) {
+  for (auto sub :
+       {std::string(R"("")"), std::string(R"("a/b")"), std::string(R"("a b")"),
+        std::string(R"("café")"), '"' + std::string(129, 'u') + '"',
+        std::string("7"), std::string("null"), std::string(R"(["a"])")}) {
     auto res = mm::verify_bearer(
       policy(), jwt(R"({"sub":)" + sub + R"(,"exp":)" + exp + "}"), now);
     EXPECT_EQ(res.error, token_error::malformed) << sub;
@@ -400,7 +400,8 @@ TEST(jwt, key_rollover) {
   // No secret: nothing is accepted.
   p.secrets.clear();
   EXPECT_EQ(check(p, jwt(c)), token_error::forged);
-  EXPECT_EQ(check(p, mm::sign_token(secret, "a", now + 9)), token_error::forged);
+  EXPECT_EQ(check(p, mm::sign_token(secret, "a", now + 9)),
+            token_error::forged);
 }
 
 TEST(jwt, size_bound) {
@@ -408,8 +409,8 @@ TEST(jwt, size_bound) {
   // Padded with a claim up to the bound: accepted; a byte more: not.
   auto base = jwt(claims("alice", now + 60, R"(,"pad":"")"));
   auto pad_for = [&](size_t n) {
-    return jwt(claims("alice", now + 60, R"(,"pad":")" + std::string(n, 'x')
-                                           + "\""));
+    return jwt(
+      claims("alice", now + 60, R"(,"pad":")" + std::string(n, 'x') + "\""));
   };
   size_t n = 2800; // ~3.9 KB already; the loop walks the last bytes
   ASSERT_LE(pad_for(n).size(), mm::max_token_bytes);
@@ -431,15 +432,23 @@ TEST(jwt, malformed_forms) {
   auto h = tok.substr(0, p1), pl = tok.substr(p1 + 1, p2 - p1 - 1),
        sig = tok.substr(p2 + 1);
   const std::string cases[] = {
-    "x", ".", "..", "...", h, h + "." + pl, h + "." + pl + "." + sig + ".",
-    h + "." + pl + "." + sig + "." + sig, "." + pl + "." + sig,
-    h + ".." + sig, h + "." + pl + ".",
-    h + "=." + pl + "." + sig,                  // padding
+    "x",
+    ".",
+    "..",
+    "...",
+    h,
+    h + "." + pl,
+    h + "." + pl + "." + sig + ".",
+    h + "." + pl + "." + sig + "." + sig,
+    "." + pl + "." + sig,
+    h + ".." + sig,
+    h + "." + pl + ".",
+    h + "=." + pl + "." + sig, // padding
     h + "." + pl + "." + sig + "=",
-    h + "." + pl + "." + sig.substr(0, 42),     // 31 bytes
-    h + "." + pl + "." + sig + "AA",            // 33 bytes
+    h + "." + pl + "." + sig.substr(0, 42), // 31 bytes
+    h + "." + pl + "." + sig + "AA",        // 33 bytes
     h.substr(0, h.size() - 1) + "*." + pl + "." + sig,
-    b64("[1,2]") + "." + pl + "." + sig,        // header not an object
+    b64("[1,2]") + "." + pl + "." + sig,              // header not an object
     b64("{\"alg\":\"HS256\"") + "." + pl + "." + sig, // cut JSON
     b64("\xff\xfe") + "." + pl + "." + sig,
     "Bearer " + tok,

@@ -16,16 +16,15 @@ using uf = user_record::flag;
 
 /// A few offending users per kind of violation, for the report.
 class example_list {
-public:
-  explicit example_list(checker_result& res) : res_(res) {
-  }
+ public:
+  explicit example_list(checker_result& res) : res_(res) {}
 
   void operator()(const char* kind, int32_t u) {
     if (u >= 0 && shown_[kind]++ < 5)
       res_.examples.emplace_back(kind, static_cast<uint32_t>(u));
   }
 
-private:
+ private:
   checker_result& res_;
   std::map<std::string, std::size_t> shown_;
 };
@@ -48,8 +47,8 @@ void count_unheard(checker_result& res, example_list& example,
 void count_if_lost(checker_result& res, example_list& example,
                    const user_record& r, int32_t u, bool matched,
                    bool told_off) {
-  if (r.has(uf::join_ok) && !told_off && !r.has(uf::shutdown_notice)
-      && !matched && !r.has(uf::final_waiting)) {
+  if (r.has(uf::join_ok) && !told_off && !r.has(uf::shutdown_notice) && !matched
+      && !r.has(uf::final_waiting)) {
     res.lost_users++;
     res.lost.push_back(static_cast<uint32_t>(u));
     example("lost_user", u);
@@ -139,8 +138,7 @@ checker_result check_records(const std::vector<user_record>& users,
       example("double_booking", ui);
     }
     bool told_matched = r.has(uf::told_matched) && !r.has(uf::got_event);
-    bool matched = r.has(uf::got_event) || r.has(uf::told_matched)
-                   || missed[u];
+    bool matched = r.has(uf::got_event) || r.has(uf::told_matched) || missed[u];
     bool told_off = r.has(uf::cancel_acked) || r.has(uf::ended);
     if (told_off && matched) {
       // Told "cancelled" (or failed), yet matched after all.
@@ -177,8 +175,8 @@ checker_result check_cycles(const std::vector<user_record>& users,
       // Only a user who kept listening can be expected to have heard.
       bool listening = !r.has(uf::ws_failed) && r.counts.joins_ok > 0;
       // A join answered "matched" without its event is counted below.
-      bool told_only = same_join(ticket, r.ticket)
-                       && r.has(uf::told_matched) && !r.has(uf::got_event);
+      bool told_only = same_join(ticket, r.ticket) && r.has(uf::told_matched)
+                       && !r.has(uf::got_event);
       if (!s.created[k] && told_only) {
         // (counted with the current cycle)
       } else if (!s.created[k]) {
@@ -187,8 +185,7 @@ checker_result check_cycles(const std::vector<user_record>& users,
         } else if (!ticket.empty()
                    && (same_join(ticket, r.cancelled_ticket)
                        || (same_join(ticket, r.ticket)
-                           && (r.has(uf::cancel_acked)
-                               || r.has(uf::ended))))) {
+                           && (r.has(uf::cancel_acked) || r.has(uf::ended))))) {
           res.cancelled_but_matched++;
           example("cancelled_but_matched", u);
         } else if (same_join(ticket, r.ticket) && r.has(uf::got_event)

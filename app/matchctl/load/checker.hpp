@@ -37,10 +37,9 @@ struct checker_result {
   /// "ok" or "violations".
   const char* verdict() const noexcept {
     return double_bookings + lost_users + undelivered_events
-               + cancelled_but_matched + overlapping_sessions
-               + missing_session_ended + end_mismatches
-               + in_session_after_end
-             == 0
+                 + cancelled_but_matched + overlapping_sessions
+                 + missing_session_ended + end_mismatches + in_session_after_end
+               == 0
              ? "ok"
              : "violations";
   }

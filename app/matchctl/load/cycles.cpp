@@ -50,11 +50,10 @@ bool plausible_end(const std::string& ended_by, const std::string& reason,
 
 } // namespace
 
-void virtual_users::remember_ended(user_record& r,
-                                   const std::string& session) {
+void virtual_users::remember_ended(user_record& r, const std::string& session) {
   r.ended_sessions[r.ended_next] = session_hash(session);
-  r.ended_next = static_cast<uint8_t>((r.ended_next + 1)
-                                      % r.ended_sessions.size());
+  r.ended_next
+    = static_cast<uint8_t>((r.ended_next + 1) % r.ended_sessions.size());
 }
 
 bool virtual_users::ended_before(const user_record& r,
@@ -187,7 +186,8 @@ void virtual_users::on_end(uint32_t i, const std::string& session,
       auto by = str_field(body, "ended_by");
       auto reason = str_field(body, "reason");
       auto now = body.find("ended_now");
-      bool ended_now = now != body.end() && now->is_boolean() && now->get<bool>();
+      bool ended_now = now != body.end() && now->is_boolean()
+                       && now->get<bool>();
       // Ended now: by us, for our reason. Ended before: by us (a retry of
       // ours), or by the engine when it expired.
       agrees = ended_now ? (by == self && reason == end_reason)

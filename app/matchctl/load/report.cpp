@@ -72,14 +72,14 @@ json to_json(const distribution& d) {
 /// One line about one user, for the examples of violations.
 std::string describe_user(const load_options& opts,
                           const std::vector<user_record>& recs, uint32_t u) {
-  static const char* names[] = {
-    "started",         "ws_open",           "join_sent",     "join_ok",
-    "join_refused",    "join_error",        "cancel_planned", "cancel_sent",
-    "cancel_acked",    "cancel_late",       "got_event",     "told_matched",
-    "ended",           "shutdown_notice",   "ws_failed",     "done",
-    "final_waiting",   "final_unreachable", "final_unknown", "multi_session",
-    "bad_event",       "end_sent",          "session_over",  "lived",
-    "gave_up",         "told_stale"};
+  static const char* names[]
+    = {"started",       "ws_open",           "join_sent",      "join_ok",
+       "join_refused",  "join_error",        "cancel_planned", "cancel_sent",
+       "cancel_acked",  "cancel_late",       "got_event",      "told_matched",
+       "ended",         "shutdown_notice",   "ws_failed",      "done",
+       "final_waiting", "final_unreachable", "final_unknown",  "multi_session",
+       "bad_event",     "end_sent",          "session_over",   "lived",
+       "gave_up",       "told_stale"};
   auto& r = recs[u];
   std::string text = opts.user_name(u) + " [";
   for (std::size_t b = 0; b < std::size(names); ++b)
@@ -171,15 +171,14 @@ load_summary summarize(const load_options& opts,
   s.sessions = cycles ? run.sessions_seen : session_ids.size();
   auto per_s = [&](double n, int64_t until_us) {
     auto from_us = run.first_join_us;
-    return from_us >= 0 && until_us > from_us
-             ? n / ((until_us - from_us) / 1e6)
-             : 0;
+    return from_us >= 0 && until_us > from_us ? n / ((until_us - from_us) / 1e6)
+                                              : 0;
   };
   s.matches_per_s = per_s(static_cast<double>(s.sessions), run.last_event_us);
   s.cycles_planned = static_cast<uint64_t>(opts.users) * opts.cycles;
   s.sessions_ended = run.sessions_ended;
-  s.cycles_per_s
-    = per_s(static_cast<double>(s.cycles_completed), run.last_cycle_us);
+  s.cycles_per_s = per_s(static_cast<double>(s.cycles_completed),
+                         run.last_cycle_us);
   for (auto& [k, v] : run.errors)
     s.error_total += v;
   s.time_to_match = distribution_of(run.match_ms);
@@ -221,8 +220,7 @@ void print_report(std::ostream& out, const load_options& opts,
     out << "unobserved       " << c.unobserved
         << " matches of users whose WebSocket had failed\n";
   for (auto& [kind, u] : c.examples)
-    out << "example " << kind << ": " << describe_user(opts, recs, u)
-        << "\n";
+    out << "example " << kind << ": " << describe_user(opts, recs, u) << "\n";
   out << "errors           " << s.error_total;
   for (auto& [k, v] : run.errors)
     out << " " << k << "=" << v;

@@ -67,8 +67,7 @@ void session_ledger::maybe_erase(const std::string& id) {
   open_.erase(it);
 }
 
-void session_ledger::created(const std::string& id,
-                             const session_sighting& s) {
+void session_ledger::created(const std::string& id, const session_sighting& s) {
   std::lock_guard<std::mutex> guard{mtx_};
   int side = -1;
   auto& e = observe(id, s, side);

@@ -21,15 +21,15 @@ namespace mm {
 /// tickets, as seen from user `self`.
 struct session_sighting {
   uint32_t self = 0;
-  int32_t partner = -1;     ///< index, -2 for a user not of this run
-  bool bad = false;         ///< the event's users are not {self, other}
-  std::string self_ticket;  ///< self's ticket in the event
+  int32_t partner = -1;    ///< index, -2 for a user not of this run
+  bool bad = false;        ///< the event's users are not {self, other}
+  std::string self_ticket; ///< self's ticket in the event
   std::string partner_ticket;
 };
 
 /// The sessions in flight, shared by the io threads. Thread-safe.
 class session_ledger {
-public:
+ public:
   /// A session still in the ledger when the run ended.
   struct open_session {
     std::string id;
@@ -37,7 +37,7 @@ public:
     std::string tickets[2];
     bool created[2] = {false, false}; ///< saw match.created
     bool ended[2] = {false, false};   ///< saw session.ended
-    bool end_known = false;  ///< an end was answered or an ended event seen
+    bool end_known = false;    ///< an end was answered or an ended event seen
     int64_t end_known_us = -1; ///< since when (us since the run started)
   };
 
@@ -64,7 +64,7 @@ public:
   /// What is left; read it after the io threads ended.
   std::vector<open_session> open_sessions() const;
 
-private:
+ private:
   struct entry {
     open_session s;
     bool conflict = false;

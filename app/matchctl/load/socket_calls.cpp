@@ -28,7 +28,8 @@ void virtual_users::call(uint32_t i, boost::beast::http::verb method,
   }
   auto id = ++a->next_call;
   ws_msg["id"] = id;
-  if (!a->ws->send(ws_msg.dump(-1, ' ', false, json::error_handler_t::replace))) {
+  if (!a->ws->send(
+        ws_msg.dump(-1, ' ', false, json::error_handler_t::replace))) {
     pool_of(i).request(method, std::move(target), a->auth, std::move(body),
                        std::move(cb));
     return;

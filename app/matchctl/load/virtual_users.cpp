@@ -10,9 +10,9 @@
 #include <boost/beast/http/verb.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/common/token.hpp"
 #include "app/matchctl/load/active_user.hpp"
 #include "app/matchctl/load/wire.hpp"
-#include "app/common/token.hpp"
 
 namespace mm::load {
 
@@ -24,9 +24,9 @@ using uf = user_record::flag;
 
 // A user's join is over once one of these happened (then only answers
 // still on the wire are awaited); without --cycles so is the user.
-constexpr uint32_t terminal_flags = uf::got_event | uf::cancel_acked
-                                    | uf::ended | uf::ws_failed
-                                    | uf::join_refused | uf::join_error;
+constexpr uint32_t terminal_flags = uf::got_event | uf::cancel_acked | uf::ended
+                                    | uf::ws_failed | uf::join_refused
+                                    | uf::join_error;
 
 // With --cycles, the user's life is over once one of these happened.
 constexpr uint32_t life_over_flags = uf::lived | uf::gave_up | uf::ended
@@ -45,15 +45,8 @@ virtual_users::virtual_users(const load_options& opts, shared_state& st,
                              const std::vector<http_endpoint>& endpoints,
                              session_ledger* ledger,
                              std::function<void()> released)
-  : opts_(opts),
-    st_(st),
-    recs_(recs),
-    id_(id),
-    count_(count),
-    io_(io),
-    endpoints_(endpoints),
-    ledger_(ledger),
-    released_(std::move(released)),
+  : opts_(opts), st_(st), recs_(recs), id_(id), count_(count), io_(io),
+    endpoints_(endpoints), ledger_(ledger), released_(std::move(released)),
     rng_(opts.seed * 0x9e3779b97f4a7c15ull + id) {
   auto local_users = opts.users > id ? (opts.users - id + count - 1) / count
                                      : 0;
@@ -171,8 +164,7 @@ void virtual_users::on_open(uint32_t i) {
 void virtual_users::send_join(uint32_t i) {
   auto* a = active(i);
   auto& r = recs_[i];
-  json body{{"queue", opts_.queue_name(i)},
-            {"ticket", r.ticket}};
+  json body{{"queue", opts_.queue_name(i)}, {"ticket", r.ticket}};
   r.flags |= uf::join_sent;
   r.t0_us = st_.now_us();
   last_join_us_ = r.t0_us;
@@ -241,8 +233,7 @@ void virtual_users::on_join(uint32_t i, http_result&& res) {
     r.flags |= uf::join_refused;
     count_refusal(r, res);
     // Still in a session after having seen one end (I8 of docs/design.md).
-    if (cycling() && r.counts.ends_seen > 0
-        && error_name(res) == "in_session")
+    if (cycling() && r.counts.ends_seen > 0 && error_name(res) == "in_session")
       r.counts.in_session_after_end++;
   } else {
     st_.ok_answers++;
@@ -269,8 +260,8 @@ void virtual_users::on_cancel_timer(uint32_t i) {
   r.flags |= uf::cancel_sent;
   r.counts.cancels_sent++;
   a->inflight++;
-  call(i, verb::delete_, user_path(i) + "/tickets/" + path_escape(r.ticket),
-       {}, json{{"op", "cancel"}, {"ticket", r.ticket}},
+  call(i, verb::delete_, user_path(i) + "/tickets/" + path_escape(r.ticket), {},
+       json{{"op", "cancel"}, {"ticket", r.ticket}},
        [this, i](http_result&& res) { on_cancel(i, std::move(res)); });
 }
 

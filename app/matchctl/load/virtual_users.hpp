@@ -80,7 +80,7 @@ constexpr std::chrono::milliseconds request_timeout{15000};
 /// every user who joined and has not settled; then everyone is dropped.
 /// Not thread-safe: used only on the thread that runs `io`.
 class virtual_users {
-public:
+ public:
   /// `released` runs after a user is done, unless the final phase began.
   /// `ledger` (shared by all threads) is needed with --cycles only.
   /// Starts nothing yet.
@@ -154,7 +154,7 @@ public:
   int64_t last_event_us = -1;
   int64_t last_cycle_us = -1;
 
-private:
+ private:
   struct active_user;
 
   // -- naming ---------------------------------------------------------------
@@ -208,8 +208,8 @@ private:
   void on_message(uint32_t i, std::string_view text);
   void on_match_created(uint32_t i, const nlohmann::json& j);
   /// The first match event of the user's join (cycle): its session.
-  void adopt_match(uint32_t i, const std::string& session,
-                   std::string event_id, int32_t partner);
+  void adopt_match(uint32_t i, const std::string& session, std::string event_id,
+                   int32_t partner);
   void on_close(uint32_t i, const ws_close_info& info);
   /// True when the user's life is over: it is closed once nothing of it is
   /// on the wire any more.
@@ -227,8 +227,8 @@ private:
   /// What a match.created or session.ended event says about user `i`'s
   /// session; false (and `s.bad`) when its users are not {i, other}.
   /// `other` is the other user's name.
-  bool read_sighting(uint32_t i, const nlohmann::json& j,
-                     session_sighting& s, std::string& other) const;
+  bool read_sighting(uint32_t i, const nlohmann::json& j, session_sighting& s,
+                     std::string& other) const;
 
   // -- cycles (app/matchctl/load/cycles.cpp) ------------------------------------------
 

@@ -64,9 +64,9 @@ struct pending {
   std::string fate;
   bool mutual = false;
   std::pair<std::string, std::string> pair; ///< (min, max) of the users
-  const match_request* req = nullptr; ///< the caller's request
-  std::string event_id; ///< of its match.created event
-  std::string payload;  ///< of its match.created event
+  const match_request* req = nullptr;       ///< the caller's request
+  std::string event_id;                     ///< of its match.created event
+  std::string payload;                      ///< of its match.created event
 };
 
 namespace {
@@ -97,11 +97,10 @@ std::vector<std::string> commit_params(const std::vector<pending>& todo,
     const auto& p = todo[k];
     const auto& r = *p.req;
     // In the statement's order ($1..$13).
-    const std::string* cols[text_columns] = {
-      &p.id,       &p.event_id, &p.key,     &r.queue,
-      &r.user_a,   &r.ticket_a, &r.attrs_a, &r.user_b,
-      &r.ticket_b, &r.attrs_b,  &p.payload, &p.pair.first,
-      &p.pair.second};
+    const std::string* cols[text_columns]
+      = {&p.id,       &p.event_id,   &p.key,        &r.queue,    &r.user_a,
+         &r.ticket_a, &r.attrs_a,    &r.user_b,     &r.ticket_b, &r.attrs_b,
+         &p.payload,  &p.pair.first, &p.pair.second};
     for (size_t c = 0; c < text_columns; ++c)
       append_element(out[c], *cols[c]);
     if (mutual.size() > 1)
@@ -145,9 +144,9 @@ pg_match_store::do_commit_matches(const std::vector<match_request>& requests,
   // when `run` repeats the transaction, and answers `cancelled` whatever
   // becomes of the transaction.
   std::vector<std::optional<failure>> withdrawn(todo.size());
-  auto res = run<std::vector<outcome<match_record>>>(
-    "commit matches",
-    [&] { return commit_batch(requests, todo, check, withdrawn); });
+  auto res = run<std::vector<outcome<match_record>>>("commit matches", [&] {
+    return commit_batch(requests, todo, check, withdrawn);
+  });
   for (size_t k = 0; k < todo.size(); ++k) {
     if (res)
       out[todo[k].index] = std::move((*res)[k]);
@@ -160,8 +159,7 @@ pg_match_store::do_commit_matches(const std::vector<match_request>& requests,
 }
 
 struct pg_match_store::batch_state {
-  explicit batch_state(size_t n) : res(n), fresh(n, false) {
-  }
+  explicit batch_state(size_t n) : res(n), fresh(n, false) {}
 
   std::vector<std::optional<outcome<match_record>>> res;
   /// Rows written by this transaction and not withdrawn: the requests the
@@ -169,9 +167,11 @@ struct pg_match_store::batch_state {
   std::vector<bool> fresh;
 };
 
-std::vector<outcome<match_record>> pg_match_store::commit_batch(
-  const std::vector<match_request>& requests, const std::vector<pending>& todo,
-  const commit_check& check, std::vector<std::optional<failure>>& withdrawn) {
+std::vector<outcome<match_record>>
+pg_match_store::commit_batch(const std::vector<match_request>& requests,
+                             const std::vector<pending>& todo,
+                             const commit_check& check,
+                             std::vector<std::optional<failure>>& withdrawn) {
   batch_state b{todo.size()};
   std::vector<size_t> sent; // todo indexes, as the statement numbers them
   for (size_t k = 0; k < todo.size(); ++k) {
@@ -197,8 +197,7 @@ std::vector<outcome<match_record>> pg_match_store::commit_batch(
         }
         remove_withdrawn(todo, gone);
       }
-    } else if (state.compare(0, 2, "22") != 0
-               && state.compare(0, 2, "23") != 0
+    } else if (state.compare(0, 2, "22") != 0 && state.compare(0, 2, "23") != 0
                && state.compare(0, 2, "40") != 0) {
       must(r, "commit matches"); // not about one request: fail the batch
     } else {
@@ -244,10 +243,11 @@ std::vector<outcome<match_record>> pg_match_store::commit_batch(
   return out;
 }
 
-void pg_match_store::commit_one(
-  const match_request& req, const std::vector<pending>& todo, size_t k,
-  const commit_check& check, batch_state& b,
-  std::vector<std::optional<failure>>& withdrawn, const std::string& lease) {
+void pg_match_store::commit_one(const match_request& req,
+                                const std::vector<pending>& todo, size_t k,
+                                const commit_check& check, batch_state& b,
+                                std::vector<std::optional<failure>>& withdrawn,
+                                const std::string& lease) {
   const std::vector<size_t> sent{k};
   auto params = commit_params(todo, sent, lease);
   for (int tries = 1;; ++tries) {
@@ -281,8 +281,8 @@ void pg_match_store::commit_one(
       why = failure{errc::conflict, "a user of the pair was in an active "
                                     "session that closed meanwhile"};
     } else if (state == "40P01" || state == "40001") {
-      why = failure{errc::conflict, "contended by a concurrent commit: "
-                                      + why.detail};
+      why = failure{errc::conflict,
+                    "contended by a concurrent commit: " + why.detail};
     } else {
       b.res[k].emplace(std::move(why));
       return;
@@ -297,8 +297,7 @@ void pg_match_store::commit_one(
 void pg_match_store::withdraw(const std::vector<pending>& todo, size_t k,
                               commit_stage stage, batch_state& b,
                               std::vector<std::optional<failure>>& withdrawn) {
-  failure f{errc::cancelled,
-            std::string{"withdrawn at "} + to_string(stage)};
+  failure f{errc::cancelled, std::string{"withdrawn at "} + to_string(stage)};
   for (size_t j = 0; j < todo.size(); ++j) {
     if (j == k || todo[j].fate != todo[k].fate || withdrawn[j])
       continue;
@@ -325,10 +324,10 @@ void pg_match_store::remove_withdrawn(const std::vector<pending>& todo,
   must(r, "withdraw matches");
   auto removed = static_cast<size_t>(int_of(r.get(), 0, 0));
   if (removed != gone.size())
-    throw db_refusal{failure{
-      errc::protocol_error, "withdrawing " + std::to_string(gone.size())
-                              + " match(es) removed "
-                              + std::to_string(removed) + " session(s)"}};
+    throw db_refusal{failure{errc::protocol_error,
+                             "withdrawing " + std::to_string(gone.size())
+                               + " match(es) removed " + std::to_string(removed)
+                               + " session(s)"}};
 }
 
 std::string pg_match_store::conflict_detail(const match_request& req) {

@@ -17,7 +17,7 @@ namespace mm {
 namespace {
 
 class pg_factory final : public match_store_factory {
-public:
+ public:
   explicit pg_factory(pg_options opts) : opts_(std::move(opts)) {
     where_ = "postgres";
     // Describe the target without a password.
@@ -55,7 +55,7 @@ public:
     return 2 * opts_.statement_timeout_ms;
   }
 
-private:
+ private:
   pg_options opts_;
   std::string where_;
 };

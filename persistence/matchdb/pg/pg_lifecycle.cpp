@@ -58,9 +58,9 @@ void pg_match_store::end_locked(std::vector<end_record>& todo) {
   for (auto& e : todo) {
     auto i = closed_at.find(e.session.session_id);
     if (i == closed_at.end()) // locked while active: cannot happen
-      throw db_refusal{failure{errc::protocol_error,
-                               "session " + e.session.session_id
-                                 + " was not active when ended"}};
+      throw db_refusal{
+        failure{errc::protocol_error, "session " + e.session.session_id
+                                        + " was not active when ended"}};
     e.session.status = session_status::closed;
     e.session.closed_at = i->second;
     e.session.close_reason = e.reason;
@@ -68,9 +68,10 @@ void pg_match_store::end_locked(std::vector<end_record>& todo) {
   }
 }
 
-outcome<end_record> pg_match_store::do_end_session(
-  const std::string& session_id, const std::string& user,
-  const std::string& reason) {
+outcome<end_record>
+pg_match_store::do_end_session(const std::string& session_id,
+                               const std::string& user,
+                               const std::string& reason) {
   return run<end_record>("end session", [&]() -> outcome<end_record> {
     must(exec("BEGIN"), "BEGIN");
     auto r = exec_prepared(st_lock_session, {&session_id});
@@ -82,8 +83,7 @@ outcome<end_record> pg_match_store::do_end_session(
       must(r, "ended session");
       must(exec("ROLLBACK"), "ROLLBACK");
       if (PQntuples(r.get()) == 0)
-        return outcome<end_record>{errc::not_found,
-                                   "no session " + session_id};
+        return outcome<end_record>{errc::not_found, "no session " + session_id};
       auto e = read_ended(r.get(), 0);
       if (auto f = check_member(e.session, user); f.code != errc::none)
         return f;
@@ -142,7 +142,7 @@ pg_match_store::do_end_sessions(const std::vector<end_request>& requests) {
     answers out(requests.size(), outcome<end_record>{errc::none});
     std::vector<end_record> todo;
     std::unordered_map<std::string, size_t> ending; // id -> index in todo
-    std::vector<std::pair<size_t, size_t>> later; // (request, todo index)
+    std::vector<std::pair<size_t, size_t>> later;   // (request, todo index)
     for (size_t k = 0; k < requests.size(); ++k) {
       const auto& q = requests[k];
       auto i = now.find(q.session_id);
@@ -225,8 +225,8 @@ outcome<prune_counts> pg_match_store::do_prune(uint32_t retention_ms,
     return run<size_t>(what, [&] {
       auto r = exec_prepared(s, {&keep, &lim});
       must(r, what);
-      return outcome<size_t>{static_cast<size_t>(
-        std::strtoull(PQcmdTuples(r.get()), nullptr, 10))};
+      return outcome<size_t>{
+        static_cast<size_t>(std::strtoull(PQcmdTuples(r.get()), nullptr, 10))};
     });
   };
   auto outbox = one(st_prune_outbox, "prune outbox");

@@ -35,10 +35,14 @@ bool pg_match_store::connect_now() {
   auto timeout = std::to_string(
     std::max<uint32_t>(2, (opts_.connect_timeout_ms + 999) / 1000));
   // The conninfo comes last: its own settings win (expand_dbname = 1).
-  const char* keys[] = {"connect_timeout", "keepalives", "keepalives_idle",
-                        "keepalives_interval", "keepalives_count",
-                        "dbname", nullptr};
-  const char* values[] = {timeout.c_str(), "1", "10", "5", "3",
+  const char* keys[] = {"connect_timeout",
+                        "keepalives",
+                        "keepalives_idle",
+                        "keepalives_interval",
+                        "keepalives_count",
+                        "dbname",
+                        nullptr};
+  const char* values[] = {timeout.c_str(),        "1",    "10", "5", "3",
                           opts_.conninfo.c_str(), nullptr};
   conn_ptr c{PQconnectdbParams(keys, values, 1)};
   if (!c) {
@@ -91,8 +95,8 @@ result_ptr pg_match_store::checked(result_ptr r) {
   if (PQresultStatus(r.get()) == PGRES_FATAL_ERROR) {
     auto state = sqlstate_of(r.get());
     // No SQLSTATE: libpq's own failure, i.e. the connection broke.
-    if (state.empty() || state.compare(0, 2, "08") == 0
-        || state == "57P01" || state == "57P02" || state == "57P03")
+    if (state.empty() || state.compare(0, 2, "08") == 0 || state == "57P01"
+        || state == "57P02" || state == "57P03")
       throw connection_lost{trimmed(PQresultErrorMessage(r.get()))};
   }
   return r;
@@ -108,9 +112,9 @@ pg_match_store::exec_params(const char* sql,
   std::vector<const char*> values;
   for (const auto& p : params)
     values.push_back(p.c_str());
-  return checked(result_ptr{PQexecParams(
-    conn_.get(), sql, static_cast<int>(values.size()), nullptr,
-    values.data(), nullptr, nullptr, 0)});
+  return checked(
+    result_ptr{PQexecParams(conn_.get(), sql, static_cast<int>(values.size()),
+                            nullptr, values.data(), nullptr, nullptr, 0)});
 }
 
 result_ptr pg_match_store::exec_prepared(
@@ -121,20 +125,20 @@ result_ptr pg_match_store::exec_prepared(
   return exec_prepared(s, values);
 }
 
-result_ptr pg_match_store::exec_prepared(
-  stmt s, const std::vector<std::string>& params) {
+result_ptr
+pg_match_store::exec_prepared(stmt s, const std::vector<std::string>& params) {
   std::vector<const char*> values;
   for (const auto& p : params)
     values.push_back(p.c_str());
   return exec_prepared(s, values);
 }
 
-result_ptr pg_match_store::exec_prepared(
-  stmt s, const std::vector<const char*>& values) {
+result_ptr
+pg_match_store::exec_prepared(stmt s, const std::vector<const char*>& values) {
   if (!prepared_[s]) {
-    auto r = checked(result_ptr{
-      PQprepare(conn_.get(), statements[s].name, statements[s].sql,
-                static_cast<int>(values.size()), nullptr)});
+    auto r = checked(
+      result_ptr{PQprepare(conn_.get(), statements[s].name, statements[s].sql,
+                           static_cast<int>(values.size()), nullptr)});
     must(r, std::string{"prepare "} + statements[s].name);
     prepared_[s] = true;
   }
@@ -154,8 +158,8 @@ void pg_match_store::commit(bool notify) {
   must(r, "COMMIT");
   // COMMIT of a failed transaction "succeeds" as ROLLBACK.
   if (std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0)
-    throw db_refusal{failure{errc::protocol_error,
-                             "the transaction was rolled back"}};
+    throw db_refusal{
+      failure{errc::protocol_error, "the transaction was rolled back"}};
 }
 
 } // namespace mm::pg

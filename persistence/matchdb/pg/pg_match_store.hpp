@@ -38,7 +38,7 @@ namespace mm::pg {
 struct pending;
 
 class pg_match_store final : public match_store {
-public:
+ public:
   /// Connects once, eagerly; a store that cannot connect yet tries again on
   /// each call.
   pg_match_store(pg_options opts, std::string where);
@@ -59,15 +59,15 @@ public:
   std::vector<outcome<end_record>>
   do_end_sessions(const std::vector<end_request>& requests) override;
 
-  outcome<std::vector<end_record>>
-  do_expire_sessions(uint32_t max_age_ms, uint32_t limit) override;
+  outcome<std::vector<end_record>> do_expire_sessions(uint32_t max_age_ms,
+                                                      uint32_t limit) override;
 
   outcome<prune_counts> do_prune(uint32_t retention_ms,
                                  uint32_t limit) override;
 
-  outcome<partition_report>
-  do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
-                         uint32_t ahead) override;
+  outcome<partition_report> do_maintain_partitions(uint32_t width_s,
+                                                   uint32_t retention_s,
+                                                   uint32_t ahead) override;
 
   outcome<std::optional<match_record>>
   do_active_session_of(const std::string& user) override;
@@ -97,7 +97,7 @@ public:
     return true;
   }
 
-private:
+ private:
   // -- connection management --------------------------------------------------
 
   /// Opens a fresh connection with keepalive and the statement timeout. On
@@ -255,8 +255,7 @@ outcome<T> pg_match_store::run(const char* what, F&& body) {
     if (suppressed > 0)
       store_logger()->error("{} similar database failures not logged",
                             suppressed);
-    store_logger()->error("{} unavailable ({}): {}", where_, what,
-                          last_error_);
+    store_logger()->error("{} unavailable ({}): {}", where_, what, last_error_);
   }
   return outcome<T>{errc::store_unavailable,
                     std::string{"the database is unavailable ("} + what + ")"};

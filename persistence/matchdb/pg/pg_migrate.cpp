@@ -29,10 +29,10 @@ outcome<std::vector<std::string>> pg_match_store::apply_migrations() {
                 " applied_at timestamptz NOT NULL DEFAULT now())"),
            "create schema_migrations");
       auto version = std::to_string(m.version);
-      auto seen = exec_params(
-        "SELECT checksum = md5($2), name FROM schema_migrations"
-        " WHERE version = $1::int",
-        {version, m.sql});
+      auto seen
+        = exec_params("SELECT checksum = md5($2), name FROM schema_migrations"
+                      " WHERE version = $1::int",
+                      {version, m.sql});
       must(seen, "read schema_migrations");
       if (PQntuples(seen.get()) > 0) {
         must(exec("COMMIT"), "COMMIT");
@@ -61,11 +61,11 @@ outcome<std::vector<std::string>> pg_match_store::apply_migrations() {
     must(newest, "read schema_migrations");
     const int64_t known = migration_sources[migration_count - 1].version;
     if (int_of(newest.get(), 0, 0) > known)
-      throw db_refusal{failure{
-        errc::protocol_error,
-        "the database has migration " + text(newest.get(), 0, 0)
-          + ", newer than this binary's newest (" + std::to_string(known)
-          + "): run the newer binary"}};
+      throw db_refusal{
+        failure{errc::protocol_error,
+                "the database has migration " + text(newest.get(), 0, 0)
+                  + ", newer than this binary's newest ("
+                  + std::to_string(known) + "): run the newer binary"}};
     return outcome<std::vector<std::string>>{std::move(applied)};
   });
 }

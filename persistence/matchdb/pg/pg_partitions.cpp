@@ -79,8 +79,8 @@ pg_match_store::do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
                                        uint32_t ahead) {
   return run<partition_report>("maintain partitions", [&] {
     partition_report rep;
-    auto got = exec(std::string{"SELECT pg_try_advisory_lock("} + lock_key
-                    + ")");
+    auto got
+      = exec(std::string{"SELECT pg_try_advisory_lock("} + lock_key + ")");
     must(got, "partition lock");
     if (text(got.get(), 0, 0) != "t") {
       rep.skipped = true; // another node is at it
@@ -102,7 +102,8 @@ pg_match_store::do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
         const std::string parent = t.parent;
         auto list = exec("SELECT c.relname FROM pg_inherits i"
                          " JOIN pg_class c ON c.oid = i.inhrelid"
-                         " WHERE i.inhparent = '" + parent + "'::regclass");
+                         " WHERE i.inhparent = '"
+                         + parent + "'::regclass");
         must(list, "list partitions of " + parent);
         std::vector<window> have;
         for (int i = 0; i < PQntuples(list.get()); ++i) {
@@ -125,9 +126,8 @@ pg_match_store::do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
           auto name = window_name(parent, lo, hi);
           if (overlaps(lo, hi) || refused_windows_.count(name) > 0)
             continue;
-          auto r = exec("CREATE TABLE IF NOT EXISTS " + name
-                        + " PARTITION OF " + parent
-                        + " FOR VALUES FROM (to_timestamp("
+          auto r = exec("CREATE TABLE IF NOT EXISTS " + name + " PARTITION OF "
+                        + parent + " FOR VALUES FROM (to_timestamp("
                         + std::to_string(lo) + ")) TO (to_timestamp("
                         + std::to_string(hi) + "))");
           if (ok(r.get())) {
@@ -153,8 +153,8 @@ pg_match_store::do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
         }
         // Past the retention: dropped whole, unless an event that it holds
         // or names still waits for its delivery.
-        for (auto i = have.begin(); retention_s > 0 && !lock_busy
-                                    && i != have.end();) {
+        for (auto i = have.begin();
+             retention_s > 0 && !lock_busy && i != have.end();) {
           if (i->hi + int64_t{retention_s} > now) {
             ++i;
             continue;
@@ -164,8 +164,8 @@ pg_match_store::do_maintain_partitions(uint32_t width_s, uint32_t retention_s,
           // writing into the window is left when it is looked into, and
           // none can start before it is gone. Writers wait for it a moment.
           must(exec("BEGIN"), "BEGIN");
-          auto locked = exec("LOCK TABLE " + parent
-                             + " IN ACCESS EXCLUSIVE MODE");
+          auto locked
+            = exec("LOCK TABLE " + parent + " IN ACCESS EXCLUSIVE MODE");
           if (!ok(locked.get())) {
             rollback_quietly();
             if (sqlstate_of(locked.get()) == "55P03") {

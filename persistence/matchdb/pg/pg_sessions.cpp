@@ -23,8 +23,7 @@ outcome<bool> pg_match_store::do_close_session(const std::string& session_id,
 outcome<std::optional<match_record>>
 pg_match_store::do_active_session_of(const std::string& user) {
   return run<std::optional<match_record>>("active session", [&] {
-    return one_session(exec_prepared(st_active_of, {&user}),
-                       "active session");
+    return one_session(exec_prepared(st_active_of, {&user}), "active session");
   });
 }
 
@@ -61,8 +60,7 @@ pg_match_store::do_active_sessions_of(const std::vector<std::string>& users) {
 outcome<std::optional<match_record>>
 pg_match_store::do_find_session(const std::string& session_id) {
   return run<std::optional<match_record>>("find session", [&] {
-    return one_session(exec_prepared(st_by_id, {&session_id}),
-                       "find session");
+    return one_session(exec_prepared(st_by_id, {&session_id}), "find session");
   });
 }
 

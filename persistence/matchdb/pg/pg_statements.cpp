@@ -6,6 +6,9 @@
 
 namespace mm::pg {
 
+// The SQL below is laid out by hand, one clause a line.
+// clang-format off
+
 /// ms since the epoch of a timestamptz column, 0 for NULL.
 #define MM_MS(col)                                                             \
   "coalesce(floor(extract(epoch FROM " col ") * 1000)::int8, 0)"
@@ -350,5 +353,7 @@ const statement statements[st_count] = {
 #undef MM_ENDED_COLS
 #undef MM_SESSION_COLS
 #undef MM_MS
+
+// clang-format on
 
 } // namespace mm::pg

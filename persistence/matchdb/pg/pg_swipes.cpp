@@ -63,13 +63,11 @@ outcome<swipe_record> pg_match_store::do_record_swipe(const std::string& from,
 }
 
 outcome<std::optional<match_record>>
-pg_match_store::do_mutual_match_of(const std::string& a,
-                                   const std::string& b) {
+pg_match_store::do_mutual_match_of(const std::string& a, const std::string& b) {
   auto pair = pair_bounds(a, b);
   return run<std::optional<match_record>>("mutual match", [&] {
-    return one_session(
-      exec_prepared(st_mutual_of, {&pair.first, &pair.second}),
-      "mutual match");
+    return one_session(exec_prepared(st_mutual_of, {&pair.first, &pair.second}),
+                       "mutual match");
   });
 }
 

@@ -31,9 +31,8 @@ struct value {
 /// generic ones in dataset.cpp, the others in t_string.cpp, t_hash.cpp,
 /// t_zset.cpp and t_stream.cpp.
 class dataset {
-public:
-  explicit dataset(store_clock clock) : clock_(std::move(clock)) {
-  }
+ public:
+  explicit dataset(store_clock clock) : clock_(std::move(clock)) {}
 
   /// Reads the clock once: expiry and TIME within one command or script use
   /// this instant (Redis also freezes time for key expiry during a script).
@@ -45,7 +44,7 @@ public:
   /// reply to `out`. Precondition: argc > 0.
   void exec(const std::string* argv, size_t argc, reply_sink& out);
 
-private:
+ private:
   using handler = void (dataset::*)(const std::string*, size_t, reply_sink&);
 
   struct command_def {
@@ -133,10 +132,8 @@ private:
   void cmd_zscore(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_zcard(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_zrange(const std::string* argv, size_t argc, reply_sink& out);
-  void cmd_zrangebylex(const std::string* argv, size_t argc,
-                       reply_sink& out);
-  void cmd_zrangebyscore(const std::string* argv, size_t argc,
-                         reply_sink& out);
+  void cmd_zrangebylex(const std::string* argv, size_t argc, reply_sink& out);
+  void cmd_zrangebyscore(const std::string* argv, size_t argc, reply_sink& out);
   // Streams (t_stream.cpp).
   void cmd_xadd(const std::string* argv, size_t argc, reply_sink& out);
   void cmd_xlen(const std::string* argv, size_t argc, reply_sink& out);

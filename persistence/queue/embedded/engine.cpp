@@ -13,15 +13,13 @@
 namespace mm::embedded {
 
 struct engine::impl {
-  explicit impl(store_clock clock) : data(std::move(clock)), lua(data) {
-  }
+  explicit impl(store_clock clock) : data(std::move(clock)), lua(data) {}
   dataset data;
   lua_runtime lua;
 };
 
 engine::engine(store_clock clock)
-  : impl_(std::make_unique<impl>(std::move(clock))) {
-}
+  : impl_(std::make_unique<impl>(std::move(clock))) {}
 
 engine::~engine() = default;
 

@@ -12,7 +12,7 @@ namespace mm::embedded {
 /// come from per-size free lists here instead of malloc/free. Small blocks
 /// are kept for reuse while the state lives. Not thread-safe, like the state.
 class lua_pool {
-public:
+ public:
   lua_pool() = default;
   lua_pool(const lua_pool&) = delete;
   lua_pool& operator=(const lua_pool&) = delete;
@@ -22,7 +22,7 @@ public:
   /// A lua_Alloc; `ud` is the pool.
   static void* alloc(void* ud, void* ptr, size_t osize, size_t nsize) noexcept;
 
-private:
+ private:
   static constexpr size_t granule = 16; // keeps every block 16-byte aligned
   static constexpr size_t classes = 16;
   static constexpr size_t max_small = granule * classes;

@@ -18,7 +18,7 @@ namespace mm::embedded {
 /// elements. A command writes exactly one top-level value; an error is only
 /// ever written as the top-level value.
 class reply_sink {
-public:
+ public:
   virtual ~reply_sink() = default;
   virtual void nil() = 0;
   virtual void integer(int64_t x) = 0;
@@ -35,7 +35,7 @@ public:
 
 /// Builds a `store_value`, as a Redis client would see the reply.
 class value_sink final : public reply_sink {
-public:
+ public:
   void nil() override;
   void integer(int64_t x) override;
   void bulk(const char* data, size_t size) override;
@@ -47,7 +47,7 @@ public:
   /// Hands over the reply; call once, after the command has written it.
   store_value take();
 
-private:
+ private:
   // Pointers stay valid: only the innermost open array grows.
   store_value& next();
 

@@ -27,7 +27,7 @@ namespace {
 /// reply for `redis.call`: integer -> number, bulk -> string, nil -> false,
 /// array -> table, status -> {ok=...}, error -> {err=...}.
 class lua_sink final : public reply_sink {
-public:
+ public:
   lua_sink(lua_State* L, std::vector<int>& open) : L_(L), open_(open) {
     open_.clear();
   }
@@ -78,7 +78,7 @@ public:
     return failed_;
   }
 
-private:
+ private:
   // A complete value is on top of the stack: store it in the open array.
   void done() {
     if (!open_.empty())
@@ -154,8 +154,10 @@ lua_runtime::lua_runtime(dataset& data) : data_(data), env_ref_(LUA_NOREF) {
   set_fn("error_reply", &lua_runtime::redis_error_reply);
   set_fn("status_reply", &lua_runtime::redis_status_reply);
   set_fn("log", &lua_runtime::redis_log);
-  const std::pair<const char*, int> levels[] = {
-    {"LOG_DEBUG", 0}, {"LOG_VERBOSE", 1}, {"LOG_NOTICE", 2}, {"LOG_WARNING", 3}};
+  const std::pair<const char*, int> levels[] = {{"LOG_DEBUG", 0},
+                                                {"LOG_VERBOSE", 1},
+                                                {"LOG_NOTICE", 2},
+                                                {"LOG_WARNING", 3}};
   for (const auto& [name, level] : levels) {
     lua_pushinteger(L_, level);
     lua_setfield(L_, -2, name);
@@ -207,8 +209,7 @@ void lua_runtime::load_library() {
   set_env();
   if (lua_pcall(L_, 0, 0, 0) != 0) {
     const char* msg = lua_tostring(L_, -1);
-    fail(std::string("ERR Error registering functions: ")
-         + (msg ? msg : "?"));
+    fail(std::string("ERR Error registering functions: ") + (msg ? msg : "?"));
     luaL_unref(L_, LUA_REGISTRYINDEX, registered);
     return;
   }
@@ -269,12 +270,12 @@ store_value lua_runtime::eval(const std::string& source,
                               const std::vector<std::string>& keys,
                               const std::vector<std::string>& args) {
   lua_settop(L_, 0);
-  if (luaL_loadbuffer(L_, source.data(), source.size(), "@user_script")
-      != 0) {
+  if (luaL_loadbuffer(L_, source.data(), source.size(), "@user_script") != 0) {
     store_value result;
     result.type = store_value::kind::error;
     const char* msg = lua_tostring(L_, -1);
-    result.str = std::string("ERR Error compiling script: ") + (msg ? msg : "?");
+    result.str = std::string("ERR Error compiling script: ")
+                 + (msg ? msg : "?");
     lua_settop(L_, 0);
     return result;
   }
@@ -448,14 +449,16 @@ bool lua_runtime::dispatch(lua_State* L) noexcept {
 }
 
 int lua_runtime::redis_call(lua_State* L) {
-  auto* self = static_cast<lua_runtime*>(lua_touserdata(L, lua_upvalueindex(1)));
+  auto* self
+    = static_cast<lua_runtime*>(lua_touserdata(L, lua_upvalueindex(1)));
   if (self->dispatch(L))
     return lua_error(L); // raises the {err=...} table, aborting the script
   return 1;
 }
 
 int lua_runtime::redis_pcall(lua_State* L) {
-  auto* self = static_cast<lua_runtime*>(lua_touserdata(L, lua_upvalueindex(1)));
+  auto* self
+    = static_cast<lua_runtime*>(lua_touserdata(L, lua_upvalueindex(1)));
   self->dispatch(L);
   return 1;
 }
@@ -469,7 +472,8 @@ int lua_runtime::redis_register_function(lua_State* L) {
     lua_getfield(L, 1, "function_name");
     lua_getfield(L, 1, "callback");
   } else if (lua_gettop(L) != 2) {
-    return luaL_error(L, "wrong number of arguments to redis.register_function");
+    return luaL_error(L,
+                      "wrong number of arguments to redis.register_function");
   }
   if (lua_type(L, -2) != LUA_TSTRING || !lua_isfunction(L, -1))
     return luaL_error(L, "redis.register_function needs a name and a function");

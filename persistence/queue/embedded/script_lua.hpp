@@ -21,7 +21,7 @@ class dataset;
 /// One Lua state with the library of lua/ loaded once, and the `redis` table
 /// bound to a data set. Not thread-safe: the owner serializes.
 class lua_runtime {
-public:
+ public:
   explicit lua_runtime(dataset& data);
   ~lua_runtime();
 
@@ -37,7 +37,7 @@ public:
                    const std::vector<std::string>& keys,
                    const std::vector<std::string>& args);
 
-private:
+ private:
   static int redis_call(lua_State* L);
   static int redis_pcall(lua_State* L);
   static int redis_error_reply(lua_State* L);

@@ -20,8 +20,7 @@ void dataset::cmd_hget(const std::string* argv, size_t, reply_sink& out) {
 }
 
 // HMGET key field [field ...] -> one value (or nil) per field
-void dataset::cmd_hmget(const std::string* argv, size_t argc,
-                        reply_sink& out) {
+void dataset::cmd_hmget(const std::string* argv, size_t argc, reply_sink& out) {
   hash_type* h = nullptr;
   if (!find_as(argv[1], h, out))
     return;
@@ -39,8 +38,7 @@ void dataset::cmd_hmget(const std::string* argv, size_t argc,
 }
 
 // HSET key field value [field value ...] -> number of new fields
-void dataset::cmd_hset(const std::string* argv, size_t argc,
-                       reply_sink& out) {
+void dataset::cmd_hset(const std::string* argv, size_t argc, reply_sink& out) {
   if (argc % 2 != 0) {
     out.error("ERR wrong number of arguments for 'hset' command");
     return;
@@ -61,8 +59,7 @@ void dataset::cmd_hset(const std::string* argv, size_t argc,
   out.integer(added);
 }
 
-void dataset::cmd_hdel(const std::string* argv, size_t argc,
-                       reply_sink& out) {
+void dataset::cmd_hdel(const std::string* argv, size_t argc, reply_sink& out) {
   hash_type* h = nullptr;
   if (!find_as(argv[1], h, out))
     return;

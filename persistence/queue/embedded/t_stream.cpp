@@ -74,8 +74,7 @@ void trim(stream_type& st, const trim_args& t) {
 
 // XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]]
 //      <* | ms-seq | ms-* | ms> field value [field value ...]
-void dataset::cmd_xadd(const std::string* argv, size_t argc,
-                       reply_sink& out) {
+void dataset::cmd_xadd(const std::string* argv, size_t argc, reply_sink& out) {
   bool no_mkstream = false;
   bool limit_given = false;
   trim_args trim_by;
@@ -85,8 +84,7 @@ void dataset::cmd_xadd(const std::string* argv, size_t argc,
     const auto& opt = argv[i];
     if (opt == "*")
       break;
-    if ((equals_nocase(opt, "maxlen") || equals_nocase(opt, "minid"))
-        && more) {
+    if ((equals_nocase(opt, "maxlen") || equals_nocase(opt, "minid")) && more) {
       bool by_len = equals_nocase(opt, "maxlen");
       auto strategy = by_len ? trim_args::by::maxlen : trim_args::by::minid;
       if (trim_by.strategy != trim_args::by::none) {
@@ -271,9 +269,10 @@ void dataset::cmd_xrange(const std::string* argv, size_t argc,
     return;
   out.begin_array(0);
   if (st != nullptr && !empty && count != 0 && !(hi < lo)) {
-    auto it = std::lower_bound(
-      st->entries.begin(), st->entries.end(), lo,
-      [](const stream_entry& e, const stream_id& x) { return e.id < x; });
+    auto it = std::lower_bound(st->entries.begin(), st->entries.end(), lo,
+                               [](const stream_entry& e, const stream_id& x) {
+                                 return e.id < x;
+                               });
     for (; it != st->entries.end() && !(hi < it->id) && count != 0; ++it) {
       out.begin_array(2);
       out.bulk(it->id.to_string());

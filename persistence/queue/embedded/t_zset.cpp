@@ -10,8 +10,7 @@
 namespace mm::embedded {
 
 // ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]
-void dataset::cmd_zadd(const std::string* argv, size_t argc,
-                       reply_sink& out) {
+void dataset::cmd_zadd(const std::string* argv, size_t argc, reply_sink& out) {
   bool nx = false, xx = false, gt = false, lt = false, ch = false;
   bool incr = false;
   size_t i = 2;
@@ -120,8 +119,7 @@ void dataset::cmd_zadd(const std::string* argv, size_t argc,
   }
 }
 
-void dataset::cmd_zrem(const std::string* argv, size_t argc,
-                       reply_sink& out) {
+void dataset::cmd_zrem(const std::string* argv, size_t argc, reply_sink& out) {
   zset_type* z = nullptr;
   if (!find_as(argv[1], z, out))
     return;
@@ -156,9 +154,9 @@ void dataset::cmd_zpopmin(const std::string* argv, size_t argc,
   zset_type* z = nullptr;
   if (!find_as(argv[1], z, out))
     return;
-  size_t n = z != nullptr ? std::min<size_t>(z->ordered.size(),
-                                             static_cast<size_t>(count))
-                          : 0;
+  size_t n = z != nullptr
+               ? std::min<size_t>(z->ordered.size(), static_cast<size_t>(count))
+               : 0;
   out.begin_array(n * 2);
   for (size_t k = 0; k < n; ++k) {
     auto first = z->ordered.begin();
@@ -288,8 +286,7 @@ void dataset::cmd_zrangebyscore(const std::string* argv, size_t argc,
   out.begin_array(0);
   bool empty_range = min > max || (min == max && (minex || maxex));
   if (z != nullptr && !empty_range && offset >= 0 && limit != 0) {
-    auto it = minex ? z->ordered.upper_bound(min)
-                    : z->ordered.lower_bound(min);
+    auto it = minex ? z->ordered.upper_bound(min) : z->ordered.lower_bound(min);
     auto end = z->ordered.end();
     for (; it != end && offset > 0; ++it, --offset)
       if (maxex ? it->first >= max : it->first > max)
