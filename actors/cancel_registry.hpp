@@ -19,7 +19,9 @@ std::string ticket_key(const std::string& queue, const std::string& user,
 /// than any pair lives unfinalized), so the set stays bounded.
 class cancel_registry {
  public:
+  /// An empty registry that remembers each cancel for `memory_ms`.
   explicit cancel_registry(int64_t memory_ms = 120000);
+
   ~cancel_registry();
 
   /// Records a cancel of `user`'s `ticket` in `queue`. Idempotent.

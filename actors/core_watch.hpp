@@ -1,12 +1,12 @@
 #pragma once
 
-// The engine's watch over its core actors (issue 12, supervision): the
-// broker, finalizer, directory, relay, gateway, lifecycle, pair lock and
-// swipe actors are spawned once per engine and every session holds their
-// handles, so one that stops takes the node's service with it. The watch
-// notices at once, records which one and why, and tells the host, which
-// takes the node out of service (matchd: /readyz 503, drain, exit 70 for
-// its supervisor to restart it). Nothing is restarted in place.
+// The engine's watch over its core actors: the broker, finalizer,
+// directory, relay, gateway, lifecycle, pair lock and swipe actors are
+// spawned once per engine and every session holds their handles, so one
+// that stops takes the node's service with it. The watch notices at once,
+// records which one and why, and tells the host, which takes the node out
+// of service (matchd: /readyz 503, drain, exit 70 for its supervisor to
+// restart it). Nothing is restarted in place.
 
 #include <functional>
 #include <memory>
@@ -26,8 +26,9 @@ class core_health {
   /// the first that stopped.
   std::string down() const;
 
-  /// Records a stop; false when one was recorded before (or the engine is
-  /// stopping: its actors stop on purpose).
+  /// Records the stop `what`; true for the first one. False, recording
+  /// nothing, when one was recorded before or the engine is stopping (its
+  /// actors stop on purpose).
   bool record(const std::string& what);
 
   /// From now on stops are expected (the engine stops). Idempotent.

@@ -47,10 +47,11 @@ struct directory_config {
 ///   there is no gateway, the user is connected nowhere, or its node could
 ///   not be reached, the event is kept here (one copy per event id, at most
 ///   `cfg.parked_per_user` per user and `cfg.parked_max` in all, for at most
-///   `cfg.parked_ttl_ms`) until the user registers. Answers a `delivery_report` summed over both users:
-///   `failed > 0` means a user's node is live but was not reached (the
-///   relay then leaves the event unmarked). Idempotent per event id at the
-///   receiving sessions (they dedupe; the relay delivers at least once).
+///   `cfg.parked_ttl_ms`) until the user registers. Answers a
+///   `delivery_report` summed over both users: `failed > 0` means a user's
+///   node is live but was not reached (the relay then leaves the event
+///   unmarked). Idempotent per event id at the receiving sessions (they
+///   dedupe; the relay delivers at least once).
 /// - `deliver_atom, vector<match_event>`: each event as above, in one
 ///   message (a relay's batch); answers one `delivery_report` per event, in
 ///   their order, once all are known. Idempotent per event id.

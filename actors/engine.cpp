@@ -206,8 +206,9 @@ session_actor engine::session(const std::string& user,
     set_gauge(cfg_.metrics, map.size());
   }
   // A session that stops (idle release, or killed) is forgotten, so that
-  // the map holds live sessions only (I9 of docs/design.md). Attached outside the lock: on an
-  // actor that is down already the hook runs at once.
+  // the map holds live sessions only (I9 of docs/design.md). Attached
+  // outside the lock: on an actor that is down already the hook runs at
+  // once.
   std::weak_ptr<session_table> table = sessions_;
   auto addr = s.address();
   auto metrics = cfg_.metrics;

@@ -95,8 +95,10 @@ class engine {
   /// Connects the stores, applies the database migrations and spawns the
   /// engine's actors in `sys`. Fails with `store_unavailable` when the
   /// database cannot be reached, `protocol_error` when a migration fails,
-  /// `invalid_argument` for a bad `cluster` section (check_cluster_config)
-  /// or a cluster in an actor system without the io middleman.
+  /// `invalid_argument` for a bad `cluster` section (check_cluster_config,
+  /// and with TLS check_cluster_tls_system and check_cluster_tls) or a
+  /// cluster in an actor system without the io middleman, `invalid_rules`
+  /// for rules of a queue outside a non-empty `broker.queues`.
   ///
   /// With a cluster (`cfg.cluster.port != 0`) the host's actor system MUST
   /// have loaded the io middleman before it started
@@ -110,6 +112,7 @@ class engine {
   static outcome<std::shared_ptr<engine>> start(caf::actor_system& sys,
                                                 engine_config cfg);
 
+  /// Stops the engine (as `stop`).
   ~engine();
 
   /// The session actor of `user`, spawned on first use; later calls return
@@ -148,21 +151,25 @@ class engine {
   /// the other nodes count its users as connected nowhere at once) and
   /// unpublishes the gateway: it then blocks for up to a store round trip
   /// and a middleman call — call it from a host thread, never from inside
-  /// an actor. Idempotent.
+  /// an actor. The actor handles below are invalid afterwards. Idempotent.
   void stop();
 
+  /// The queue broker.
   queue_broker_actor broker() const {
     return broker_;
   }
 
+  /// The finalizer.
   finalizer_actor finalizer() const {
     return finalizer_;
   }
 
+  /// The directory (user -> session actor on this node).
   directory_actor directory() const {
     return directory_;
   }
 
+  /// The outbox relay; invalid without `run_relay`.
   outbox_relay_actor relay() const {
     return relay_;
   }
@@ -183,18 +190,22 @@ class engine {
     return swipe_;
   }
 
+  /// The pair lock the swipe actor uses.
   pair_lock_actor pair_lock() const {
     return lock_;
   }
 
+  /// The queue store the engine uses (made or given in the config).
   std::shared_ptr<queue_store_factory> queue_store() const {
     return queue_store_;
   }
 
+  /// The match store the engine uses (made or given in the config).
   std::shared_ptr<match_store_factory> match_store() const {
     return match_store_;
   }
 
+  /// The configuration as the engine completed it (metrics, bounds).
   const engine_config& config() const {
     return cfg_;
   }

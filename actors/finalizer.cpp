@@ -27,7 +27,7 @@ std::shared_ptr<spdlog::logger> fin_log() {
 
 using namespace finalizer_detail;
 
-// -- the actor ------------------------------------------------------------------------
+// -- the actor ----------------------------------------------------------------
 
 using finalize_promise = caf::typed_response_promise<finalize_result>;
 using steady_time = std::chrono::steady_clock::time_point;
@@ -76,17 +76,12 @@ struct finalizer_state {
   std::minstd_rand rng{std::random_device{}()};
   std::unordered_map<std::string, waiting_cancel> waiting;
   /// Tickets of pairs in `pending`, in a running batch or being undone;
-  /// final verdicts (honoured, or matched in a session), so a cancel that
-  /// arrives late gets the same answer, kept `decided_ttl_ms`: a cancel
-  /// later than that is answered from the database, so the book covers
-  /// only the moments around a commit. "Not here, retry at the queue" is
-  /// never kept as a verdict (it is true only until the ticket is claimed
-  /// again) but as a requeue mark for `cancel_wait_ms`, for a cancel that
-  /// found the ticket claimed at the queue just before the requeue and
-  /// reaches us just after it: told once "retry at the queue", where it now
-  /// finds the ticket waiting (else it would wait cancel_wait_ms for a pair
-  /// that never comes).
-  /// Set from `cfg` when the actor starts; the defaults until then.
+  /// final verdicts for late cancels, kept `decided_ttl_ms` (later ones ask
+  /// the database); requeue marks, kept `cancel_wait_ms`, for a cancel that
+  /// saw the ticket claimed just before an undo put it back: it is told
+  /// once "retry at the queue" instead of waiting for a pair that never
+  /// comes ("retry at the queue" is no verdict: a new claim ends it). Set
+  /// from `cfg` when the actor starts; the defaults until then.
   verdict_book book{
     std::chrono::milliseconds{finalizer_config{}.decided_ttl_ms},
     std::chrono::milliseconds{finalizer_config{}.cancel_wait_ms}};

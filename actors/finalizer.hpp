@@ -50,9 +50,9 @@ struct finalizer_config {
   /// How long a final verdict (honoured, matched in S) is kept for a cancel
   /// that arrives late; a cancel after that is answered from the database
   /// as above. Bounds the cache by the match rate, not by users served:
-  /// about rate x 2 tickets x this (~350 bytes each; 60 s held ~22 MB at
-  /// 1,000 cycles/s). A cancel races a commit for moments, so the bound
-  /// of a cancel's own wait is enough.
+  /// about rate x 2 tickets x this (docs/benchmarks-history.md, "Idle
+  /// release and caches bounded by time"). A cancel races a commit for
+  /// moments, so the bound of a cancel's own wait is enough.
   uint32_t decided_ttl_ms = 15000;
   /// Bound on a claim's age at commit: a queue pair whose claim was asked
   /// for more than this long ago (claim_pair::claimed_at, this node's
@@ -80,18 +80,18 @@ struct finalizer_config {
   /// created. Simulations inject cancels here; matchd's failpoints
   /// (MM_FAILPOINT, docs/matchd.md) kill the process here.
   std::function<void(checkpoint, const claim_pair&)> at_checkpoint;
-  /// Where the finalizer counts (null: nothing is counted): `matches`
-  /// (matches this finalizer created, queue and mutual; an idempotent
-  /// repeat of a committed pair is not counted again), `conflicts` (pairs
-  /// the database refused because a side is already matched: queue pairs
-  /// undone, mutual pairs answered `conflict`), and `finalize_latency`
-  /// (receipt of a claim_pair / mutual_pair to its answer, retries
-  /// included), and `commit_retries` (group commits that failed for want
-  /// of the database, each followed by a backoff and another commit).
   /// Bound on one job of a store worker; a worker silent for longer is
   /// stuck (actors/worker_bound.hpp) and this actor stops. 0: no bound.
   /// Set by the engine from `engine_config::worker_timeout_ms`.
   uint32_t worker_timeout_ms = 60000;
+  /// Where the finalizer counts (null: nothing is counted): `matches`
+  /// (matches this finalizer created, queue and mutual; an idempotent
+  /// repeat of a committed pair is not counted again), `conflicts` (pairs
+  /// the database refused because a side is already matched: queue pairs
+  /// undone, mutual pairs answered `conflict`), `finalize_latency`
+  /// (receipt of a claim_pair / mutual_pair to its answer, retries
+  /// included), and `commit_retries` (group commits that failed for want
+  /// of the database, each followed by a backoff and another commit).
   std::shared_ptr<engine_metrics> metrics;
 };
 
@@ -104,9 +104,8 @@ struct finalizer_config {
 /// (deterministic under the CAF test coordinator). Mutual likes
 /// (`finalize_atom, mutual_pair`) join the same group commits: the pair's one
 /// match, or its existing match when it had one (`created` is then told by
-/// the store); a failure is `conflict` or `store_unavailable`.
-/// Not idempotent: every call
-/// spawns a new finalizer.
+/// the store); a failure is `conflict` or `store_unavailable`. Not
+/// idempotent: every call spawns a new finalizer.
 finalizer_actor spawn_finalizer(caf::actor_system& sys,
                                 std::shared_ptr<match_store_factory> store,
                                 queue_broker_actor broker,

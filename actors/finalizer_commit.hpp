@@ -67,6 +67,8 @@ using job_ptr = std::shared_ptr<commit_job>;
 
 } // namespace mm
 
+// A job is a shared pointer, never serialized: it goes to this node's
+// workers only.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::finalizer_detail::job_ptr)
 
 namespace mm::finalizer_detail {
@@ -92,7 +94,7 @@ void run_job(match_store& store, const cancel_registry& cancels,
              commit_job& job);
 
 /// A detached worker: owns one blocking connection of `factory` and runs
-/// one job at a time.
+/// one job at a time (`run_job` with `cancels` and `hook`).
 /// `push_lease_ms`: set on the connection (match_store::set_commit_lease).
 commit_worker_actor::behavior_type
 commit_worker(commit_worker_actor::pointer self,

@@ -28,6 +28,7 @@ class logger;
 
 namespace mm::gateway_detail {
 
+/// The gateway's logger ("gateway").
 std::shared_ptr<spdlog::logger> gw_log();
 
 /// The gateway's own handle type: the public interface, its heartbeat timer

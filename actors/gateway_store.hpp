@@ -43,6 +43,8 @@ using gw_match_job_ptr = std::shared_ptr<gw_match_job>;
 
 } // namespace mm
 
+// Jobs are shared pointers, never serialized: they go to this node's
+// workers only.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::gw_queue_job_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::gw_match_job_ptr)
 
@@ -56,14 +58,18 @@ using queue_worker_actor
 using match_worker_actor
   = caf::typed_actor<caf::replies_to<gw_match_job_ptr>::with<gw_match_job_ptr>>;
 
-/// Runs one lookup on `conn`.
+/// Runs one lookup on `conn`: the session `x.key`, or the active session of
+/// user `x.key`; empty when there is none, the store's failure otherwise.
 outcome<std::optional<match_record>> look_up(match_store& conn,
                                              const gw_lookup& x);
 
-/// The behaviors of the workers; spawn them detached (they block).
+/// The queue store worker: runs each job's calls on `conn` as one pipeline.
+/// Spawn it detached (it blocks). A job sent twice runs twice.
 queue_worker_actor::behavior_type
 queue_worker(queue_worker_actor::pointer, std::shared_ptr<queue_store> conn);
 
+/// The match store worker: runs each job's lookups on `conn`, in order,
+/// appending one answer each. Spawn it detached (it blocks). Only reads.
 match_worker_actor::behavior_type
 match_worker(match_worker_actor::pointer, std::shared_ptr<match_store> conn);
 

@@ -169,8 +169,7 @@ void run_lookups(lc_ptr self) {
   };
   with_store(
     self,
-    // One statement for the whole batch (it was one per user: 2 of the
-    // ~2.1 PostgreSQL transactions per match in bench/run e2e).
+    // One statement for the whole batch, not one transaction per join.
     [res, users](match_store& s) { *res = s.active_sessions_of(users); },
     [batch, res, finish] {
       for (size_t i = 0; i < batch->size(); ++i) {

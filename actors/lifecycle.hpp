@@ -41,9 +41,9 @@ struct lifecycle_config {
   /// Bound of one database call seen from the actor (the worker's answer).
   uint32_t call_timeout_ms = 30000;
   /// Joins' in-session checks gather this long before they go to the
-  /// database together (one statement for all; at a few hundred joins a
-  /// second each went alone, one transaction per join). Only with a
-  /// blocking store; 0: each goes as soon as none is running.
+  /// database together, in one statement (docs/benchmarks-history.md,
+  /// "Batching windows stay at 2 ms"). Only with a blocking store; 0: each
+  /// goes as soon as none is running.
   uint32_t lookup_delay_ms = 2;
   /// Woken after sessions end, so their events go out at once. May be empty.
   outbox_relay_actor relay;

@@ -37,7 +37,7 @@ outcome<std::vector<std::string>> fields_of(const store_reply& r) {
   return out;
 }
 
-// -- store access: one pipeline per round, inline or on a worker --------------------
+// -- store access: one pipeline per round, inline or on a worker --------------
 
 namespace {
 
@@ -147,7 +147,7 @@ void pump_matches(gw_ptr self) {
       });
 }
 
-// -- peers ---------------------------------------------------------------------------
+// -- peers --------------------------------------------------------------------
 
 bool live(const gateway_state& st, const peer_entry& p) {
   return p.static_peer || p.member
@@ -206,10 +206,8 @@ void hand_over(gw_ptr self, const std::string& node, node_gateway_actor h,
   self->send(p.link, how, std::move(h));
 }
 
-// -- membership ------------------------------------------------------------------------
+// -- membership ---------------------------------------------------------------
 
-/// One heartbeat: records ours, learns the live members, forgets the peers
-/// that lapsed; then runs `then` (may be empty).
 /// The user map of this node's sessions, written again: the store had no
 /// record of this node (restarted empty, failed over, or this node lapsed),
 /// so it may have lost their entries too, and events for them would find
@@ -230,6 +228,8 @@ void map_again(gw_ptr self) {
   }
 }
 
+/// One heartbeat: records ours, learns the live members, forgets the peers
+/// that lapsed; then runs `then` (may be empty).
 void beat(gw_ptr self, std::function<void()> then) {
   auto& st = self->state;
   script_call call{script_id::cluster_beat,
@@ -290,7 +290,7 @@ void beat(gw_ptr self, std::function<void()> then) {
   });
 }
 
-// -- the actor -------------------------------------------------------------------------
+// -- the actor ----------------------------------------------------------------
 
 gateway_impl_actor::behavior_type
 gateway_impl(gw_ptr self, std::string node, cluster_config cfg,

@@ -39,7 +39,7 @@ void call_link(gw_ptr self, caf::typed_response_promise<Result> rp,
 
 } // namespace
 
-// -- routing --------------------------------------------------------------------------
+// -- routing ------------------------------------------------------------------
 
 void route_to(gw_ptr self, caf::typed_response_promise<delivery_report> rp,
               std::string user, std::shared_ptr<match_event> ev,
@@ -95,7 +95,7 @@ void replay(gw_ptr self, const std::string& user) {
   pump_matches(self);
 }
 
-// -- what peers may send ------------------------------------------------------------
+// -- what peers may send ------------------------------------------------------
 //
 // The gateway is published: anybody who connects to the cluster port (with a
 // certificate of the cluster's CA, when TLS is on) can send it every message

@@ -39,9 +39,9 @@ constexpr uint64_t next_tag = 1;            ///< the next batch of a cycle
 constexpr uint64_t mark_tag = ~uint64_t{0}; ///< the gathered marks are due
 // Tags from 2 on name one armed backoff timer each (the latest one counts).
 
-/// How long the relay waits for the directory's answers before it marks the
-/// batch anyway (the stream has the events; a directory that does not answer
-/// would otherwise stall every delivery).
+/// How long the relay waits for the directory's answers. The events it did
+/// not answer for stay unmarked and go again after their lease; the rest of
+/// the batch is marked, so a directory that does not answer stalls nothing.
 constexpr auto directory_timeout = std::chrono::seconds(10);
 
 /// One leased batch on its way through sink, directory and mark.

@@ -46,12 +46,16 @@ struct relay_config {
   bool listen = true;
   /// Pushed events (deliver_atom) are marked delivered together: up to
   /// `batch` of them, or whatever gathered within this many ms, in one
-  /// statement, while the next ones already go out (one mark per pushed
-  /// group commit was most of the relay's database work at moderate
-  /// rates). Only with a blocking match store; inline stores mark at once.
+  /// statement, while the next ones already go out: one statement for many
+  /// group commits, not one each. Only with a blocking match store; inline
+  /// stores mark at once.
   /// A relay that stops first leaves them to a fetch after their lease
   /// (at least once). 0: every pushed batch marked at once.
   uint32_t mark_delay_ms = 20;
+  /// Bound on one job of a store worker; a worker silent for longer is
+  /// stuck (actors/worker_bound.hpp) and this actor stops. 0: no bound.
+  /// Set by the engine from `engine_config::worker_timeout_ms`.
+  uint32_t worker_timeout_ms = 60000;
   /// Where the relay counts (null: nothing is counted): `events_delivered`
   /// (events this relay sent to the sink and sessions and then marked
   /// delivered), `relay_retries` (events it has to deliver again: fetched
@@ -59,10 +63,6 @@ struct relay_config {
   /// step, once per failed attempt), and `outbox_lag_ms` (this node's clock
   /// minus `created_at` of the oldest event of the last batch marked; 0 once
   /// a fetch finds nothing pending).
-  /// Bound on one job of a store worker; a worker silent for longer is
-  /// stuck (actors/worker_bound.hpp) and this actor stops. 0: no bound.
-  /// Set by the engine from `engine_config::worker_timeout_ms`.
-  uint32_t worker_timeout_ms = 60000;
   std::shared_ptr<engine_metrics> metrics;
 };
 
@@ -80,11 +80,12 @@ struct relay_config {
 /// or on another one, or the user is connected nowhere (the event waits for
 /// its reconnect). An event whose user's node is live but could not be
 /// reached, or that the directory did not answer for within 10 s, stays
-/// unmarked: its lease lapses and it is delivered again (by any relay). A failed fetch, XADD (transport
-/// failure or error reply) or mark is retried after an exponential backoff
-/// (backoff_min_ms doubling up to backoff_max_ms, reset by a success);
-/// nothing is dropped, and a lease that expires meanwhile hands the event to
-/// another relay (a duplicate, never a loss). An event whose payload cannot
+/// unmarked: its lease lapses and it is delivered again (by any relay). A
+/// failed fetch, XADD (transport failure or error reply) or mark is retried
+/// after an exponential backoff (backoff_min_ms doubling up to
+/// backoff_max_ms, reset by a success); nothing is dropped, and a lease that
+/// expires meanwhile hands the event to another relay (a duplicate, never a
+/// loss). An event whose payload cannot
 /// be read still goes to the stream (with the fields it has) and is marked,
 /// but reaches no session; this is logged as an error.
 ///

@@ -287,7 +287,7 @@ void forward_event(link_ptr self,
       [self, rp, failed, user, ev, h, again](caf::error& err) mutable {
         auto& st = self->state;
         // A handle that is gone or silent may be a restarted peer's old
-        // one (its down message may never come: seen after a SIGKILL and a
+        // one (its down message may never come, e.g. after a SIGKILL and a
         // restart on the same address).
         if (again
             && (err == caf::sec::request_receiver_down

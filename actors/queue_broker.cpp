@@ -201,7 +201,8 @@ std::optional<failure> admit(broker_ptr self, const std::string& q, bool join) {
   return std::nullopt;
 }
 
-/// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3 of docs/design.md).
+/// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3
+/// of docs/design.md).
 void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
            uint32_t stale, sink<claim_result> out) {
   auto& cfg = self->state.cfg;

@@ -37,14 +37,14 @@ struct broker_config {
   /// its depth dropped from the metrics; a later join makes it known
   /// again. 0: known queues are never forgotten.
   uint32_t queue_idle_ms = 60000;
-  /// Where the broker counts (null: nothing is counted): `claims` (every
-  /// claim script that answered, re-scans and heartbeat re-scans included),
-  /// `stale_removed` (claim windows and sweeps), `requeues` (requeue calls
-  /// that put a waiter back), `queues_known`, and each known queue's depth.
   /// Bound on one job of a store worker; a worker silent for longer is
   /// stuck (actors/worker_bound.hpp) and this actor stops. 0: no bound.
   /// Set by the engine from `engine_config::worker_timeout_ms`.
   uint32_t worker_timeout_ms = 60000;
+  /// Where the broker counts (null: nothing is counted): `claims` (every
+  /// claim script that answered, re-scans and heartbeat re-scans included),
+  /// `stale_removed` (claim windows and sweeps), `requeues` (requeue calls
+  /// that put a waiter back), `queues_known`, and each known queue's depth.
   std::shared_ptr<engine_metrics> metrics;
 };
 

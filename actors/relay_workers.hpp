@@ -35,6 +35,8 @@ using sink_job_ptr = std::shared_ptr<store_job<queue_store>>;
 
 } // namespace mm
 
+// Jobs carry closures, never serialized: they go to this node's workers
+// only.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::relay_detail::match_job_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::relay_detail::sink_job_ptr)
 

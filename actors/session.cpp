@@ -219,7 +219,7 @@ void retry_store(ses_ptr self, uint64_t gen) {
     cancel_at_queue(self);
 }
 
-// -- handlers shared by every state --------------------------------------------
+// -- handlers shared by every state -------------------------------------------
 
 session_actor::behavior_type make(ses_ptr self, join_fn on_join,
                                   cancel_fn on_cancel, timer_fn on_tick,
@@ -295,7 +295,7 @@ void ignore_timer(uint64_t) {
   // timers of a state that is gone
 }
 
-// -- states -----------------------------------------------------------------------
+// -- states -------------------------------------------------------------------
 //
 // One behavior per state; `enter` switches between them (docs/engine.md has
 // the long form, docs/design.md the problems cited here).
@@ -433,7 +433,7 @@ session_actor::behavior_type finalizing_b(ses_ptr self) {
               ignore_timer, ignore_timer);
 }
 
-// -- the claim and the finalization ---------------------------------------------------
+// -- the claim and the finalization -------------------------------------------
 
 void on_finalized(ses_ptr self, uint64_t gen, finalize_result& r) {
   auto& d = self->state;
@@ -457,7 +457,7 @@ void on_finalized(ses_ptr self, uint64_t gen, finalize_result& r) {
         // active session the database names is where that ticket was
         // matched (its event is late, e.g. leased by a relay that died; it
         // follows from the outbox and its id dedupes it). Without a heal
-        // the session is an older join's: refused as before.
+        // the session is an older join's: the join fails.
         finish(self, session_phase::matched, r.session_id, "matched earlier");
         break;
       }
@@ -562,8 +562,8 @@ void start_claim(ses_ptr self, bool rescan) {
       // (waiting, claimed or claimer), which the re-scan answers from
       // without claiming anyone else; a record that is gone means we were
       // claimed (or the claim never ran: the grace time re-enqueues us).
-      // The join is answered 503 store_unavailable now; a retry of the
-      // same join waits for the claim's answer, the WebSocket hears it.
+      // The join is answered store_unavailable now; a retry of the same
+      // join waits for the claim's answer, the subscriber hears it.
       for (auto& rp : d.join_waiters)
         rp.deliver(err);
       d.join_waiters.clear();

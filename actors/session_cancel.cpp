@@ -53,7 +53,7 @@ void on_cancel_verdict(ses_ptr self, uint64_t gen, cancel_verdict& v) {
     cancel_at_queue(self); // we were put back: take the ticket down there
 }
 
-// -- a cancel whose owner node cannot be asked ---------------------------------
+// -- a cancel whose owner node cannot be asked --------------------------------
 //
 // The owner's finalizer alone knows whether our pair commits, and it cannot
 // be asked. The queue and the database together can tell, given two bounds

@@ -23,6 +23,7 @@ class logger;
 
 namespace mm::session_detail {
 
+/// The sessions' logger ("session").
 std::shared_ptr<spdlog::logger> ses_log();
 
 using state_promise = caf::typed_response_promise<session_state>;

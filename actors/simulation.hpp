@@ -24,6 +24,7 @@ namespace mm::sim {
 
 /// An actor system config with the engine's types registered.
 struct sim_config : caf::actor_system_config {
+  /// Registers the engine's types (`register_types`).
   sim_config() {
     register_types(*this);
   }
@@ -57,6 +58,9 @@ struct engine_fixture : Base {
   std::shared_ptr<report> seen = std::make_shared<report>();
   subscriber_actor recorder;
 
+  /// Starts an engine with `cfg` on the fixture's clock (`cfg.clock` is
+  /// replaced) and a recorder that fills `seen`; fails the test when the
+  /// engine does not start.
   explicit engine_fixture(engine_config cfg = default_engine_config()) {
     auto c = clock_ms;
     cfg.clock = [c] { return c->load(); };
@@ -78,6 +82,7 @@ struct engine_fixture : Base {
     this->sched.run();
   }
 
+  /// Stops the engine and the recorder, then fires every timer left.
   ~engine_fixture() {
     eng->stop();
     caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);

@@ -13,13 +13,13 @@ class match_store_factory;
 /// Settings of the swipe actor.
 struct swipe_config {
   uint32_t workers = 2; ///< database connections (blocking stores only)
-  /// Where the swipe actor counts (null: nothing is counted): `conflicts`,
-  /// once per swipe that could not get its pair's lock within the wait
-  /// bound. (A `conflict` from the finalizer is counted there.)
   /// Bound on one job of a store worker; a worker silent for longer is
   /// stuck (actors/worker_bound.hpp) and this actor stops. 0: no bound.
   /// Set by the engine from `engine_config::worker_timeout_ms`.
   uint32_t worker_timeout_ms = 60000;
+  /// Where the swipe actor counts (null: nothing is counted): `conflicts`,
+  /// once per swipe that could not get its pair's lock within the wait
+  /// bound. (A `conflict` from the finalizer is counted there.)
   std::shared_ptr<engine_metrics> metrics;
 };
 

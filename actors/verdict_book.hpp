@@ -17,6 +17,7 @@
 
 namespace mm {
 
+/// The finalizer's book of tickets' fates (see above). Not thread-safe.
 class verdict_book {
  public:
   using steady_time = std::chrono::steady_clock::time_point;
@@ -32,10 +33,12 @@ class verdict_book {
 
   /// Ticket `key` enters a commit or an undo. `claimed_again`: a new pair
   /// holds it (claimed again after a requeue), so a verdict or requeue mark
-  /// kept from before no longer holds and is dropped. Pair with `leave`.
+  /// kept from before no longer holds and is dropped. Pair with `leave`;
+  /// not idempotent (each call counts one entry).
   void enter(const std::string& key, bool claimed_again);
 
-  /// Ticket `key` left the commit or undo it entered.
+  /// Ticket `key` left the commit or undo it entered (one `enter` undone;
+  /// nothing for a key not in flight).
   void leave(const std::string& key);
 
   /// Whether `key` is in a commit or undo now.

@@ -33,7 +33,8 @@ enum class errc : uint8_t {
   store_auth_failed, ///< the queue store refused the configured credentials
 };
 
-/// Returns the stable name of `x`, e.g. "duplicate_ticket".
+/// Returns the stable name of `x`, e.g. "duplicate_ticket"; "unknown" for a
+/// value outside the enum.
 const char* to_string(errc x) noexcept;
 
 /// Parses a stable name back into a code; `errc::none` if unknown.

@@ -17,6 +17,8 @@ class log_limit {
  public:
   using clock = std::chrono::steady_clock;
 
+  /// At most `burst` lines per `interval`; the first window starts at the
+  /// first `admit`.
   log_limit(uint32_t burst, clock::duration interval) noexcept
     : burst_(burst), interval_(interval) {
     // nop

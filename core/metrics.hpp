@@ -34,6 +34,7 @@ class latency_histogram {
     return buckets_[i].load(std::memory_order_relaxed);
   }
 
+  /// Sum of every observation in microseconds.
   uint64_t sum_us() const noexcept {
     return sum_us_.load(std::memory_order_relaxed);
   }
@@ -51,6 +52,8 @@ struct distance_histogram {
   std::array<uint64_t, bounds.size() + 1> buckets{}; ///< the last is +Inf
   double sum = 0;
 
+  /// Records one distance. Not idempotent; not thread-safe (the owner
+  /// locks).
   void observe(double d) noexcept {
     size_t i = 0;
     while (i < bounds.size() && d > bounds[i])

@@ -12,39 +12,48 @@ namespace mm {
 template <class T>
 class outcome {
  public:
+  /// A value.
   outcome(T value) : v_(std::move(value)) {
     // nop
   }
 
+  /// A failure.
   outcome(failure f) : v_(std::move(f)) {
     // nop
   }
 
+  /// A failure with `code` and `detail`.
   outcome(errc code, std::string detail = {})
     : v_(failure{code, std::move(detail)}) {
     // nop
   }
 
+  /// True when it holds a value.
   explicit operator bool() const noexcept {
     return v_.index() == 0;
   }
 
+  /// The value; throws `std::bad_variant_access` on a failure.
   T& operator*() {
     return std::get<0>(v_);
   }
 
+  /// The value; throws `std::bad_variant_access` on a failure.
   const T& operator*() const {
     return std::get<0>(v_);
   }
 
+  /// The value; throws `std::bad_variant_access` on a failure.
   T* operator->() {
     return &std::get<0>(v_);
   }
 
+  /// The value; throws `std::bad_variant_access` on a failure.
   const T* operator->() const {
     return &std::get<0>(v_);
   }
 
+  /// The failure; throws `std::bad_variant_access` on a value.
   const failure& error() const {
     return std::get<1>(v_);
   }

@@ -100,11 +100,14 @@ outcome<checked_attrs> check_attributes(const rule_set& rs,
 
 /// Renders the script's windows description ("1=150;2=*;3==") with the
 /// rules' attribute names as a JSON object, e.g. {"skill":150,
-/// "region":"any","mode":"same"}. Unknown input gives "{}".
+/// "region":"any","mode":"same"}. Parts it cannot read are left out (an
+/// unreadable description gives "{}").
 std::string windows_json(const rule_set& rs, const std::string& described);
 
 /// |a - b| of each distance rule's attribute between two canonical
 /// attribute objects (as `check_attributes` made them), by attribute name.
+/// An attribute missing or not a number on either side is left out; text
+/// that is not JSON gives an empty list. Never throws.
 std::vector<std::pair<std::string, double>>
 pair_distances(const rule_set& rs, const std::string& json_a,
                const std::string& json_b);

@@ -9,9 +9,9 @@
 
 namespace mm {
 
-/// Which of n sorted samples a q-quantile names. The two users have always
-/// counted differently; both rules are kept so that their figures stay what
-/// they were.
+/// Which of n sorted samples a q-quantile names. matchctl load and the
+/// benches count differently; both rules are kept so that their figures
+/// stay comparable with the ones recorded in docs/benchmarks.md.
 enum class rank_rule {
   /// The ceil(q * n)-th smallest, the first for q = 0 (the nearest rank):
   /// matchctl load.
@@ -20,8 +20,8 @@ enum class rank_rule {
   lower,
 };
 
-/// The index of the q-quantile (0 <= q <= 1) among `n` > 0 sorted samples.
-///
+/// The index of the q-quantile (0 <= q <= 1) among `n` > 0 sorted samples,
+/// at most `n - 1`.
 std::size_t percentile_index(std::size_t n, double q, rank_rule rule);
 
 /// The q-quantile (0 <= q <= 1) of `xs`; 0 when `xs` is empty. Reorders

@@ -38,6 +38,8 @@ struct store_ticket_parts {
 bool valid_client_id(const std::string& id) noexcept;
 
 /// Makes the store ticket of a join. `nonce`: [0-9a-f]+ (see `make_nonce`).
+/// Checks nothing: the caller passes a valid user and client ticket. The
+/// same arguments give the same ticket.
 std::string make_store_ticket(const std::string& nonce, uint32_t heal,
                               const std::string& user,
                               const std::string& ticket);
@@ -50,7 +52,8 @@ std::optional<store_ticket_parts> parse_store_ticket(const std::string& id);
 /// `id` unchanged.
 std::string client_ticket_of(const std::string& id, const std::string& user);
 
-/// 16 hex digits from a process-wide random generator. Thread-safe.
+/// 16 hex digits from a process-wide random generator. Thread-safe; every
+/// call draws a new nonce.
 std::string make_nonce();
 
 } // namespace mm

@@ -40,8 +40,10 @@ enum class session_phase : uint8_t {
   timed_out, ///< gave up waiting (`give_up_after_s`), left the queue (terminal)
 };
 
+/// The stable name of `x`, e.g. "queued" (logs, APIs).
 const char* to_string(session_phase x) noexcept;
 
+/// A user's session as its subscriber and its callers see it.
 struct session_state {
   std::string user;
   session_phase phase = session_phase::idle;
@@ -140,6 +142,7 @@ inline delivery_report& operator+=(delivery_report& x,
   return x;
 }
 
+/// True when every count is equal.
 inline bool operator==(const delivery_report& x,
                        const delivery_report& y) noexcept {
   return x.reached == y.reached && x.kept == y.kept && x.failed == y.failed
@@ -189,6 +192,7 @@ typename Inspector::result_type inspect(Inspector& f, claim_pair& x) {
            x.claimer_ticket, x.claimer_attrs, x.claimed, x.claimed_at);
 }
 
+/// How a finalization ended for the claimer.
 enum class finalize_outcome : uint8_t {
   committed, ///< session, members and match.created committed
   retry,     ///< not matched, not the claimer's fault: claim again as new
@@ -197,6 +201,7 @@ enum class finalize_outcome : uint8_t {
              ///< `session_id` names it: the claimer is matched there)
 };
 
+/// The stable name of `x`, e.g. "committed" (logs).
 const char* to_string(finalize_outcome x) noexcept;
 
 /// The finalizer's answer to the claimer.
@@ -225,10 +230,12 @@ typename Inspector::result_type inspect(Inspector& f, inflight_cancel& x) {
   return f(caf::meta::type_name("inflight_cancel"), x.queue, x.user, x.ticket);
 }
 
-/// The finalizer's verdict on an in-flight cancel.
+/// The finalizer's verdict on an in-flight cancel: honoured (never
+/// matched), too late (matched in `session_id`), or neither: the ticket is
+/// back in the queue, where the cancel goes again.
 struct cancel_verdict {
-  bool honoured = false;  ///< true: never matched; false: too late
-  std::string session_id; ///< too late: the session it is matched in
+  bool honoured = false;  ///< true: never matched
+  std::string session_id; ///< not honoured: the session it is matched in
 };
 
 template <class Inspector>

@@ -82,6 +82,8 @@ enum class claim_outcome : uint8_t {
   claimed_by_other, ///< somebody claimed the caller: wait for that match
 };
 
+/// The stable name of `x`, e.g. "claimed_by_other" (logs). Defined in
+/// persistence/queue/queue_codec.cpp.
 const char* to_string(claim_outcome x) noexcept;
 
 /// The answer of claim-or-enqueue.
@@ -114,6 +116,7 @@ enum class cancel_outcome : uint8_t {
   in_flight, ///< claimed: the finalizer decides at its cancel checkpoints
 };
 
+/// The answer of a cancel at the queue.
 struct cancel_result {
   cancel_outcome outcome = cancel_outcome::cancelled;
   std::string ticket;
@@ -130,6 +133,7 @@ typename Inspector::result_type inspect(Inspector& f, cancel_result& x) {
            x.node);
 }
 
+/// The answer of a heartbeat.
 struct heartbeat_result {
   bool alive = false; ///< false: the ticket is gone
   std::string ticket;
@@ -150,6 +154,7 @@ enum class requeue_outcome : uint8_t {
   gone,     ///< no such ticket any more
 };
 
+/// The answer of a requeue.
 struct requeue_result {
   requeue_outcome outcome = requeue_outcome::gone;
   std::string ticket;
@@ -162,8 +167,12 @@ typename Inspector::result_type inspect(Inspector& f, requeue_result& x) {
            x.score);
 }
 
+/// released: a claimed or claimer ticket was removed; waiting: the ticket
+/// waits and stays (a release never removes a waiting ticket, a cancel
+/// does); gone: no such ticket.
 enum class release_outcome : uint8_t { released, waiting, gone };
 
+/// The answer of a release, one per ticket.
 struct release_result {
   release_outcome outcome = release_outcome::gone;
   std::string ticket;
@@ -174,6 +183,7 @@ typename Inspector::result_type inspect(Inspector& f, release_result& x) {
   return f(caf::meta::type_name("release_result"), x.outcome, x.ticket);
 }
 
+/// The answer of a sweep.
 struct sweep_result {
   uint32_t removed = 0; ///< stale tickets removed (waiting and claimed)
   bool more = false;    ///< another call may find more stale tickets

@@ -89,15 +89,19 @@ namespace mm {
 
 /// The only path from the engine to the queue store (actors/queue_broker.hpp).
 /// Every handler answers a named `mm::errc` error on bad input, changing
-/// nothing; the store work is done by the atomic scripts in lua/.
+/// nothing; the store work is done by the atomic scripts in lua/. A store
+/// that cannot be reached answers `store_unavailable` (the call may have
+/// run: read again before concluding). A join (enqueue, claim) of a queue
+/// the broker does not serve answers `unknown_queue` or `too_many_queues`.
 using queue_broker_actor = caf::typed_actor<
   // Idempotent per spec.ticket: the same create again answers the same ticket.
   caf::replies_to<enqueue_atom, ticket_spec>::with<enqueue_result>,
   // Claim-or-enqueue; rescans (bounded) while a window held only stale
   // tickets. Idempotent per spec.ticket: a retry answers the same outcome.
   caf::replies_to<claim_atom, ticket_spec>::with<claim_result>,
-  // Many claims in one message (load generators, gateways): same semantics,
-  // one result or error each, in order.
+  // Many claims in one message (load generators, gateways): each as above;
+  // answers one result per claim, in order, or the first error when any
+  // claim failed (the others still ran).
   caf::replies_to<claim_atom,
                   std::vector<ticket_spec>>::with<std::vector<claim_result>>,
   // Re-scan of a user that is waiting: if its ticket is gone it was claimed,
@@ -135,10 +139,17 @@ using session_actor = caf::typed_actor<
   // current state while the join lasts and its final state once it ended
   // `matched` or `cancelled` (nothing starts again). After `failed`, or
   // with another ticket once the join ended, a new join starts; another
-  // ticket while a join lasts is refused (`duplicate_ticket`).
+  // ticket while a join lasts is refused (`duplicate_ticket`). Refusals,
+  // changing nothing: `in_session` (the user is in an active match
+  // session; the detail is its id), `invalid_argument`, `invalid_attribute`,
+  // `unknown_queue`, `too_many_queues`. `store_unavailable` (or a
+  // timeout): a claim already sent goes on; the same join again answers
+  // once its outcome is known.
   caf::replies_to<join_atom, join_request>::with<session_state>,
   // Cancels the current join. Answers only when certain: `cancelled` (never
-  // matched) or `matched` (too late). Idempotent.
+  // matched) or `matched` (too late); `failed` when neither could be
+  // established within its bounds. `not_found` when idle (no join).
+  // Idempotent: after the join ended it answers the final state.
   caf::replies_to<cancel_atom>::with<session_state>,
   // The current state.
   caf::replies_to<state_atom>::with<session_state>,
@@ -147,7 +158,8 @@ using session_actor = caf::typed_actor<
   // (session, reason): ends the user's match session `session` (either
   // member may). Idempotent: every end of one session answers its one final
   // state. `forbidden` for a session the user is not a member of,
-  // `not_found` for an unknown one.
+  // `not_found` for an unknown one, `shutting_down` on an engine without a
+  // lifecycle actor.
   caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
   // Timers: heartbeat, the grace time after a heartbeat answered gone, the
   // join's give_up_after_s (by join number), the idle release (a session
@@ -161,19 +173,25 @@ using session_actor = caf::typed_actor<
 
 /// Commits claimed pairs (actors/finalizer.hpp).
 using finalizer_actor = caf::typed_actor<
-  // Claimer -> finalizer. Idempotent per (claimer ticket, claimed ticket).
+  // Claimer -> finalizer. Answers `committed`, or, once the pair is undone
+  // in the queue, `retry`, `cancelled` or `refused` (finalize_outcome);
+  // never an error. Idempotent per (claimer ticket, claimed ticket).
   caf::replies_to<finalize_atom, claim_pair>::with<finalize_result>,
   // A mutual like -> its one match (session, members, mutual_matches row,
   // match.created), in the same group commits. Idempotent per unordered
   // pair: a pair matched before answers that session (detail "existing").
+  // `conflict` when a side is in another active session,
+  // `store_unavailable` once the pair's attempts are spent.
   caf::replies_to<finalize_atom, mutual_pair>::with<finalize_result>,
-  // A cancel of a claimed ticket; answered once the pair is decided.
-  // Idempotent.
+  // A cancel of a claimed ticket; answered once the pair is decided (see
+  // cancel_verdict). `store_unavailable` when the database had to decide
+  // and could not: the cancel is still registered, ask again. Idempotent.
   caf::replies_to<cancel_atom, inflight_cancel>::with<cancel_verdict>,
   // Timer: flushes the current group commit batch.
   caf::reacts_to<tick_atom>,
-  // Timer: an in-flight cancel whose pair never reached this finalizer
-  // within the claim hold is honoured (the pair can no longer commit).
+  // Timer: an in-flight cancel whose pair did not reach this finalizer
+  // within `cancel_wait_ms` is answered from the database (matched, or
+  // honoured: the registered cancel refuses the pair if it comes later).
   caf::reacts_to<grace_atom, std::string>>;
 
 /// Routes between the nodes of a cluster (actors/node_gateway.hpp). One per
@@ -183,11 +201,10 @@ using finalizer_actor = caf::typed_actor<
 /// another node or carry no sender.
 using node_gateway_actor = caf::typed_actor<
   // Directory -> gateway (from this node): (user, event) for a user without
-  // a session on
-  // this node: delivered to the user's session on the node it registered
-  // on. All counts zero: the user is connected nowhere (the directory keeps
-  // the event). `failed`: the user's node is live but could not be reached.
-  // Idempotent per event id at the receiving session.
+  // a session on this node: delivered to the user's session on the node it
+  // registered on. All counts zero: the user is connected nowhere (the
+  // directory keeps the event). `failed`: the user's node is live but could
+  // not be reached. Idempotent per event id at the receiving session.
   caf::replies_to<route_atom, std::string, match_event>::with<delivery_report>,
   // Peer -> gateway: (user, event) to the user's session on THIS node, or
   // kept for it here, once the database confirms the event's session with
@@ -200,16 +217,15 @@ using node_gateway_actor = caf::typed_actor<
   caf::replies_to<cancel_atom, std::string,
                   inflight_cancel>::with<cancel_verdict>,
   // Directory -> gateway (from this node): a session of `user` started /
-  // ended on this node
-  // (the shared user -> node map; the reconnect replay). Idempotent.
+  // ended on this node (the shared user -> node map; the reconnect replay).
+  // Idempotent.
   caf::reacts_to<register_atom, std::string>,
   caf::reacts_to<unregister_atom, std::string>,
   // Peer -> gateway: the sender is the gateway of node `node`. Idempotent.
   caf::reacts_to<hello_atom, std::string>,
   // Host -> gateway (from this node): `gateway` (a node_gateway_actor) is
   // the gateway of node `node`, for hosts and tests that connect nodes
-  // themselves.
-  // Idempotent.
+  // themselves. Idempotent.
   caf::reacts_to<peer_atom, std::string, caf::actor>,
   // The peers as this gateway sees them, by node id.
   caf::replies_to<peers_atom>::with<std::vector<peer_info>>>;
@@ -255,7 +271,9 @@ using outbox_relay_actor = caf::typed_actor<
 using pair_lock_actor = caf::typed_actor<
   // (a, b): waits, bounded, for the lock of {a, b}; answers the lock token.
   // The requester holds it: if it dies, the lock is released. Fails with
-  // `conflict` when the wait bound passes. Not idempotent.
+  // `conflict` when the wait bound passes (also while the queue store
+  // fails), `invalid_argument` for a == b or a malformed id. Not
+  // idempotent.
   caf::replies_to<acquire_atom, std::string, std::string>::with<std::string>,
   // (a, b, token): releases; a stale token releases nothing. Idempotent.
   caf::reacts_to<release_atom, std::string, std::string, std::string>,
@@ -268,10 +286,13 @@ using lifecycle_actor = caf::typed_actor<
   // (session, user, reason): `user` ends the session; one transaction frees
   // both members and writes the `session.ended` event. Idempotent: a second
   // end (by either member) answers the same final state. `forbidden` for a
-  // non-member, `not_found` for an unknown session.
+  // non-member, `not_found` for an unknown session, `store_unavailable`
+  // when the database did not answer (the end may have committed: ask
+  // again).
   caf::replies_to<end_atom, std::string, std::string,
                   std::string>::with<end_result>,
-  // (user): the user's active session id, "" when the user is free.
+  // (user): the user's active session id, "" when the user is free;
+  // `store_unavailable` when the database did not answer. Idempotent.
   caf::replies_to<state_atom, std::string>::with<std::string>,
   // Timer (and tests): end expired sessions, prune old rows.
   caf::reacts_to<tick_atom>>;
@@ -281,13 +302,15 @@ using swipe_actor = caf::typed_actor<
   // Records the swipe and, when it completes a mutual like, creates the
   // pair's one match, all under the pair's lock. Fails with
   // `invalid_argument` (self-swipe, malformed id) or `conflict` (the lock
-  // could not be had within the wait bound: retry), writing nothing.
-  // Idempotent: the same swipe again changes nothing.
+  // could not be had within the wait bound: retry), writing nothing; with
+  // the database's failure (`store_unavailable`, or the finalizer's
+  // `conflict`) after the swipe may have been recorded: retry. Idempotent:
+  // the same swipe again changes nothing.
   caf::replies_to<swipe_atom, swipe_request>::with<swipe_result>>;
 
-/// The API side of one user inside matchd (app/matchd/client_link.hpp): subscriber
-/// of the user's session and forwarder of its events to the user's
-/// WebSockets.
+/// The API side of one user inside matchd (app/matchd/client_link.hpp):
+/// subscriber of the user's session and forwarder of its events to the
+/// user's WebSockets.
 using client_link_actor = caf::typed_actor<
   // From the user's session: state changes and match events.
   caf::reacts_to<session_state>, caf::reacts_to<match_event>,

@@ -88,8 +88,9 @@ struct http_pool_options {
 /// the pool closes its connections; callbacks still pending then never run.
 class http_pool {
  public:
-  /// Opens no connection yet.
+  /// Opens no connection yet; `opts.max_connections` 0 counts as 1.
   http_pool(asio::io_context& io, http_endpoint where, http_pool_options opts);
+  /// Closes every connection; callbacks still pending never run.
   ~http_pool();
 
   http_pool(const http_pool&) = delete;
@@ -139,11 +140,21 @@ class http_pool {
     bool retried = false;
   };
 
+  /// Hands queued requests to idle connections, then opens one connection
+  /// per request still waiting, up to `max_connections`. A retried request
+  /// waits for a new connection (an idle one is closed to make room).
   void dispatch();
+  /// Answers `q` with `res`: one request less pending.
   void finish(queued&& q, http_result&& res);
+  /// `c` is free: it takes the oldest queued request, or waits idle (or is
+  /// closed after `shutdown`).
   void on_idle(std::shared_ptr<connection> c);
+  /// Forgets the closed connection `c`. Idempotent.
   void on_closed(connection* c);
+  /// Puts `q` back at the head of the queue (a retry after a stale
+  /// connection).
   void requeue_front(queued&& q);
+  /// Answers the oldest queued request with `ec`.
   void fail_front(const error_code& ec);
   /// Answers `q` with operation_aborted from the io loop (never inline:
   /// callers may be inside request() or shutdown()).
@@ -222,7 +233,10 @@ class ws_client : public std::enable_shared_from_this<ws_client> {
   struct impl;
 
  private:
+  /// Reads the next message (each text message goes to `on_message`) until
+  /// the socket ends.
   void read_next();
+  /// Writes the queued messages in order, one at a time.
   void write_next();
 
   std::unique_ptr<impl> impl_;

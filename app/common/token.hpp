@@ -31,23 +31,27 @@ enum class token_error : uint8_t {
   format_disabled, ///< a format the node was told not to accept
 };
 
-/// "missing_token", "malformed_token", "expired_token", "bad_signature",
-/// "oversized_token", "unsupported_algorithm", "token_not_yet_valid",
-/// "wrong_audience", "wrong_issuer", "disabled_token_format".
+/// The API's error name of `x`: "missing_token", "malformed_token",
+/// "expired_token", "bad_signature", "oversized_token",
+/// "unsupported_algorithm", "token_not_yet_valid", "wrong_audience",
+/// "wrong_issuer", "disabled_token_format" ("none" for none).
 const char* to_string(token_error x) noexcept;
 
 /// The longest token looked at (either format); longer is `oversized`.
 inline constexpr std::size_t max_token_bytes = 4096;
 
-/// Signs a v1 token for `user` that expires at `expiry_unix_s`.
+/// Signs a v1 token for `user` that expires at `expiry_unix_s`. The same
+/// arguments give the same token.
 std::string sign_token(const std::string& secret, const std::string& user,
                        int64_t expiry_unix_s);
 
 /// Signs a JWT: base64url(header).base64url(payload).HMAC-SHA256 signature.
 /// The JSON texts are taken as they are (tests make hostile ones with it).
+/// The same arguments give the same token.
 std::string sign_jwt(const std::string& secret, const std::string& header_json,
                      const std::string& payload_json);
 
+/// What a verification answered.
 struct token_check {
   token_error error = token_error::none;
   std::string user;   ///< set when `error == none`
@@ -55,7 +59,11 @@ struct token_check {
 };
 
 /// Verifies a v1 `token` against `secret` at `now_unix_s` (constant-time
-/// signature comparison, checked before the expiry).
+/// signature comparison, checked before the expiry). Answers `missing` for
+/// an empty token, `malformed` for anything but v1.<user>.<expiry>.<sig>
+/// (or over 1024 bytes), `forged` when the signature does not match,
+/// `expired` once `now_unix_s` reached the expiry, else `none` and the
+/// user. Leaves `detail` empty (`verify_bearer` fills it).
 token_check verify_token(const std::string& secret, const std::string& token,
                          int64_t now_unix_s);
 
@@ -71,22 +79,28 @@ struct token_policy {
   std::string issuer;
   /// JWTs: seconds of clock skew allowed on exp, nbf and iat.
   int64_t leeway_s = 30;
-  bool accept_v1 = true;
-  bool accept_jwt = true;
+  bool accept_v1 = true;  ///< --token-formats names v1
+  bool accept_jwt = true; ///< --token-formats names jwt
 };
 
 /// Verifies a bearer token of either format at `now_unix_s`. The signature
 /// is checked (in constant time, against every secret) before any claim,
 /// so a forger learns nothing about them; a JWT's payload is parsed only
 /// once its signature matched. A JWT's user (`sub`) must be a valid API id
-/// (1-128 bytes of [A-Za-z0-9_.:@-]).
+/// (1-128 bytes of [A-Za-z0-9_.:@-]). Answers `none` and the user, or the
+/// refusal and a `detail`: `missing`, `oversized`, `format_disabled`; for
+/// v1 `malformed`, `forged` (no secret matches) or `expired`; for a JWT
+/// `malformed`, `bad_algorithm`, `forged`, `expired`, `not_yet_valid`,
+/// `wrong_audience` or `wrong_issuer` (docs/api.md, "Errors").
 token_check verify_bearer(const token_policy& policy, const std::string& token,
                           int64_t now_unix_s);
 
 /// base64url without padding.
 std::string base64url_encode(const std::string& in);
 
-/// Decodes base64url without padding; false on a bad character.
+/// Decodes base64url without padding into `out`; false on a bad
+/// character, an impossible length or leftover bits that are not zero
+/// (only the canonical spelling of a text is accepted).
 bool base64url_decode(const std::string& in, std::string& out);
 
 } // namespace mm

@@ -1,6 +1,6 @@
-// `matchctl load` (app/matchctl/load.hpp), the driver: one io thread per shard of
-// the virtual users, pacing their start and ending the run; then the
-// checker and the report over what they observed (with --cycles, the
+// `matchctl load` (app/matchctl/load.hpp), the driver: one io thread per
+// shard of the virtual users, pacing their start and ending the run; then
+// the checker and the report over what they observed (with --cycles, the
 // session ledger the shards share).
 
 #include "app/matchctl/load.hpp"

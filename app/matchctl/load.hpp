@@ -44,9 +44,8 @@ struct load_options {
   /// The session is held for a uniform time in [0, hold_ms] before its end.
   int64_t hold_ms = 200;
   /// With --cycles: every other cycle joins again with the ticket id of the
-  /// session that ended. Off by default: the finalizer's memory of decided
-  /// cancels is still keyed by (queue, ticket), so a reused id can get the
-  /// verdict of its previous join (open work: ticket ids scoped by user).
+  /// session that ended (each join is filed under a store ticket of its
+  /// own: docs/queue.md, "Ticket ids"). Off by default.
   bool reuse_tickets = false;
   /// Joins, cancels and ends go as requests on the user's WebSocket
   /// (docs/api.md "Requests on the WebSocket") instead of HTTP requests;

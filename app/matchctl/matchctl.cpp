@@ -15,10 +15,11 @@
 // "t-<prefix><i>", cancels with probability --cancel-rate, and waits for
 // its match.created event. With --cycles N it then holds the session for
 // up to --hold-ms (the member whose name sorts first ends it), waits for
-// session.ended and joins again (every other time with the same ticket,
-// else "t-<prefix><i>-c<cycle>"), N times over one WebSocket. At the end
-// it asks matchd about everyone unfinished, checks the invariants
-// (app/matchctl/load.hpp) and prints a report whose last line is
+// session.ended and joins again with ticket "t-<prefix><i>-c<cycle>" (with
+// --reuse-tickets every other time with the same ticket), N times over one
+// WebSocket. At the end it asks matchd about everyone unfinished, checks
+// the invariants (app/matchctl/load.hpp) and prints a report whose last
+// line is
 //   verdict=ok users=.. matched=.. cancelled=.. waiting=.. errors=..
 //   matches_per_s=.. p50_ms=.. p95_ms=.. p99_ms=.. double_bookings=..
 //   lost_users=.. undelivered_events=.. cancelled_but_matched=..

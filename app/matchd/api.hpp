@@ -30,10 +30,11 @@ struct ticket_view {
   std::string windows; ///< queues with rules: JSON object (docs/rules.md)
 };
 
+/// What a swipe answered.
 struct swipe_view {
-  bool mutual = false;
-  std::string session_id;
-  bool created = false;
+  bool mutual = false;    ///< both like each other (now or before)
+  std::string session_id; ///< mutual: the pair's one match session
+  bool created = false;   ///< this swipe created that match
 };
 
 /// What ending a match session answered.
@@ -54,23 +55,33 @@ class engine_port {
  public:
   virtual ~engine_port();
 
-  /// Claim-or-enqueue. Idempotent per (user, ticket).
+  /// Claim-or-enqueue of `user`'s join `ticket` to `queue` (`attrs` as the
+  /// client sent them; `give_up_after_s` 0: no limit). `cb` gets the
+  /// ticket's state, or a refusal such as duplicate_ticket, in_session,
+  /// unknown_queue, too_many_queues, invalid_attribute or
+  /// store_unavailable (docs/api.md, "Errors"). Idempotent per (user,
+  /// ticket): the same join again answers the ticket's current state.
   virtual void join(const std::string& user, const std::string& queue,
                     const std::string& ticket, const std::string& attrs,
                     uint32_t give_up_after_s, ticket_cb cb)
     = 0;
 
-  /// Cancels the user's join `ticket`; answers when certain. Idempotent.
+  /// Cancels the user's join `ticket`; answers only when certain: state
+  /// `cancelled`, or `matched` when the cancel came too late. `not_found`
+  /// for a ticket that is not the user's current or last one. Idempotent.
   virtual void
   cancel(const std::string& user, const std::string& ticket, ticket_cb cb)
     = 0;
 
-  /// The state of the user's `ticket`; `not_found` for another ticket.
+  /// The state of the user's current or last `ticket`; `not_found` for
+  /// another ticket, or once the node forgot the user. Changes no ticket.
   virtual void
   state(const std::string& user, const std::string& ticket, ticket_cb cb)
     = 0;
 
-  /// A swipe (`like` false: DISLIKE). Idempotent.
+  /// Records `from`'s LIKE of `to` (`like` false: DISLIKE); a mutual like
+  /// creates the pair's one match (I4 of docs/design.md). Idempotent: a
+  /// repeat answers as the first one did, with `created` false.
   virtual void
   swipe(const std::string& from, const std::string& to, bool like, swipe_cb cb)
     = 0;
@@ -85,6 +96,7 @@ class engine_port {
 
 /// A reply to a request: status and JSON body.
 struct api_reply {
+  /// Status `s`, body `b` of content type `type`.
   api_reply(unsigned s = 200, std::string b = {},
             std::string type = "application/json")
     : status(s), body(std::move(b)), content_type(std::move(type)) {
@@ -142,21 +154,37 @@ struct ws_admission {
   api_reply refusal; ///< when !ok
 };
 
+/// Authenticates, validates and answers the API's requests (docs/api.md).
 class api_router {
  public:
+  /// Answers with the settings of `ctx` and the engine behind `port`.
   api_router(std::shared_ptr<api_context> ctx,
              std::shared_ptr<engine_port> port);
 
   /// Answers one HTTP request (method in upper case, e.g. "POST"; target is
   /// path plus query). `done` is called exactly once, maybe on another
   /// thread; an exception (here or in an engine callback) becomes a 500
-  /// `internal` answer and never leaves. Idempotent exactly when the route
-  /// is (docs/api.md).
+  /// `internal` answer and never leaves. In the order checked:
+  /// - console paths: `console_routes::serve`, when the console is on;
+  /// - 404 `unknown_route`, 405 `method_not_allowed`;
+  /// - /healthz 200; /readyz 200, or 503 `shutting_down` or
+  ///   `store_unavailable`; /metrics and /openapi.json 200;
+  /// - user routes: 401 (the token's error name), 403 `forbidden` (another
+  ///   user's path), 400 `invalid_argument` or `malformed_json`; a join
+  ///   also 503 `shutting_down` (draining) and 404 `unknown_queue`;
+  /// - then the engine's answer: 200 with the ticket, swipe or end, or its
+  ///   refusal (`status_of`).
+  /// Idempotent exactly when the route is (docs/api.md).
   void handle(const std::string& method, const std::string& target,
               const std::string& authorization, const std::string& body,
               reply_fn done) const;
 
-  /// Checks a WebSocket upgrade to `target`.
+  /// Checks a WebSocket upgrade to `target`; the token comes from
+  /// `authorization` ("Bearer ...") or else the `access_token` query
+  /// parameter. Refuses 404 `unknown_route` (not the events route), 503
+  /// `shutting_down` (draining), 401 with the token's error name, 403
+  /// `forbidden` (another user's path) or 400 `invalid_argument` (a bad user
+  /// id); else `ok` with the user and the token. Changes nothing.
   ws_admission admit_ws(const std::string& target,
                         const std::string& authorization) const;
 
@@ -164,9 +192,14 @@ class api_router {
   static api_reply error(unsigned status, const std::string& name,
                          const std::string& detail);
 
-  /// The HTTP status of an engine refusal.
+  /// The HTTP status of an engine refusal: 400 (invalid_argument,
+  /// invalid_attribute), 403 (forbidden), 404 (not_found, unknown_queue),
+  /// 409 (in_session, duplicate_ticket, conflict, too_many_queues and the
+  /// other lost races), 503 (store_unavailable, store_auth_failed,
+  /// shutting_down), 500 for anything else.
   static unsigned status_of(errc code) noexcept;
 
+  /// The settings the router answers with.
   const std::shared_ptr<api_context>& context() const {
     return ctx_;
   }
@@ -184,7 +217,8 @@ class api_router {
 /// True for 1-128 bytes of [A-Za-z0-9_.:@-] (users, queues, tickets).
 bool valid_api_id(const std::string& id) noexcept;
 
-/// The JSON text of `t`, `e` (for WebSockets and tests).
+/// The JSON text of `t` as the API answers it: empty fields left out,
+/// `windows` as a JSON object.
 std::string to_json(const ticket_view& t);
 
 } // namespace mm

@@ -39,7 +39,8 @@ client_link_actor spawn_client_link(caf::actor_system& sys, std::string user,
                                     std::shared_ptr<hub> events,
                                     client_link_config cfg);
 
-/// The WebSocket text of a match event.
+/// The WebSocket text of a match event: match.created, or session.ended
+/// with `ended_by` and `reason` from the event's payload.
 std::string event_json(const match_event& ev);
 
 } // namespace mm

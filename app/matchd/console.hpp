@@ -40,8 +40,11 @@ struct console_node_view {
   int64_t websockets = 0;
 };
 
+/// The console's routes, answered for the router.
 class console_routes {
  public:
+  /// Serves with `settings`; `stats` and `metrics` (either may be null) and
+  /// `node_view` are read at each stats request.
   console_routes(console_settings settings,
                  std::shared_ptr<console_stats> stats,
                  std::shared_ptr<engine_metrics> metrics,
@@ -52,8 +55,18 @@ class console_routes {
   static bool owns(const std::string& path) noexcept;
 
   /// Answers one request of an owned path; `reply` is called once, on this
-  /// thread. Idempotent except POST /v1/console/demo (a new demo user each
-  /// time).
+  /// thread:
+  /// - /v1/console/stats: 200 and `stats_json`; 404 `unknown_route` while
+  ///   the console is off, 405 `method_not_allowed` for any method but GET,
+  ///   401 `missing_token` or `bad_console_token` without the operator
+  ///   token;
+  /// - /v1/console/demo: 200 {user, token, queue, expires_at}; 404
+  ///   `demo_off`, 405 for any method but POST, 429 `rate_limited` past
+  ///   demo_rate;
+  /// - /console: 301 to /console/; /console/{asset}: 200 and the file; 404
+  ///   `unknown_route` for a file that is not there or whose page is off,
+  ///   405 for any method but GET and HEAD.
+  /// Idempotent except POST /v1/console/demo (a new demo user each time).
   void serve(const std::string& method, const std::string& path,
              const std::string& authorization, const reply_fn& reply) const;
 
@@ -61,9 +74,13 @@ class console_routes {
   std::string stats_json() const;
 
  private:
+  /// The pages and scripts (see `serve`).
   void serve_asset(const std::string& method, const std::string& path,
                    const reply_fn& reply) const;
+  /// POST /v1/console/demo (see `serve`).
   void serve_demo(const std::string& method, const reply_fn& reply) const;
+  /// One demo user from the node-wide bucket; false when it is empty.
+  /// Thread-safe.
   bool take_demo_token() const;
 
   console_settings s_;

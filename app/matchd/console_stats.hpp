@@ -32,6 +32,7 @@ class console_wait_histogram {
     return buckets_[i].load(std::memory_order_relaxed);
   }
 
+  /// The sum of all waits in microseconds.
   uint64_t sum_us() const noexcept {
     return sum_us_.load(std::memory_order_relaxed);
   }
@@ -49,6 +50,7 @@ struct queue_console_stats {
   console_wait_histogram time_to_match; ///< join -> match.created
 };
 
+/// The console's counters of every queue.
 class console_stats {
  public:
   /// At most `max_queues` queues are counted (a node in open mode may see

@@ -63,8 +63,8 @@ class link_table : public std::enable_shared_from_this<link_table> {
       map_.emplace(user, l);
       count();
     }
-    // Forgotten when it stops (I9 of docs/design.md); attached outside the lock: on a link
-    // that is down already the hook runs at once.
+    // Forgotten when it stops (I9 of docs/design.md); attached outside the
+    // lock: on a link that is down already the hook runs at once.
     std::weak_ptr<link_table> weak = shared_from_this();
     auto addr = l.address();
     l->attach_functor([weak, user, addr] {

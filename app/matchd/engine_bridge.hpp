@@ -31,7 +31,8 @@ class engine_bridge : public engine_port {
  public:
   using time_point = std::chrono::steady_clock::time_point;
 
-  /// Not idempotent: every call makes another bridge.
+  /// The engine port of `eng`: its client links run in `sys` and publish
+  /// to `events`. Not idempotent: every call makes another bridge.
   static std::shared_ptr<engine_bridge>
   make(caf::actor_system& sys, std::shared_ptr<engine> eng,
        std::shared_ptr<hub> events, bridge_config cfg);
@@ -39,12 +40,13 @@ class engine_bridge : public engine_port {
   ~engine_bridge() override;
 
   /// Cancels every live join ("shutting_down") and waits until each outcome
-  /// is certain, at most until `deadline`. Answers whether all finished.
-  /// Idempotent.
+  /// is certain, at most until `deadline` (it blocks). Answers whether all
+  /// finished. Idempotent.
   virtual bool drain(time_point deadline) = 0;
 
   /// Delivers every committed, undelivered outbox event now, at most until
-  /// `deadline`. Idempotent.
+  /// `deadline` (it blocks). Answers whether the relay finished in time
+  /// (true without a relay). Idempotent.
   virtual bool flush_events(time_point deadline) = 0;
 
   /// Stops every client link (their sessions stop with the engine).

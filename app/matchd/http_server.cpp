@@ -32,7 +32,7 @@ auto http_log() {
   return lg;
 }
 
-// -- HTTP: one per connection ----------------------------------------------------
+// -- HTTP: one per connection ------------------------------------------------
 
 class http_session : public std::enable_shared_from_this<http_session> {
  public:
@@ -216,7 +216,7 @@ void http_session::respond(api_reply r, bool keep_alive) {
     });
 }
 
-// -- the server ---------------------------------------------------------------------
+// -- the server --------------------------------------------------------------
 
 class server_impl : public http_server {
  public:

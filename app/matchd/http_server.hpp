@@ -49,16 +49,19 @@ struct server_stats {
   std::atomic<int64_t> open_websockets{0};
 };
 
+/// The listening server: one io_context on its own threads.
 class http_server {
  public:
   /// Binds `host:port` (port 0: any free port) and serves on `io_threads`
-  /// threads. Fails with `invalid_argument` for a bad address and
-  /// `store_unavailable` when the address cannot be bound. Not idempotent.
+  /// threads (at least one). Fails with `invalid_argument` for a bad
+  /// address and `store_unavailable` when the address cannot be bound. Not
+  /// idempotent.
   static outcome<std::unique_ptr<http_server>>
   start(const std::string& host, uint16_t port, size_t io_threads,
         std::shared_ptr<api_router> router, std::shared_ptr<hub> events,
         server_limits limits);
 
+  /// Stops serving first (`stop`).
   virtual ~http_server();
 
   /// The bound port.
@@ -67,8 +70,9 @@ class http_server {
   /// Stops accepting connections; open ones go on. Idempotent.
   virtual void stop_accepting() = 0;
 
-  /// Closes every WebSocket once its queued messages are sent (or at
-  /// `deadline`); answers whether all closed in time. Idempotent.
+  /// Closes every WebSocket once its queued messages are sent; blocks
+  /// until all closed or `deadline` passed, and answers whether all closed
+  /// in time. Idempotent.
   virtual bool close_websockets(std::chrono::steady_clock::time_point deadline)
     = 0;
 
@@ -76,6 +80,7 @@ class http_server {
   /// server's WebSockets. Idempotent.
   virtual void stop() = 0;
 
+  /// The transport's counters, live.
   virtual const server_stats& stats() const = 0;
 };
 

@@ -27,6 +27,7 @@ class event_sink {
   virtual void push(std::shared_ptr<const std::string> msg) = 0;
 };
 
+/// Users' open WebSockets, backlogs and signs of life. Thread-safe.
 class hub {
  public:
   using clock = std::chrono::steady_clock;

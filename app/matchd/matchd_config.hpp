@@ -114,8 +114,11 @@ struct config_result {
   std::string output; ///< what to print (help text or the errors)
 };
 
-/// Parses and validates. On a bad value `exit_code` is 2 and `output` holds
-/// one line per problem, naming the option.
+/// Parses `argv`, the environment and the config file into `cfg`, then
+/// validates it and fills the derived fields. --help and --version:
+/// `exit_now`, exit code 0, the text in `output`. A parse error or a bad
+/// value: `exit_now`, exit code 2, and `output` holds the errors (one line
+/// per bad value, naming the option). Else `exit_now` is false: run.
 config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg);
 
 } // namespace mm

@@ -14,12 +14,15 @@ namespace mm {
 
 class depth_lease;
 
+/// The node's /metrics text.
 class metrics_exporter {
  public:
+  /// Exports `engine`'s counters; every series is labelled node=`node`.
   metrics_exporter(std::shared_ptr<engine_metrics> engine, std::string node);
   ~metrics_exporter();
 
-  /// Points the exporter at the transport's counters (after it started).
+  /// Points the exporter at the transport's counters (after it started);
+  /// `server` must outlive every later `render`.
   void attach(const http_server* server);
 
   /// From now on `mm_queue_depth` holds only the queues whose depth lease
@@ -31,7 +34,7 @@ class metrics_exporter {
   /// Counts one answered request with `status`. Thread-safe.
   void count_status(unsigned status);
 
-  /// The exposition text.
+  /// The exposition text, every value read now. Thread-safe.
   std::string render() const;
 
  private:

@@ -24,6 +24,7 @@ class service_notifier {
   using alive_fn = std::function<bool()>;
 
   service_notifier() = default;
+  /// Stops the thread (`stop`).
   ~service_notifier();
 
   service_notifier(const service_notifier&) = delete;
@@ -50,6 +51,9 @@ class service_notifier {
   }
 
  private:
+  /// The thread: checks readiness every 100 ms (more often with a short
+  /// watchdog) and pings every `watchdog_us` / 2 (0: no watchdog), until
+  /// `stop`.
   void loop(ready_fn ready, alive_fn alive, uint64_t watchdog_us);
 
   bool enabled_ = false;

@@ -25,6 +25,7 @@ namespace mm {
 class ws_session;
 
 struct server_core {
+  /// Sessions answer through `r`, WebSockets attach to `e`, `l` bounds them.
   server_core(std::shared_ptr<api_router> r, std::shared_ptr<hub> e,
               server_limits l)
     : router(std::move(r)), events(std::move(e)), limits(l) {
@@ -36,21 +37,26 @@ struct server_core {
   server_limits limits;
   server_stats stats;
 
-  /// Logs an exception caught at a handler boundary (rate-limited: a
-  /// request that throws every time must not flood the log).
+  /// Counts an exception caught at a handler boundary and logs it
+  /// (rate-limited: a request that throws every time must not flood the
+  /// log). Thread-safe.
   void log_handler_error(const char* where, const char* what);
 
   // -- WebSockets: places per user and the open ones (for the drain) -------
 
   /// Takes one of `user`'s --max-websockets-per-user places; false when all
-  /// are taken. Pair with `release_ws`.
+  /// are taken. Pair with `release_ws`. Thread-safe.
   bool reserve_ws(const std::string& user);
 
-  /// Gives a place back. Idempotent only in pair with one `reserve_ws`.
+  /// Gives back one place of `user`. Not idempotent: once per successful
+  /// `reserve_ws` (ws_slot does that). Thread-safe.
   void release_ws(const std::string& user);
 
+  /// Registers an open WebSocket for the drain (held weakly). Thread-safe.
   void add_ws(const std::shared_ptr<ws_session>& s);
+  /// Forgets it. Thread-safe; idempotent.
   void remove_ws(const std::shared_ptr<ws_session>& s);
+  /// The registered WebSockets that still exist. Thread-safe.
   std::vector<std::shared_ptr<ws_session>> all_ws();
 
  private:
@@ -69,17 +75,22 @@ struct server_core {
 /// WebSocket). Move-only.
 class conn_slot {
  public:
+  /// Holds no place.
   conn_slot() = default;
 
+  /// Takes a place: one more open connection in `core`'s stats (the
+  /// caller checked --max-connections).
   explicit conn_slot(std::shared_ptr<server_core> core)
     : core_(std::move(core)) {
     ++core_->stats.open_connections;
   }
 
+  /// Takes over `other`'s place; `other` holds none after.
   conn_slot(conn_slot&& other) noexcept : core_(std::move(other.core_)) {
     other.core_ = nullptr;
   }
 
+  /// Gives this slot's place back, then takes over `other`'s.
   conn_slot& operator=(conn_slot&& other) noexcept {
     if (this != &other) {
       reset();
@@ -92,6 +103,7 @@ class conn_slot {
   conn_slot(const conn_slot&) = delete;
   conn_slot& operator=(const conn_slot&) = delete;
 
+  /// Gives the place back.
   ~conn_slot() {
     reset();
   }
@@ -110,6 +122,7 @@ class conn_slot {
 /// One of a user's --max-websockets-per-user places. Move-only.
 class ws_slot {
  public:
+  /// Holds no place.
   ws_slot() = default;
 
   /// A place of `user`, or an empty slot when the user has none left.
@@ -123,6 +136,7 @@ class ws_slot {
     return s;
   }
 
+  /// Takes over `other`'s place; `other` holds none after.
   ws_slot(ws_slot&& other) noexcept
     : core_(std::move(other.core_)), user_(std::move(other.user_)) {
     other.core_ = nullptr;
@@ -132,14 +146,17 @@ class ws_slot {
   ws_slot(const ws_slot&) = delete;
   ws_slot& operator=(const ws_slot&) = delete;
 
+  /// Gives the place back.
   ~ws_slot() {
     reset();
   }
 
+  /// True while the slot holds a place.
   explicit operator bool() const {
     return core_ != nullptr;
   }
 
+  /// The user of the place (empty when `take` found none).
   const std::string& user() const {
     return user_;
   }

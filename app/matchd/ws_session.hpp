@@ -36,13 +36,16 @@ class ws_session : public event_sink,
   ws_session(tcp::socket&& sock, std::shared_ptr<server_core> core,
              conn_slot conn, ws_slot place, std::string token);
 
+  /// Gives its places back (the slots do).
   ~ws_session() override;
 
+  /// The socket's user.
   const std::string& user() const {
     return user_;
   }
 
-  /// Answers the upgrade `req`, then attaches to the hub. Call once.
+  /// Answers the upgrade `req`, then attaches to the hub and reads; a failed
+  /// handshake ends the session. Not idempotent: call once.
   void run(request req);
 
   /// Queues `msg`; thread-safe, never blocks.
@@ -52,24 +55,41 @@ class ws_session : public event_sink,
   void close_when_flushed();
 
  private:
+  /// Queues `msg` (runs on the socket's strand). A client that leaves
+  /// ws_queue_limit messages unsent does not read: its socket is closed
+  /// (1008) instead.
   void enqueue(std::shared_ptr<const std::string> msg);
+  /// Writes the queue in order, one message at a time; closes once it is
+  /// empty when `close_when_flushed` asked for it.
   void do_write();
+  /// Reads the next frame; a timeout (not even a pong) or an error ends
+  /// the session.
   void do_read();
-  /// One frame from the client: a request, answered on this socket; false
-  /// when it was junk over --ws-rate (the socket is to be closed).
+  /// One frame from the client, answered on this socket: the refusal of
+  /// `parse_ws_request` (400), 429 `rate_limited` over --rate, 429
+  /// `too_many_requests` past ws_requests_in_flight, for `auth` 200 or
+  /// what `admit_ws` refused, else the router's answer. False when it was
+  /// junk over --ws-rate (the socket is to be closed).
   bool on_request(std::string_view text);
   /// Queues the router's reply frame `text` from any thread; one request
   /// less in flight.
   void reply_later(std::shared_ptr<const std::string> text);
+  /// Starts the close handshake with `code`. Idempotent.
   void do_close(boost::beast::websocket::close_code code);
+  /// The end: detaches from the hub, gives the user's place back and
+  /// counts the socket closed. Idempotent.
   void finished();
+  /// One frame or ping within --ws-rate; false when over it.
   bool take_token();
+  /// Closes the socket for flooding (1008), once.
   void over_rate();
 
   /// A token bucket (burst twice the rate).
   struct bucket {
     double tokens = 0;
     std::chrono::steady_clock::time_point refilled;
+    /// Takes one token, refilled at `rate` per second; false when none is
+    /// left.
     bool take(double rate);
   };
 

@@ -16,6 +16,7 @@
 namespace mm::load {
 
 struct virtual_users::active_user {
+  /// Its timer runs on `io`.
   explicit active_user(asio::io_context& io) : timer(io) {}
   std::shared_ptr<ws_client> ws;
   asio::steady_timer timer;

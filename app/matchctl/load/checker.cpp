@@ -1,6 +1,7 @@
-// The invariant checker of `matchctl load` (app/matchctl/load/checker.hpp): which
-// sessions the records name, and who is in two, missed one, or is lost;
-// with --cycles from the records' counters and the ledger's open sessions.
+// The invariant checker of `matchctl load` (app/matchctl/load/checker.hpp):
+// which sessions the records name, and who is in two, missed one, or is
+// lost; with --cycles from the records' counters and the ledger's open
+// sessions.
 
 #include "app/matchctl/load/checker.hpp"
 

@@ -1,6 +1,7 @@
-// The cycles of `matchctl load --cycles N` (app/matchctl/load/virtual_users.hpp): a
-// matched user holds its session, one member ends it, both wait for its
-// session.ended event and join again. What each user checks on the way:
+// The cycles of `matchctl load --cycles N`
+// (app/matchctl/load/virtual_users.hpp): a matched user holds its session,
+// one member ends it, both wait for its session.ended event and join again.
+// What each user checks on the way:
 // - overlapping: a match.created while the user's session of this cycle is
 //   still on (or for a join that is over);
 // - end mismatches: an end answer or a session.ended event that disagrees
@@ -235,8 +236,9 @@ void virtual_users::next_cycle(uint32_t i) {
   auto& r = recs_[i];
   bool after_session = r.has(uf::session_over);
   r.cycle++;
-  // Every other cycle reuses the ticket of a session that ended (matchd
-  // allows that); a cancelled ticket stays cancelled: a new one then.
+  // With --reuse-tickets every other cycle reuses the ticket of a session
+  // that ended (matchd allows that); a cancelled ticket stays cancelled: a
+  // new one then.
   if (!(opts_.reuse_tickets && after_session && r.cycle % 2 == 1))
     r.ticket = ticket_name(i, r.cycle);
   r.flags &= ~user_record::cycle_flags;

@@ -1,5 +1,5 @@
-// The report of `matchctl load` (app/matchctl/load/report.hpp): summing the records
-// up, the text report and the JSON file.
+// The report of `matchctl load` (app/matchctl/load/report.hpp): summing the
+// records up, the text report and the JSON file.
 
 #include "app/matchctl/load/report.hpp"
 

@@ -52,13 +52,15 @@ class session_ledger {
   /// A member's end of `id` was answered "ended", at `now_us`. Idempotent.
   void end_answered(const std::string& id, int64_t now_us);
 
-  /// Sessions seen at all (distinct ids), and those known to have ended.
+  /// Sessions seen at all (distinct ids).
   uint64_t sessions() const;
+  /// Sessions known to have ended (an end answered or an ended event).
   uint64_t sessions_ended() const;
 
   /// Sessions whose observers disagree about their users (or whose events
-  /// name other than two users), and one user of each of the first few.
+  /// name other than two users).
   uint64_t conflicts() const;
+  /// One user of each of the first few of them, for the report.
   std::vector<int32_t> conflict_examples() const;
 
   /// What is left; read it after the io threads ended.
@@ -72,8 +74,12 @@ class session_ledger {
 
   /// The entry of `id` with `s` applied; `side` is s.self's side.
   entry& observe(const std::string& id, const session_sighting& s, int& side);
+  /// Marks `e` ended at `now_us`, once.
   void settle(entry& e, int64_t now_us);
+  /// Drops `id` once each of its users of this run saw both events; a
+  /// session in conflict stays.
   void maybe_erase(const std::string& id);
+  /// Counts `e` as a conflict, once; `user` may become an example.
   void flag_conflict(entry& e, int32_t user);
 
   mutable std::mutex mtx_;

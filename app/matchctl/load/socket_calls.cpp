@@ -1,8 +1,9 @@
-// Requests of `matchctl load --socket` (app/matchctl/load/virtual_users.hpp): a join,
-// cancel or end goes on the user's own WebSocket with a request id and is
-// answered by a reply frame (docs/api.md "Requests on the WebSocket"); the
-// callbacks get the same http_result an HTTP request would give, so the
-// rest of the virtual user does not know which transport answered.
+// Requests of `matchctl load --socket` (app/matchctl/load/virtual_users.hpp):
+// a join, cancel or end goes on the user's own WebSocket with a request id
+// and is answered by a reply frame (docs/api.md "Requests on the
+// WebSocket"); the callbacks get the same http_result an HTTP request would
+// give, so the rest of the virtual user does not know which transport
+// answered.
 
 #include <chrono>
 #include <utility>

@@ -94,6 +94,7 @@ struct user_record {
   std::array<uint64_t, 4> ended_sessions{};
   uint8_t ended_next = 0;
 
+  /// True when any of the flags in `f` is set.
   bool has(uint32_t f) const noexcept {
     return (flags & f) != 0;
   }

@@ -1,7 +1,7 @@
-// The virtual users of `matchctl load` (app/matchctl/load/virtual_users.hpp): what
-// each one sends, and what it makes of every answer, message and close. The
-// part that only --cycles needs (ending sessions, the next join) is in
-// app/matchctl/load/cycles.cpp.
+// The virtual users of `matchctl load` (app/matchctl/load/virtual_users.hpp):
+// what each one sends, and what it makes of every answer, message and
+// close. The part that only --cycles needs (ending sessions, the next join)
+// is in app/matchctl/load/cycles.cpp.
 
 #include "app/matchctl/load/virtual_users.hpp"
 
@@ -462,7 +462,7 @@ void virtual_users::maybe_done(uint32_t i) {
     released_();
 }
 
-// -- the timer ------------------------------------------------------------------
+// -- the timer ---------------------------------------------------------------
 
 void virtual_users::arm_timer(uint32_t i, timer_use use, int64_t delay_ms) {
   auto* a = active(i);

@@ -39,6 +39,7 @@ struct shared_state {
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> ok_answers{0};
 
+  /// Microseconds since `start`.
   int64_t now_us() const {
     return std::chrono::duration_cast<std::chrono::microseconds>(
              clock_type::now() - start)
@@ -72,9 +73,9 @@ constexpr std::chrono::milliseconds request_timeout{15000};
 ///      └─cancel acked───────────────────▶ cycle over    or, after N: closing
 ///
 /// A cycle is over only when no request of it is on the wire. The next join
-/// alternates between the ticket of the cycle before (reused after a
-/// session ended) and a new one (always after a cancel: a cancelled ticket
-/// stays cancelled).
+/// takes a new ticket; with --reuse-tickets every other one reuses the
+/// ticket of the cycle before when its session ended (never after a
+/// cancel: a cancelled ticket stays cancelled).
 ///
 /// In the final phase nothing is sent any more but one GET of the ticket of
 /// every user who joined and has not settled; then everyone is dropped.
@@ -109,11 +110,11 @@ class virtual_users {
     return in_progress_;
   }
 
-  /// When the last join was sent / a user was last done or completed a
-  /// cycle (us since the start).
+  /// When the last join was sent (us since the start).
   int64_t last_join_us() const noexcept {
     return last_join_us_;
   }
+  /// When a user was last done or completed a cycle (us since the start).
   int64_t last_done_us() const noexcept {
     return last_done_us_;
   }
@@ -134,7 +135,7 @@ class virtual_users {
   std::size_t begin_final(std::function<void()> answered);
 
   /// Drops every WebSocket and every request still on the wire; everyone
-  /// still open is done.
+  /// still open is done. Idempotent.
   void close_all();
 
   /// Counts an error by name, also for the progress line. Not idempotent.
@@ -161,15 +162,21 @@ class virtual_users {
 
   /// The ticket of user `i`'s cycle `c`: "t-<user>", then "t-<user>-c<c>".
   std::string ticket_name(uint32_t i, uint32_t c = 0) const;
+  /// "/v1/users/<user i>", escaped.
   std::string user_path(uint32_t i) const;
   /// The index of one of our users from its name, -2 for anyone else.
   int32_t index_of(const std::string& name) const;
+  /// An Authorization header value: a v1 token of user `i`, valid for
+  /// --token-ttl from now.
   std::string fresh_auth(uint32_t i) const;
 
+  /// The slot of user `i` in `active_`.
   std::size_t local(uint32_t i) const {
     return i / count_;
   }
+  /// What user `i` holds while in progress; null once it is done.
   active_user* active(uint32_t i);
+  /// The pool (URL) of user `i`.
   http_pool& pool_of(uint32_t i) {
     return *pools_[i % pools_.size()];
   }
@@ -191,37 +198,54 @@ class virtual_users {
 
   // -- one user -------------------------------------------------------------
 
+  /// True with --cycles above 1.
   bool cycling() const noexcept {
     return opts_.cycles > 1;
   }
 
   /// Plans the cancel of the current cycle's join (--cancel-rate).
   void plan_cancel(user_record& r, active_user& a);
+  /// The WebSocket opened: the join goes out, unless the final phase began.
   void on_open(uint32_t i);
   /// Sends the join of the user's current cycle.
   void send_join(uint32_t i);
   /// Applies a ticket object from an HTTP answer or a state message.
   void apply_state(uint32_t i, const nlohmann::json& j);
+  /// The join's answer; arms the planned cancel while the join waits.
   void on_join(uint32_t i, http_result&& res);
+  /// Sends the planned cancel, unless the join is over by now.
   void on_cancel_timer(uint32_t i);
+  /// The cancel's answer: "cancelled" acknowledges it, "matched" was late.
   void on_cancel(uint32_t i, http_result&& res);
+  /// One text message on the WebSocket: a reply, a match.created, a
+  /// session.ended or a state message.
   void on_message(uint32_t i, std::string_view text);
+  /// A match.created without --cycles: the first one is the user's match,
+  /// a copy is a duplicate, another session goes to `extras`.
   void on_match_created(uint32_t i, const nlohmann::json& j);
   /// The first match event of the user's join (cycle): its session.
   void adopt_match(uint32_t i, const std::string& session, std::string event_id,
                    int32_t partner);
+  /// The WebSocket ended: its socket requests fail; unless the user was
+  /// finished or closed it itself, the user's WebSocket failed.
   void on_close(uint32_t i, const ws_close_info& info);
   /// True when the user's life is over: it is closed once nothing of it is
   /// on the wire any more.
   bool finished(const user_record& r) const noexcept;
+  /// Moves user `i` on: the next cycle step, or its close and release once
+  /// it is finished and nothing of it is on the wire.
   void maybe_done(uint32_t i);
+  /// User `i` is done: its slot is freed.
   void release(uint32_t i);
 
   // -- timers: one per user (cancel, hold, end retry; never two at once) -----
 
   enum class timer_use : uint8_t { none, cancel, hold, end_retry };
+  /// Arms user `i`'s timer for `use` in `delay_ms`, replacing any other.
   void arm_timer(uint32_t i, timer_use use, int64_t delay_ms);
+  /// Disarms the timer; a wait that fired already is ignored. Idempotent.
   void stop_timer(active_user& a);
+  /// The timer of arming `gen` fired: the cancel, or the (retried) end.
   void on_timer(uint32_t i, uint32_t gen);
 
   /// What a match.created or session.ended event says about user `i`'s
@@ -230,17 +254,29 @@ class virtual_users {
   bool read_sighting(uint32_t i, const nlohmann::json& j, session_sighting& s,
                      std::string& other) const;
 
-  // -- cycles (app/matchctl/load/cycles.cpp) ------------------------------------------
+  // -- cycles (app/matchctl/load/cycles.cpp) --------------------------------
 
+  /// A match.created with --cycles: checked against the user's cycle and
+  /// told to the ledger; the member whose name sorts first (or whose
+  /// partner is not of this run) arms the hold before its end.
   void cycle_match(uint32_t i, const nlohmann::json& j);
+  /// A session.ended: told to the ledger and checked against the user's
+  /// session (which, who, why); the end of that session ends the cycle.
   void on_session_ended(uint32_t i, const nlohmann::json& j);
+  /// Ends the user's session, unless it ended already.
   void send_end(uint32_t i);
+  /// The end's answer: a transport error, a 5xx, `conflict` or
+  /// `rate_limited` is retried (three attempts in all, then the user gives
+  /// up); another refusal (the user gives up) or an answer that disagrees
+  /// with the events is an end mismatch.
   void on_end(uint32_t i, const std::string& session, http_result&& res);
   /// Moves the user on when its cycle is over; the cycle part of maybe_done.
   void step(uint32_t i);
+  /// Starts the next cycle: its ticket, a fresh plan, the join.
   void next_cycle(uint32_t i);
   /// A session user `i` saw end: late copies of its events are duplicates.
   void remember_ended(user_record& r, const std::string& session);
+  /// True when `session` is one of the last few the user saw end.
   bool ended_before(const user_record& r, const std::string& session) const;
 
   // -- the end ----------------------------------------------------------------
