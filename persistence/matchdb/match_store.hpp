@@ -1,16 +1,17 @@
 #pragma once
 
-// The match persistence layer: committed match sessions, their members (one
-// active session per user, guarded by the database itself — invariant I1 of docs/design.md),
-// a transactional outbox (one `match.created` event per committed match,
-// written in the same transaction — invariant I5), and mutual likes: swipes
-// per direction and exactly one match per unordered pair (invariant I4,
-// guarded by the primary key of `mutual_matches`), and the end of a
-// session: by a member (`end_session`) or by age (`expire_sessions`), each
-// with exactly one `session.ended` event, and the retention of what is over
-// (`prune`). Two implementations pass
-// tests/conformance/match_store_conformance_test.cpp: PostgreSQL (libpq) and
-// an in-memory one for embedding and simulations.
+// The match persistence layer (docs/persistence.md): committed match
+// sessions, their members (one active session per user, guarded by the
+// database itself — invariant I1 of docs/design.md), a transactional outbox
+// (one `match.created` event per committed match, written in the same
+// transaction — invariant I5), and mutual likes: swipes per direction and
+// exactly one match per unordered pair (invariant I4, guarded by the primary
+// key of `mutual_matches`), and the end of a session: by a member
+// (`end_session`) or by age (`expire_sessions`), each with exactly one
+// `session.ended` event, and the retention of what is over (`prune`). Two
+// implementations pass the conformance suite `match_store_conformance_test`
+// (tests/conformance/): PostgreSQL (libpq) and an in-memory one for
+// embedding and simulations.
 
 #include <cstddef>
 #include <cstdint>
@@ -142,8 +143,8 @@ class match_store {
   /// The outbox events of this connection's later commits are written
   /// leased for `ms` (attempt 1, not fetched before the lease lapses) and
   /// announced to nobody (no `outbox_channel` notification): the caller
-  /// delivers them itself (the finalizer pushes them to its relay, problem
-  /// 14: a node that dies first leaves them to any relay once the lease
+  /// delivers them itself (the finalizer pushes them to its relay; problem
+  /// 14, I5: a node that dies first leaves them to any relay once the lease
   /// lapsed). 0, the default: written free and announced. Not thread-safe,
   /// like the connection. Idempotent.
   virtual void set_commit_lease(uint32_t ms) {
@@ -169,28 +170,34 @@ class match_store {
 
   /// Returns the mutual match of the unordered pair {a, b} (active or
   /// closed, `created == false`), if it has one; `invalid_argument` for
-  /// malformed ids or `a == b`.
+  /// malformed ids or `a == b`. Reads only.
   outcome<std::optional<match_record>> mutual_match_of(const std::string& a,
                                                        const std::string& b);
 
   /// Closes an active session: status closed, members inactive (so both
   /// users can be matched again), `reason` recorded (at most 256 bytes).
   /// Writes no event. Returns true when this call closed it, false when it
-  /// was closed already; `not_found` for an unknown id. Idempotent.
+  /// was closed or ended already; `not_found` for an unknown (or pruned)
+  /// id, `invalid_argument` for a malformed id or reason. Idempotent.
   outcome<bool> close_session(const std::string& session_id,
                               const std::string& reason);
 
-  /// Returns the active session of `user`, if any.
+  /// Returns the active session of `user`, or nullopt when it has none (a
+  /// mutual match's session is never reported: its members are inactive).
+  /// `invalid_argument` for a malformed id. Reads only.
   outcome<std::optional<match_record>>
   active_session_of(const std::string& user);
 
   /// `active_session_of` for each of `users`, answers in the same order, in
   /// one round trip where the store can (PostgreSQL: one statement). A bad
-  /// id fails its own entry only. Reads only.
+  /// id fails its own entry only (`invalid_argument`); a failed round trip
+  /// fails every other entry. Reads only.
   std::vector<outcome<std::optional<match_record>>>
   active_sessions_of(const std::vector<std::string>& users);
 
-  /// Returns the session `session_id`, active or closed, if it exists.
+  /// Returns the session `session_id`, active, closed or ended, or nullopt
+  /// when it does not exist (never did, or was pruned). `invalid_argument`
+  /// for a malformed id. Reads only.
   outcome<std::optional<match_record>>
   find_session(const std::string& session_id);
 
@@ -234,7 +241,8 @@ class match_store {
   /// expire too. Concurrent callers (several nodes) skip the sessions that
   /// another one is ending (FOR UPDATE SKIP LOCKED): each session is ended
   /// once, and no caller waits for another. Returns what this call ended
-  /// (all `ended_now`). Not idempotent: a later call ends what aged since.
+  /// (all `ended_now`); `invalid_argument` for arguments out of range. Not
+  /// idempotent: a later call ends what aged since.
   outcome<std::vector<end_record>> expire_sessions(uint32_t max_age_ms,
                                                    uint32_t limit);
 
@@ -250,7 +258,9 @@ class match_store {
   /// choice: a pruned session is `not_found` for `end_session` and absent
   /// for `find_session`, and a replayed commit of its request creates a new
   /// session. Returns how many rows of each kind this call deleted; while a
-  /// count equals `limit`, more may be left. Idempotent.
+  /// count equals `limit`, more may be left. `invalid_argument` for a limit
+  /// out of range (any retention is fine; 0 prunes everything that may go).
+  /// Idempotent.
   outcome<prune_counts> prune(uint32_t retention_ms, uint32_t limit);
 
   /// Keeps the outbox and the ended sessions small without row-by-row
@@ -265,11 +275,13 @@ class match_store {
   /// partition overlap is left to the default), and drops each window that
   /// ended more than `retention_s` (0: never) ago and holds no undelivered
   /// event, nor a session that one names (such a window is `kept`); the
-  /// report's counts are the sums over both tables. Every DDL statement is its own short
-  /// transaction with a lock timeout: commits wait a moment for a drop,
-  /// never fail. Concurrent callers (several nodes) are serialized by an
-  /// advisory lock; a caller that does not get it does nothing
-  /// (`skipped`). Windows of another width that overlap are left alone.
+  /// report's counts are the sums over both tables. Every DDL statement is
+  /// its own short transaction with a lock timeout: commits wait a moment
+  /// for a drop, never fail; a lock not had in time ends the call early,
+  /// and the next call goes on. Concurrent callers (several nodes) are
+  /// serialized by an advisory lock; a caller that does not get it does
+  /// nothing (`skipped`). Windows of another width that overlap are left
+  /// alone. `invalid_argument` for a width or `ahead` out of range.
   /// Idempotent.
   outcome<partition_report>
   maintain_partitions(uint32_t width_s, uint32_t retention_s, uint32_t ahead);
@@ -282,13 +294,14 @@ class match_store {
   /// hold one across messages) and several relays can run: while a lease
   /// lasts no other fetch returns the event; when it expires without
   /// `mark_delivered` (a relay died), the event is handed out again —
-  /// at-least-once. Not idempotent: every call takes new leases.
+  /// at-least-once. `invalid_argument` for arguments out of range. Not
+  /// idempotent: every call takes new leases.
   outcome<std::vector<outbox_event>>
   fetch_undelivered(uint32_t limit, uint32_t lease_ms = default_lease_ms);
 
-  /// Marks events delivered (whoever holds their lease); unknown and already
-  /// delivered ids are ignored. Returns how many this call marked.
-  /// Idempotent.
+  /// Marks events delivered (whoever holds their lease); unknown, malformed
+  /// and already delivered ids are ignored. Returns how many this call
+  /// marked (0 for a repeat). Idempotent.
   virtual outcome<size_t>
   mark_delivered(const std::vector<std::string>& event_ids) = 0;
 
@@ -312,15 +325,18 @@ class match_store {
   // maps them to the caller's, and turns whatever the caller's check throws
   // into a std::runtime_error, which the implementations catch.
 
+  /// `commit_matches` of valid requests (at least one).
   virtual std::vector<outcome<match_record>>
   do_commit_matches(const std::vector<match_request>& requests,
                     const commit_check& check)
     = 0;
 
+  /// `close_session` with a valid id and reason.
   virtual outcome<bool>
   do_close_session(const std::string& session_id, const std::string& reason)
     = 0;
 
+  /// `active_session_of` of a valid id.
   virtual outcome<std::optional<match_record>>
   do_active_session_of(const std::string& user) = 0;
 
@@ -330,15 +346,17 @@ class match_store {
   virtual std::vector<outcome<std::optional<match_record>>>
   do_active_sessions_of(const std::vector<std::string>& users);
 
+  /// `find_session` of a valid id.
   virtual outcome<std::optional<match_record>>
   do_find_session(const std::string& session_id) = 0;
 
+  /// `fetch_undelivered`; `check_fetch_args` passed.
   virtual outcome<std::vector<outbox_event>>
   do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) = 0;
 
-  // Not pure, so that decorators written before mutual likes still compile;
-  // the defaults answer `protocol_error` ("... not supported by this
-  // store"). Both stores override them; a decorator should forward them.
+  // Not pure, so that a decorator that does not override them still
+  // compiles; the defaults answer `protocol_error` ("... not supported by
+  // this store"). Both stores override them; a decorator should forward them.
 
   /// `from` != `to`, both valid ids.
   virtual outcome<swipe_record>

@@ -1,7 +1,8 @@
 #pragma once
 
-// Plain records of the match persistence layer (persistence/matchdb/match_store.hpp).
-// No CAF here: the actors wrap these in their own messages.
+// Plain records of the match persistence layer
+// (persistence/matchdb/match_store.hpp). No CAF here: the actors wrap these
+// in their own messages.
 
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +12,8 @@ namespace mm {
 
 /// A claimed pair that the finalizer wants committed as a match session.
 /// `queue`, users and tickets: 1..128 bytes of UTF-8 without control
-/// characters (queue at most 64, tickets at most 300: store tickets); attrs: opaque UTF-8, at most 4096 bytes.
+/// characters (queue at most 64, tickets at most 300: store tickets); attrs:
+/// opaque UTF-8 without NUL, at most 4096 bytes.
 /// (queue, {user_a:ticket_a, user_b:ticket_b}) is the idempotency key of the
 /// commit: the same pair committed again returns the session it created.
 struct match_request {
@@ -94,11 +96,13 @@ struct prune_counts {
   size_t sessions = 0; ///< closed sessions (with their members)
 };
 
-/// What `match_store::maintain_partitions` did to the outbox's partitions.
+/// What `match_store::maintain_partitions` did to the time partitions of
+/// the outbox and of the session history (sums over both tables).
 struct partition_report {
   uint32_t created = 0; ///< time partitions created ahead
   uint32_t dropped = 0; ///< old partitions dropped (their rows with them)
-  /// Old partitions kept because they still hold an undelivered event.
+  /// Old partitions kept because they still hold an undelivered event, or a
+  /// session that one names.
   uint32_t kept = 0;
   uint32_t partitions = 0; ///< time partitions there now (not the default)
   bool skipped = false;    ///< another caller was maintaining: nothing done

@@ -130,9 +130,10 @@ void free_members(shared_state& st, const match_record& rec) {
   }
 }
 
-/// Closes the active session `rec`: status, time, reason, members, indexes.
+/// The match key of a committed session (defined below).
 std::string key_of(const match_record& rec);
 
+/// Closes the active session `rec`: status, time, reason, members, indexes.
 void close_record(shared_state& st, match_record& rec,
                   const std::string& reason, int64_t now) {
   st.active_by_age.erase({rec.created_at, rec.session_id});

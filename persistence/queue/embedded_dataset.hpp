@@ -9,8 +9,9 @@
 // source: dataset (key space, command table), t_string/t_hash/t_zset/t_stream
 // (the commands per value type), script_lua (the Lua bridge), engine.cpp.
 //
-// Commands: TIME GET SET DEL EXISTS INCR PEXPIRE PTTL HGET HSET HDEL HEXISTS
-// HLEN HGETALL ZADD ZREM ZSCORE ZCARD ZRANGE ZRANGEBYSCORE XADD XLEN XRANGE.
+// Commands: TIME GET SET DEL EXISTS INCR PEXPIRE PTTL HGET HMGET HSET HDEL
+// HEXISTS HLEN HGETALL ZADD ZREM ZPOPMIN ZSCORE ZCARD ZRANGE ZRANGEBYSCORE
+// ZRANGEBYLEX XADD XLEN XRANGE.
 
 #include <memory>
 #include <string>
@@ -27,20 +28,24 @@ namespace mm::embedded {
 class engine {
  public:
   /// Creates an empty data set; `clock` (ms since the epoch) plays the role
-  /// of the server's clock. Compiles the lua/ scripts once.
-  /// Throws std::bad_alloc when Lua cannot start.
+  /// of the server's clock. Loads the function library of lua/ once; a
+  /// library that does not load makes every `run` answer its error. Throws
+  /// std::bad_alloc when Lua cannot start.
   explicit engine(store_clock clock);
   ~engine();
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  /// Runs one plain command, e.g. {"SET", "k", "v", "PX", "100"}. The name
-  /// is case-insensitive. Idempotent exactly when the command is.
+  /// Runs one plain command, e.g. {"SET", "k", "v", "PX", "100"}, and
+  /// answers what Redis would. The name is case-insensitive; an empty, an
+  /// unknown or a malformed command answers an error value. Idempotent
+  /// exactly when the command is.
   store_value execute(const store_command& command);
 
-  /// Runs one script of lua/ atomically. Idempotent exactly when the script
-  /// is.
+  /// Runs one function of the lua/ library atomically (FCALL). An unknown
+  /// script id answers the error value "ERR Function not found". Idempotent
+  /// exactly when the script is.
   store_value run(const script_call& call);
 
   /// Runs Lua `source` as a script (like EVAL: compiled on every call), with

@@ -42,22 +42,31 @@ using store_command = std::vector<std::string>;
 
 /// A connection to the queue store. One instance is used by one thread at a
 /// time; get one per worker from a `queue_store_factory`. Implementations:
-/// Redis (persistence/queue/redis_queue_store.cpp) and the embedded in-process store
-/// (persistence/queue/embedded_queue_store.cpp); both pass tests/conformance.
+/// Redis (persistence/queue/redis_queue_store.cpp, redis_cluster_store.cpp)
+/// and the embedded in-process store (embedded_queue_store.cpp); all pass
+/// tests/conformance.
 class queue_store {
  public:
   virtual ~queue_store();
 
   /// Runs `calls` in order — pipelined in one round trip where the store can —
-  /// and returns exactly one reply per call, in the same order. Reloads
-  /// scripts the server forgot and reconnects after a dropped connection.
-  /// Idempotent exactly when the scripts called are.
+  /// and returns exactly one reply per call, in the same order. A reply with
+  /// `code == errc::none` holds what the script answered (a script's error is
+  /// an error value). Otherwise: `store_unavailable` when the call got no
+  /// reply within the retries (`max_attempts`; cluster: `failover_wait_ms`)
+  /// or AUTH was refused — such a call may have run; `invalid_argument` for
+  /// an unknown script id (Redis; the embedded store answers an error value);
+  /// `protocol_error` for a reply of an unknown type. Reloads the function
+  /// library when the server forgot it and reconnects after a dropped
+  /// connection. Idempotent exactly when the scripts called are.
   virtual std::vector<store_reply> run(const std::vector<script_call>& calls)
     = 0;
 
-  /// Runs plain commands in order, pipelined like `run`. Only the subset of
-  /// commands that the embedded store implements is portable. Idempotent
-  /// exactly when the commands are.
+  /// Runs plain commands in order, pipelined like `run`, one reply each, with
+  /// the same codes (an empty command: `invalid_argument` on Redis, an error
+  /// value on the embedded store). Only the subset of commands that the
+  /// embedded store implements is portable. Idempotent exactly when the
+  /// commands are.
   virtual std::vector<store_reply>
   execute(const std::vector<store_command>& commands) = 0;
 
@@ -71,9 +80,10 @@ class queue_store_factory {
  public:
   virtual ~queue_store_factory();
 
-  /// Opens a new connection. Fails with `store_unavailable` only when the
-  /// store cannot be reached now; the connection retries on its own later.
-  /// Not idempotent: every call opens another connection.
+  /// Opens a new connection. Never fails: a server that cannot be reached now
+  /// is tried again on each call, and the calls answer `store_unavailable`
+  /// while it stays away. Not idempotent: every call opens another
+  /// connection.
   virtual std::unique_ptr<queue_store> connect() = 0;
 
   /// A short description for logs, e.g. "redis 127.0.0.1:6379".
@@ -107,7 +117,8 @@ struct redis_options {
 };
 
 /// Returns a factory for Redis connections (hiredis): one Redis, or with
-/// `opts.cluster` a Redis Cluster. Connecting does not wait for the server.
+/// `opts.cluster` a Redis Cluster. Never fails; connecting does not wait for
+/// the server.
 std::shared_ptr<queue_store_factory> make_redis_store(redis_options opts);
 
 /// What a first contact with the configured Redis found.
@@ -120,7 +131,8 @@ struct redis_probe {
 /// Fails with `store_auth_failed` when the server refuses the credentials
 /// (or wants some and none are configured), `store_unavailable` when it
 /// cannot be reached, `protocol_error` for a cluster without a complete slot
-/// map. Idempotent; opens and closes its own connection.
+/// map or a server without Redis functions (before 7.0). Idempotent; opens
+/// and closes its own connection.
 outcome<redis_probe> probe_redis(const redis_options& opts);
 
 /// Settings of the embedded store.
@@ -130,8 +142,9 @@ struct embedded_options {
 };
 
 /// Returns a factory whose connections all share ONE in-memory data set that
-/// runs the lua/ scripts in an embedded Lua 5.1. Every call of `make_*`
-/// creates a new, empty data set.
+/// runs the lua/ scripts in an embedded Lua 5.1. Every call creates a new,
+/// empty data set (throws std::bad_alloc when Lua cannot start). Its stores
+/// never answer a code: every failure is an error value in the reply.
 std::shared_ptr<queue_store_factory> make_embedded_store(embedded_options opts);
 
 } // namespace mm

@@ -1,9 +1,9 @@
 // One hiredis connection: every batch pipelined in one round trip
-// (STACK-NOTES: pipelining is the lever). The function library of lua/ is
-// loaded once per connection (FUNCTION LOAD) and its functions run with
-// FCALL; a "Function not found" reply (FUNCTION FLUSH, a restarted Redis)
-// loads it again, a dropped connection reconnects and re-sends the calls
-// whose replies were not received yet.
+// (docs/benchmarks-history.md, "One broker pipelining atomic claims"). The
+// function library of lua/ is loaded once per connection (FUNCTION LOAD) and
+// its functions run with FCALL; a "Function not found" reply (FUNCTION FLUSH,
+// a restarted Redis) loads it again, a dropped connection reconnects and
+// re-sends the calls whose replies were not received yet.
 
 #include "persistence/queue/redis_link.hpp"
 
@@ -385,7 +385,7 @@ void redis_link::send(const std::vector<link_request>& reqs) {
     if (valid(reqs[i], flight_.out[i]))
       flight_.todo.push_back(i);
   if (flight_.todo.empty() || ctx_ == nullptr)
-    return; // receive connects, as exchange always did
+    return; // receive connects and sends it all
   sigpipe_guard guard;
   if (!append_all(reqs, flight_)) {
     drop_connection(); // nothing was written: receive sends it all

@@ -39,7 +39,10 @@ struct link_request {
 /// A connection that reconnects on demand. Used by one thread at a time.
 class redis_link {
  public:
+  /// Keeps `opts`; connects on first use (or `ensure_connected`), never here.
   explicit redis_link(redis_link_options opts);
+
+  /// Closes the connection, if open.
   ~redis_link();
 
   redis_link(const redis_link&) = delete;
@@ -47,11 +50,13 @@ class redis_link {
 
   /// Pipelines `reqs` in one round trip and returns one reply per request,
   /// in order. Loads the library again when the server forgot it ("Function
-  /// not found") and reconnects
-  /// after a drop, re-sending what got no reply, up to max_attempts; what
-  /// still has no reply then is `store_unavailable` (the detail names no
-  /// address). A refused AUTH fails every request the same way, its detail
-  /// saying so. Idempotent exactly when the requests are.
+  /// not found", at most 3 rounds) and reconnects after a drop, re-sending
+  /// what got no reply, up to max_attempts; what still has no reply then is
+  /// `store_unavailable` (the detail names no address). A refused AUTH fails
+  /// every request the same way, its detail saying so. A request with an
+  /// unknown script id or an empty command is `invalid_argument` and is not
+  /// sent; a reply of a type the store does not know is `protocol_error`.
+  /// Idempotent exactly when the requests are.
   std::vector<store_reply> exchange(const std::vector<link_request>& reqs);
 
   /// `exchange` in two halves, so that a caller with links to several
@@ -62,9 +67,14 @@ class redis_link {
   /// `send` must be followed by `receive` with the same `reqs` before any
   /// other call on this link. Idempotent exactly when the requests are.
   void send(const std::vector<link_request>& reqs);
+
+  /// The replies to the `send` before it, as `exchange` answers them; sends
+  /// `reqs` first when no `send` of them is pending.
   std::vector<store_reply> receive(const std::vector<link_request>& reqs);
 
-  /// Connects now unless connected. Returns false with last_error().
+  /// Connects now unless connected: AUTH, then the library unless
+  /// `load_scripts` is off. Returns false with last_error() (and
+  /// auth_refused()) when it cannot. Idempotent.
   bool ensure_connected();
 
   /// True when the server refused the credentials at the last connect.
@@ -77,6 +87,8 @@ class redis_link {
     return where_;
   }
 
+  /// The last failure (connect, AUTH, a lost connection, a timeout), for
+  /// logs; kept after a success. Never holds the password.
   const std::string& last_error() const noexcept {
     return last_error_;
   }
@@ -130,8 +142,13 @@ outcome<bool> check_functions(redis_link& link);
 /// alone.
 class sigpipe_guard {
  public:
+  /// Blocks SIGPIPE for this thread and notes whether one was pending.
   sigpipe_guard() noexcept;
+
+  /// Discards a SIGPIPE raised while it lived (unless one was already
+  /// pending) and restores the thread's mask; errno is kept.
   ~sigpipe_guard();
+
   sigpipe_guard(const sigpipe_guard&) = delete;
   sigpipe_guard& operator=(const sigpipe_guard&) = delete;
 

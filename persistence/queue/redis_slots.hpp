@@ -36,6 +36,7 @@ uint16_t key_slot(std::string_view key) noexcept;
 struct address {
   std::string host;
   uint16_t port = 0;
+  /// "host:port", as `parse_address` reads it (an IPv6 host unbracketed).
   std::string text() const {
     return host + ":" + std::to_string(port);
   }
@@ -72,7 +73,8 @@ class slot_map {
   /// map is then unchanged.
   outcome<bool> assign(const store_value& cluster_slots_reply);
 
-  /// Moves one slot to `to` (a MOVED reply).
+  /// Moves one slot to `to` (a MOVED reply); does nothing before the first
+  /// assign. Idempotent.
   void move(uint16_t slot, const address& to);
 
   /// The primary of `slot`; nullopt before the first assign.
@@ -83,6 +85,7 @@ class slot_map {
     return nodes_;
   }
 
+  /// True before the first successful assign.
   bool empty() const noexcept {
     return nodes_.empty();
   }

@@ -1,10 +1,10 @@
 // The PostgreSQL match store's group commit: one statement per batch, the
 // one-by-one fallback in savepoints, and the cancel checkpoints.
 //
-// Group commit (STACK-NOTES: one multi-row statement per batch is ~15x
-// faster than a statement per row): a batch runs as ONE statement — sessions,
-// members and outbox rows of every request in data-modifying CTEs — inside a
-// batch savepoint. Only when that statement is refused (a user already
+// Group commit (docs/benchmarks-history.md, "Group commit"): a batch runs as
+// ONE statement — sessions, members and outbox rows of every request in
+// data-modifying CTEs — inside a batch savepoint, one transaction and one
+// WAL flush for the batch. Only when that statement is refused (a user already
 // active: the unique partial index) does the batch roll back to the
 // savepoint and run each request in a savepoint of its own, so the refused
 // ones fail alone and the rest still commit in the same transaction.
@@ -71,10 +71,10 @@ struct pending {
 
 namespace {
 
-/// Appends `v` to the array literal `lit` as one quoted element: the commit
-/// statement takes the batch as parallel arrays (unnest), which the server
-/// reads without parsing a JSON document per batch and which cost this
-/// worker half of what building that document did.
+/// Appends `v` to the array literal `lit` as one quoted element. The commit
+/// statement takes the batch as parallel text arrays (unnest): cheaper to
+/// build here and to read on the server than one JSON document per batch
+/// (docs/benchmarks-history.md, "Group commit").
 void append_element(std::string& lit, std::string_view v) {
   lit += lit.size() > 1 ? ",\"" : "\"";
   for (char c : v) {

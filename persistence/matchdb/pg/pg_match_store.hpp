@@ -43,56 +43,86 @@ class pg_match_store final : public match_store {
   /// each call.
   pg_match_store(pg_options opts, std::string where);
 
+  // The calls of match_store (contracts there), each a note on how.
+
+  /// Each migration in its transaction under `pg_advisory_xact_lock`, its
+  /// text checked by md5 (pg_migrate.cpp).
   outcome<std::vector<std::string>> apply_migrations() override;
 
+  /// The batch as one statement in a savepoint; when that is refused, one
+  /// savepoint per request (pg_commit.cpp). Withdrawals survive a second
+  /// attempt after a lost connection.
   std::vector<outcome<match_record>>
   do_commit_matches(const std::vector<match_request>& requests,
                     const commit_check& check) override;
 
+  /// One statement (`mm_close`); an ended session, found in the history,
+  /// answers false (pg_sessions.cpp).
   outcome<bool> do_close_session(const std::string& session_id,
                                  const std::string& reason) override;
 
+  /// Locks the live row, else reads the history; one transaction, NOTIFY
+  /// with the COMMIT (pg_lifecycle.cpp).
   outcome<end_record> do_end_session(const std::string& session_id,
                                      const std::string& user,
                                      const std::string& reason) override;
 
+  /// One transaction: the sessions locked in id order, ended by one
+  /// statement. A failed transaction fails every entry.
   std::vector<outcome<end_record>>
   do_end_sessions(const std::vector<end_request>& requests) override;
 
+  /// Picks with FOR UPDATE SKIP LOCKED, ends like `do_end_sessions`.
   outcome<std::vector<end_record>> do_expire_sessions(uint32_t max_age_ms,
                                                       uint32_t limit) override;
 
+  /// Three statements, each its own transaction: the outbox's default
+  /// partition, the closed sessions left in `match_sessions`, then the
+  /// history's default partition (at most `limit` sessions in all).
   outcome<prune_counts> do_prune(uint32_t retention_ms,
                                  uint32_t limit) override;
 
+  /// Under a session advisory lock, each DDL with a lock timeout
+  /// (pg_partitions.cpp).
   outcome<partition_report> do_maintain_partitions(uint32_t width_s,
                                                    uint32_t retention_s,
                                                    uint32_t ahead) override;
 
+  /// One look-up by the one-active index.
   outcome<std::optional<match_record>>
   do_active_session_of(const std::string& user) override;
 
+  /// One statement for all `users`; a failed call fails every entry.
   std::vector<outcome<std::optional<match_record>>>
   do_active_sessions_of(const std::vector<std::string>& users) override;
 
+  /// Live or ended, in one statement (one snapshot).
   outcome<std::optional<match_record>>
   do_find_session(const std::string& session_id) override;
 
+  /// Under the pair's transaction-scoped advisory lock, taken in a
+  /// statement of its own (pg_swipes.cpp).
   outcome<swipe_record> do_record_swipe(const std::string& from,
                                         const std::string& to,
                                         bool like) override;
 
+  /// The pair's row of `mutual_matches` and its session.
   outcome<std::optional<match_record>>
   do_mutual_match_of(const std::string& a, const std::string& b) override;
 
+  /// One statement picks (SKIP LOCKED) and leases, committed without
+  /// waiting for the WAL flush (pg_outbox.cpp); answered in `seq` order.
   outcome<std::vector<outbox_event>>
   do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) override;
 
+  /// One statement by event id, committed without waiting for the WAL flush.
   outcome<size_t>
   mark_delivered(const std::vector<std::string>& event_ids) override;
 
+  /// LISTEN on first use, then waits on the connection's socket.
   outcome<bool> wait_for_events(uint32_t timeout_ms) override;
 
+  /// True: libpq blocks.
   bool blocking() const noexcept override {
     return true;
   }
@@ -119,12 +149,15 @@ class pg_match_store final : public match_store {
   /// `r` otherwise, refused or not.
   result_ptr checked(result_ptr r);
 
+  /// Runs `sql` (one or more statements) through `checked`.
   result_ptr exec(const std::string& sql);
 
+  /// Runs `sql` unprepared with text `params` ($1, ...) through `checked`.
   result_ptr exec_params(const char* sql,
                          std::initializer_list<std::string> params);
 
-  /// Prepares `s` on its first use on this connection.
+  /// Runs the statement `s` through `checked`, preparing it on its first use
+  /// on this connection (a refused prepare throws `db_refusal`).
   result_ptr exec_prepared(stmt s,
                            std::initializer_list<const std::string*> params);
 
@@ -138,7 +171,8 @@ class pg_match_store final : public match_store {
   static void must(const result_ptr& r, const std::string& what);
 
   /// Commits; with `notify`, sends the outbox notification in the same
-  /// round trip (it is delivered on commit only).
+  /// round trip (it is delivered on commit only). Throws `db_refusal` when
+  /// the transaction had failed (the COMMIT rolled it back).
   void commit(bool notify = false);
 
   /// The session in the first row of `r`, if any (pg_sessions.cpp).

@@ -41,10 +41,10 @@ const statement statements[st_count] = {
   // $14: a boolean array (mutual), $15: the events' lease in ms (0: none; a
   // leased event is the committing node's to deliver, set_commit_lease).
   // `idx` is the request's 1-based position in the arrays.
-  // One statement writes the whole batch. Members
-  // are inserted in user-id order, so concurrent batches wait for each other
-  // on the unique index in one global order and cannot deadlock; pair rows
-  // of mutual requests likewise in pair order. A mutual request writes its
+  // One statement writes the whole batch. Members are inserted in user-id
+  // order, so concurrent batches wait for each other on the unique index in
+  // one global order and cannot deadlock; pair rows of mutual requests
+  // likewise in pair order. A mutual request writes its
   // session only when its pair row went in (the pair had no match yet; of
   // two requests of one pair in a batch, the first); its members are
   // inactive. The pair row names the session before the session exists in
@@ -164,10 +164,9 @@ const statement statements[st_count] = {
    " FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
    " WHERE m.user_id = $1 AND m.active"},
   // $1: JSON array of user ids; the user after the session's columns. One
-  // lookup per user by the one-active index: as a join the planner chose a
-  // scan of every active member (the prepared plan was made while the
-  // table's statistics were young: 6 ms a call at 2,000 users in flight);
-  // LIMIT 1 (one active session per user) keeps the LATERAL a loop.
+  // look-up per user by the one-active index, not a join: a plan prepared
+  // while the table's statistics are young may scan every active member for
+  // a join. LIMIT 1 (one active session per user) keeps the LATERAL a loop.
   {"mm_active_of_many",
    "SELECT x.*, u.user_id"
    " FROM jsonb_array_elements_text($1::jsonb) AS u(user_id)"
@@ -207,9 +206,9 @@ const statement statements[st_count] = {
   // by ON DELETE CASCADE, which frees them), its key retired ('#' and its
   // id, so the pair may match again); a mutual match's stays, closed (its
   // pair row names it; its members are inactive from the start). The
-  // sessions are looked up by primary key (`= ANY`): joined with the JSON
-  // rows alone (estimated at 100), the planner hashed every active session
-  // instead, once per end.
+  // sessions are looked up by primary key (`= ANY`): a join with the JSON
+  // rows alone (estimated at 100) may hash every active session, once per
+  // end.
   {"mm_end",
    "WITH e AS ("
    "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
@@ -275,8 +274,8 @@ const statement statements[st_count] = {
   // pair is matched once) and sessions with an undelivered event. Those
   // are found in one pass over the undelivered events (a hashed subplan:
   // aggregate_id is NOT NULL, so NOT IN means NOT EXISTS), not with one
-  // look-up per session: the planner, told by ANALYZE that hardly any event
-  // is undelivered, answered each look-up with a whole scan of
+  // look-up per session: told by ANALYZE that hardly any event is
+  // undelivered, the planner may answer each look-up with a whole scan of
   // outbox_undelivered and its dead entries (see mm_fetch).
   {"mm_prune_sessions",
    "WITH c AS ("
@@ -336,11 +335,11 @@ const statement statements[st_count] = {
   // The rows by their unique event id, one index probe each, in one scan.
   // "Not delivered yet" is written so that it does NOT imply the predicate
   // of outbox_undelivered: the planner deems that partial index tiny (its
-  // live entries are the few events in flight) and walked it for every
+  // live entries are the few events in flight) and would walk it for every
   // mark, reading each dead entry that delivered rows leave there until
-  // VACUUM: 8-12 ms per mark of 100 events with 100,000 delivered rows
-  // (EXPLAIN ANALYZE; a join of the ids against the table chose the same
-  // scan). delivered_at is never 'infinity'.
+  // VACUUM; so would a join of the ids against the table
+  // (docs/benchmarks-history.md, "The outbox mark's form";
+  // pg_outbox_scans_test). delivered_at is never 'infinity'.
   {"mm_mark",
    "WITH " MM_NO_FLUSH
    " UPDATE outbox o SET delivered_at = now(), locked_until = NULL FROM nf"

@@ -21,6 +21,7 @@ namespace mm::pg {
 // -- RAII for libpq objects ---------------------------------------------------
 
 struct conn_deleter {
+  /// Closes a connection (PQfinish); null is fine.
   void operator()(PGconn* c) const noexcept {
     if (c != nullptr)
       PQfinish(c);
@@ -29,6 +30,7 @@ struct conn_deleter {
 using conn_ptr = std::unique_ptr<PGconn, conn_deleter>;
 
 struct result_deleter {
+  /// Frees a result (PQclear); null is fine.
   void operator()(PGresult* r) const noexcept {
     if (r != nullptr)
       PQclear(r);
@@ -37,6 +39,7 @@ struct result_deleter {
 using result_ptr = std::unique_ptr<PGresult, result_deleter>;
 
 struct notify_deleter {
+  /// Frees a notification (PQfreemem); null is fine.
   void operator()(PGnotify* n) const noexcept {
     if (n != nullptr)
       PQfreemem(n);
@@ -60,7 +63,10 @@ struct db_refusal {
   failure why;
 };
 
-/// Maps a statement the database refused to the project's error codes.
+/// Maps a statement's refusal by the database to the project's error codes:
+/// statement or lock timeout -> `store_unavailable`, data and constraint
+/// errors (SQLSTATE 22, 23) -> `invalid_argument`, anything else ->
+/// `protocol_error`; the detail is `what` and the server's message.
 failure to_failure(const PGresult* r, const std::string& what);
 
 // -- reading results ----------------------------------------------------------

@@ -17,9 +17,13 @@ class lua_pool {
   lua_pool(const lua_pool&) = delete;
   lua_pool& operator=(const lua_pool&) = delete;
 
+  /// Frees every chunk; the Lua state that used the pool must be closed
+  /// before.
   ~lua_pool();
 
-  /// A lua_Alloc; `ud` is the pool.
+  /// A lua_Alloc; `ud` is the pool. As Lua requires: `nsize == 0` frees and
+  /// answers null, shrinking never fails, growing answers null when memory
+  /// is out (the block stays as it was).
   static void* alloc(void* ud, void* ptr, size_t osize, size_t nsize) noexcept;
 
  private:
@@ -36,12 +40,17 @@ class lua_pool {
     chunk* next;
   };
 
+  /// The free list of a small block of `n` bytes (1..max_small).
   static size_t class_of(size_t n) noexcept {
     return (n + granule - 1) / granule - 1; // n >= 1
   }
 
+  /// A block of `n` (> 0) bytes: from its free list or the current chunk
+  /// when small, from malloc when large; null when memory is out.
   void* get(size_t n) noexcept;
+  /// Takes back a block that `get(n)` gave.
   void put(void* ptr, size_t n) noexcept;
+  /// `alloc` for this pool.
   void* resize(void* ptr, size_t osize, size_t nsize) noexcept;
 
   block* free_[classes] = {};

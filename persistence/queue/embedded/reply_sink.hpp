@@ -20,14 +20,23 @@ namespace mm::embedded {
 class reply_sink {
  public:
   virtual ~reply_sink() = default;
+  /// A nil bulk reply.
   virtual void nil() = 0;
+  /// An integer reply.
   virtual void integer(int64_t x) = 0;
+  /// A bulk string: `size` bytes from `data`, any bytes.
   virtual void bulk(const char* data, size_t size) = 0;
+  /// A status reply such as "OK".
   virtual void status(const char* text) = 0;
+  /// An error reply; `text` starts with its code ("ERR ...", "WRONGTYPE ...").
   virtual void error(const std::string& text) = 0;
+  /// Opens an array; `size_hint` is the expected count (may be 0 when not
+  /// known ahead).
   virtual void begin_array(size_t size_hint) = 0;
+  /// Closes the innermost open array.
   virtual void end_array() = 0;
 
+  /// `bulk` of a whole string.
   void bulk(const std::string& x) {
     bulk(x.data(), x.size());
   }
@@ -36,6 +45,7 @@ class reply_sink {
 /// Builds a `store_value`, as a Redis client would see the reply.
 class value_sink final : public reply_sink {
  public:
+  /// The calls of reply_sink: each adds its part to the value being built.
   void nil() override;
   void integer(int64_t x) override;
   void bulk(const char* data, size_t size) override;

@@ -22,7 +22,14 @@ class dataset;
 /// bound to a data set. Not thread-safe: the owner serializes.
 class lua_runtime {
  public:
+  /// Opens a Lua state with the safe libraries, the sandbox and the `redis`
+  /// table bound to `data` (which must outlive the runtime), and loads the
+  /// library (a library that does not load makes `run` answer its error).
+  /// Throws std::bad_alloc when Lua cannot start, std::runtime_error when
+  /// the sandbox does not load.
   explicit lua_runtime(dataset& data);
+
+  /// Closes the state.
   ~lua_runtime();
 
   lua_runtime(const lua_runtime&) = delete;
@@ -32,7 +39,8 @@ class lua_runtime {
   /// value, never a throw (except std::bad_alloc from building the reply).
   store_value run(const script_call& call);
 
-  /// Compiles and runs `source` as EVAL does (KEYS and ARGV globals).
+  /// Compiles and runs `source` as EVAL does (KEYS and ARGV globals); a
+  /// compile or run error becomes an error value.
   store_value eval(const std::string& source,
                    const std::vector<std::string>& keys,
                    const std::vector<std::string>& args);

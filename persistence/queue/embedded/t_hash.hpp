@@ -1,7 +1,7 @@
 #pragma once
 
-// The hash value type of the embedded data set; its commands (HGET HSET HDEL
-// HEXISTS HLEN HGETALL) are in t_hash.cpp.
+// The hash value type of the embedded data set; its commands (HGET HMGET HSET
+// HDEL HEXISTS HLEN HGETALL) are in t_hash.cpp.
 
 #include <string>
 #include <unordered_map>

@@ -10,15 +10,18 @@
 
 namespace mm::embedded {
 
+/// A stream entry id, "<ms>-<seq>".
 struct stream_id {
   uint64_t ms = 0;
   uint64_t seq = 0;
+  /// By ms, then seq: the order of a stream.
   friend bool operator<(const stream_id& x, const stream_id& y) {
     return x.ms != y.ms ? x.ms < y.ms : x.seq < y.seq;
   }
   friend bool operator==(const stream_id& x, const stream_id& y) {
     return x.ms == y.ms && x.seq == y.seq;
   }
+  /// "<ms>-<seq>", as XADD answers it.
   std::string to_string() const {
     return std::to_string(ms) + '-' + std::to_string(seq);
   }

@@ -1,7 +1,7 @@
 #pragma once
 
 // The sorted-set value type of the embedded data set; its commands (ZADD ZREM
-// ZSCORE ZCARD ZRANGE ZRANGEBYSCORE ZRANGEBYLEX) are in t_zset.cpp.
+// ZPOPMIN ZSCORE ZCARD ZRANGE ZRANGEBYSCORE ZRANGEBYLEX) are in t_zset.cpp.
 
 #include <set>
 #include <string>
@@ -15,12 +15,15 @@ namespace mm::embedded {
 struct zset_less {
   using is_transparent = void;
   using item = std::pair<double, std::string>;
+  /// By score, then member in byte order.
   bool operator()(const item& x, const item& y) const {
     return x < y;
   }
+  /// By score alone, for a score boundary.
   bool operator()(const item& x, double y) const {
     return x.first < y;
   }
+  /// By score alone, for a score boundary.
   bool operator()(double x, const item& y) const {
     return x < y.first;
   }

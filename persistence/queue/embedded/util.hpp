@@ -31,6 +31,7 @@ size_t format_g17(double d, char (&buf)[64]);
 /// A score as Redis 7.0 replies it (RESP2): "%.17g", "inf", "-inf".
 void format_double(double d, std::string& out);
 
+/// `c` in lower case when it is an ASCII capital, else `c` (no locale).
 inline char ascii_lower(char c) noexcept {
   return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
 }
