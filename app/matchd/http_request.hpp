@@ -30,6 +30,17 @@ void bound(request_parser& p, const server_limits& l);
 std::optional<api_reply> read_refusal(const boost::beast::error_code& ec,
                                       const server_limits& l);
 
+/// The answer to a request whose framing the front door does not trust,
+/// before anything of it is served (the connection is then closed, so
+/// nothing read after its head is taken for another request; RFC 9112
+/// 6.1, 6.3): a `Transfer-Encoding` other than exactly one `chunked` —
+/// 501 `unsupported_transfer_encoding` for a coding it does not know
+/// (`identity`, `gzip`, `xchunked`), 400 `malformed_request` for
+/// `chunked` listed twice or not last, or `Transfer-Encoding` together
+/// with `Content-Length`. None for a request framed by `Content-Length`,
+/// by one `chunked`, or without a body.
+std::optional<api_reply> framing_refusal(const request& req);
+
 /// What the router is handed for one complete request.
 struct routed_request {
   std::string method; ///< as sent, e.g. "POST"

@@ -130,6 +130,10 @@ void http_session::serve(beast::error_code ec) {
   if (ec)
     return; // timeout, reset, a half-sent request: drop the connection
   auto req = parser_->release();
+  if (auto refusal = front::framing_refusal(req)) {
+    respond(std::move(*refusal), false); // answered, then closed
+    return;
+  }
   auto in = front::to_routed(req);
   if (in.upgrade) {
     upgrade(std::move(req), in.target, in.authorization);

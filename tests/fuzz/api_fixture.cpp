@@ -20,17 +20,27 @@ api_router* the_router = nullptr;
 /// The error names of docs/api.md: the engine's (core/errc.hpp) and the
 /// front door's own.
 bool named_error(const std::string& name) {
-  static const std::set<std::string> front{
-    "missing_token",       "malformed_token",
-    "expired_token",       "bad_signature",
-    "unknown_route",       "method_not_allowed",
-    "malformed_json",      "body_too_large",
-    "headers_too_large",   "malformed_request",
-    "rate_limited",        "too_many_websockets",
-    "oversized_token",     "unsupported_algorithm",
-    "token_not_yet_valid", "wrong_audience",
-    "wrong_issuer",        "disabled_token_format",
-    "bad_console_token",   "demo_off"};
+  static const std::set<std::string> front{"missing_token",
+                                           "malformed_token",
+                                           "expired_token",
+                                           "bad_signature",
+                                           "unknown_route",
+                                           "method_not_allowed",
+                                           "malformed_json",
+                                           "body_too_large",
+                                           "headers_too_large",
+                                           "malformed_request",
+                                           "rate_limited",
+                                           "too_many_websockets",
+                                           "oversized_token",
+                                           "unsupported_algorithm",
+                                           "token_not_yet_valid",
+                                           "wrong_audience",
+                                           "wrong_issuer",
+                                           "disabled_token_format",
+                                           "bad_console_token",
+                                           "demo_off",
+                                           "unsupported_transfer_encoding"};
   return front.count(name) > 0 || errc_from_string(name) != errc::none;
 }
 
@@ -62,7 +72,7 @@ api_reply ask(const std::string& method, const std::string& target,
 
 void check_reply(const api_reply& r, const std::string& input) {
   static const std::set<unsigned> statuses{200, 400, 401, 403, 404, 405,
-                                           409, 413, 429, 431, 503};
+                                           409, 413, 429, 431, 501, 503};
   if (statuses.count(r.status) == 0)
     fail("status " + std::to_string(r.status) + ": " + r.body, input);
   if (r.content_type != "application/json")

@@ -68,6 +68,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!p.is_done())
       fuzz::fail("the parser stopped before the end of a request", input);
     auto req = p.release();
+    if (auto refusal = front::framing_refusal(req)) {
+      fuzz::check_reply(*refusal, input);
+      if (refusal->status != 400 && refusal->status != 501)
+        fuzz::fail("framing refusal " + std::to_string(refusal->status), input);
+      return 0; // answered, then closed: nothing after it is read
+    }
     auto in = front::to_routed(req);
     if (in.upgrade) {
       auto adm = fuzz::router().admit_ws(in.target, in.authorization);

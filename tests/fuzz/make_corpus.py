@@ -76,6 +76,17 @@ def http():
     t["te_and_length"] = (b"POST /v1/users/alice/tickets HTTP/1.1\r\nAuthorization: Bearer "
                           + ALICE + b"\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
                           b"2\r\n{}\r\n0\r\n\r\n")
+    # Request smuggling: a join hidden in a body framed by a transfer coding
+    # the front door does not take; answered with an error, then closed.
+    hidden = req(b"POST", b"/v1/users/bob/tickets", BOB,
+                 jb({"queue": "default", "ticket": "t-9"}))
+    for name, te in (("te_xchunked", b"xchunked"), ("te_identity", b"identity"),
+                     ("te_chunked_identity", b"chunked, identity"),
+                     ("te_twice", b"chunked, chunked"),
+                     ("te_two_fields", b"chunked\r\nTransfer-Encoding: chunked"),
+                     ("te_gzip_chunked", b"gzip, chunked")):
+        t[name] = req(b"POST", b"/v1/users/alice/tickets", ALICE,
+                      extra=b"Transfer-Encoding: " + te + b"\r\n") + hidden
     # Huge lengths: announced bodies past --max-body, a chunk past it, heads
     # past --max-header.
     t["huge_length"] = b"POST /healthz HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"

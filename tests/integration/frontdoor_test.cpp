@@ -194,6 +194,76 @@ TEST(frontdoor, malformed_http_gets_a_400_before_the_close) {
   EXPECT_TRUE(healthy(n.port()));
 }
 
+/// Request smuggling: a body framed by a Transfer-Encoding the front door
+/// does not take (unknown, `identity`, listed twice, `chunked` not last,
+/// beside Content-Length) is answered with a named error and the
+/// connection closed; the request hidden in that body is never served.
+/// A body framed by one `chunked` is served as before.
+TEST(frontdoor, a_transfer_encoding_it_does_not_take_is_refused_and_closed) {
+  auto n = node("smuggle");
+  struct probe {
+    std::string te;
+    unsigned status;
+    const char* error;
+  };
+  const std::vector<probe> probes{
+    {"Transfer-Encoding: xchunked\r\n", 501, "unsupported_transfer_encoding"},
+    {"Transfer-Encoding: identity\r\n", 501, "unsupported_transfer_encoding"},
+    {"Transfer-Encoding: chunked, identity\r\n", 501,
+     "unsupported_transfer_encoding"},
+    // chunked last: the parser reads the body as chunks and refuses it
+    {"Transfer-Encoding: gzip, chunked\r\n", 400, "malformed_request"},
+    {"Transfer-Encoding: chunked, chunked\r\n", 400, "malformed_request"},
+    {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400,
+     "malformed_request"},
+    {"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", 400,
+     "malformed_request"},
+  };
+  for (auto& p : probes) {
+    auto victim = unique("smuggled-");
+    auto body = std::string{"{\"queue\":\"default\",\"ticket\":\"t-1\"}"};
+    auto hidden = "POST /v1/users/" + victim
+                  + "/tickets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                  + token(victim) + "\r\nContent-Length: "
+                  + std::to_string(body.size()) + "\r\n\r\n" + body;
+    auto outer = unique("outer-");
+    raw_conn c{n.port()};
+    ASSERT_TRUE(c.send("POST /v1/users/" + outer
+                       + "/tickets HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                         "Bearer "
+                       + token(outer) + "\r\n" + p.te + "\r\n" + hidden));
+    auto r = c.read_response(5s);
+    ASSERT_TRUE(r) << "no answer to " << p.te;
+    EXPECT_EQ(r->status, p.status) << p.te << " -> " << r->body;
+    EXPECT_TRUE(json_error(*r, p.error)) << p.te << " -> " << r->body;
+    EXPECT_TRUE(c.closed_within(5s)) << p.te << ": the connection stayed open";
+    EXPECT_EQ(c.pending().find("HTTP/1.1"), std::string::npos)
+      << p.te << ": a second answer came: " << c.pending();
+    // Neither the outer request nor the hidden one created a ticket.
+    http_conn api{n.port()};
+    for (auto& who : {victim, outer}) {
+      auto st = api.request(boost::beast::http::verb::get,
+                            "/v1/users/" + who + "/tickets/t-1", token(who));
+      EXPECT_EQ(st.status, 404u) << p.te << ": " << who << " -> " << st.body;
+    }
+    ASSERT_TRUE(alive(n.pid())) << "matchd died on " << p.te;
+  }
+  // One `chunked` frames a body as it should: served, kept alive.
+  auto user = unique("chunked-");
+  std::string body = "{\"queue\":\"default\",\"ticket\":\"t-1\"}";
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  raw_conn c{n.port()};
+  ASSERT_TRUE(c.send("POST /v1/users/" + user
+                     + "/tickets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                     + token(user) + "\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + size + "\r\n" + body + "\r\n0\r\n\r\n"));
+  auto r = c.read_response(5s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200u) << r->body;
+  EXPECT_FALSE(c.closed_within(300ms));
+}
+
 // -- WebSockets ----------------------------------------------------------------------
 
 /// 500 upgrades of one user: --max-websockets-per-user (default 8) are
