@@ -9,9 +9,11 @@
 #include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
 
+#include "actors/basp_guard.hpp"
 #include "actors/cluster_tls.hpp"
 #include "actors/directory.hpp"
 #include "actors/node_gateway.hpp"
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 #include <spdlog/spdlog.h>
@@ -145,10 +147,25 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
     auto in = bind.empty() ? nullptr : bind.c_str();
     // With TLS a peer without a certificate of the cluster's CA is refused
     // in the handshake, before BASP reads a byte of it.
-    auto port
-      = cfg.cluster.tls()
-          ? caf::openssl::publish(e->gateway_, cfg.cluster.port, in, true)
-          : sys.middleman().publish(e->gateway_, cfg.cluster.port, in, true);
+    // Without TLS, CAF listens on a free loopback port behind the guard,
+    // which checks every BASP frame a peer sends (actors/basp_guard.hpp).
+    auto port = cfg.cluster.tls()
+                  ? caf::openssl::publish(e->gateway_, cfg.cluster.port, in,
+                                          true)
+                  : sys.middleman().publish(e->gateway_, 0, "127.0.0.1", true);
+    if (port && !cfg.cluster.tls()) {
+      std::string why;
+      e->guard_ = start_basp_guard(bind, cfg.cluster.port, *port, {}, why);
+      if (!e->guard_) {
+        sys.middleman().unpublish(e->gateway_, *port);
+        e->stop();
+        return failure{errc::store_unavailable,
+                       "cannot listen on the cluster port "
+                         + format_address(bind.empty() ? "*" : bind,
+                                          cfg.cluster.port)
+                         + ": " + why};
+      }
+    }
     if (!port) {
       auto why = sys.render(port.error());
       e->stop();
@@ -297,6 +314,8 @@ void engine::stop() {
         sys_.middleman().unpublish(gateway_, published_port_);
       published_port_ = 0;
     }
+    if (guard_)
+      guard_->stop();
   }
   for (auto& [user, s] : sessions)
     caf::anon_send_exit(s, caf::exit_reason::user_shutdown);

@@ -25,6 +25,8 @@
 
 namespace mm {
 
+class basp_guard;
+
 /// Everything the engine needs; the defaults run on the embedded queue store
 /// and the in-memory persistence (single node, not durable).
 struct engine_config {
@@ -234,7 +236,9 @@ class engine {
   outbox_relay_actor relay_;
   node_gateway_actor gateway_;
   lifecycle_actor lifecycle_;
-  uint16_t published_port_ = 0; ///< 0: the engine did not publish
+  uint16_t published_port_ = 0; ///< CAF's port; 0: the engine did not publish
+  /// In front of a plaintext cluster port (actors/basp_guard.hpp).
+  std::unique_ptr<basp_guard> guard_;
   pair_lock_actor lock_;
   swipe_actor swipe_;
   /// The sessions by user; shared with the exit hooks of the sessions,

@@ -13,8 +13,11 @@
 #   (vi)  a client with a valid certificate forges a match for a waiting
 #         user -> not delivered, the user still waits;
 #   and the port is not reachable on a non-loopback address of this machine.
-# MATCHD_CLUSTER_INSECURE=true runs the same against plaintext nodes (what
-# matchd did before TLS): then (i) takes node 1 down and the test fails.
+#   (vii) client handshake headers of length 0 and 4 GiB, 32 zero bytes
+#         -> the node stays up, RSS below 300 MB.
+# MATCHD_CLUSTER_INSECURE=true runs the same against plaintext nodes, whose
+# port is guarded by actors/basp_guard.hpp (without the guard, (i) and
+# (vii) take node 1 down); (iv) needs TLS and is skipped.
 #   cluster_tls_test.sh MATCHCTL ROGUE_PEER
 set -euo pipefail
 matchctl=$1 rogue=$2
@@ -81,8 +84,8 @@ want() { [ -z "${ATTACKS:-}" ] || [[ " $ATTACKS " == *" $1 "* ]]; }
 # big endian. Operation 0 is the server handshake; CAF takes it as valid
 # when its operation data (the BASP version) is not 0, and then reads a
 # payload of the announced length (0: it dereferences a null payload).
-header() { # PAYLOAD_LEN_HEX8
-  printf '00000000%s%016x%016x%016x' "$1" 1 0 0
+header() { # PAYLOAD_LEN_HEX8 [OPERATION_HEX2]
+  printf '%s000000%s%016x%016x%016x' "${2:-00}" "$1" 1 0 0
 }
 
 # -- the bind address ---------------------------------------------------------
@@ -132,6 +135,24 @@ fi
 if want iii; then
   send_raw random:1048576
   check_node1 "(iii) 1 MiB of random bytes"
+fi
+if want vii; then
+  # The client handshake (operation 1), which a plaintext port reads first:
+  # empty, then announcing 4 GiB; then 32 zero bytes after a valid-looking
+  # client handshake's header.
+  send_raw "$(header 00000000 01)"
+  check_node1 "(vii) a client handshake header with payload length 0"
+  send_raw "$(header ffffffff 01)$(printf '%02x' $(seq 1 64))" 5 &
+  sender=$!
+  while kill -0 "$sender" 2>/dev/null; do
+    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid1/status" 2>/dev/null || echo 0)
+    [ "${rss:-0}" -lt 307200 ] || fail "(vii) node 1 RSS ${rss} kB while the header's connection is open"
+    sleep 0.2
+  done
+  wait "$sender" || true
+  check_node1 "(vii) a client handshake header announcing a 4 GiB payload"
+  send_raw "$(printf '%064d' 0)"
+  check_node1 "(vii) 32 zero bytes"
 fi
 
 # -- (iv) rogue CAF clients ---------------------------------------------------
