@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 namespace mm {
@@ -156,9 +157,10 @@ void park(directory_ptr self, const std::string& user, const match_event& ev) {
                    + std::chrono::milliseconds(st.cfg.parked_ttl_ms);
   st.order.push_back(parked_ref{seq, due, user});
   if (q.size() > st.cfg.parked_per_user) {
-    dir_log()->warn("directory: dropping event {} kept for user '{}' "
-                    "(more than {} waiting)",
-                    q.front().ev.event_id, user, st.cfg.parked_per_user);
+    MM_LOG_LIMITED(dir_log(), warn,
+                   "directory: dropping event {} kept for user '{}' "
+                   "(more than {} waiting)",
+                   q.front().ev.event_id, user, st.cfg.parked_per_user);
     q.pop_front(); // its `order` entry is skipped when reached
     --st.parked_count;
   }
@@ -166,9 +168,10 @@ void park(directory_ptr self, const std::string& user, const match_event& ev) {
     auto ref = std::move(st.order.front());
     st.order.pop_front();
     if (drop(self, ref))
-      dir_log()->warn("directory: dropping an event kept for user '{}' "
-                      "(more than {} kept in all)",
-                      ref.user, st.cfg.parked_max);
+      MM_LOG_LIMITED(dir_log(), warn,
+                     "directory: dropping an event kept for user '{}' "
+                     "(more than {} kept in all)",
+                     ref.user, st.cfg.parked_max);
   }
   arm_sweep(self);
 }
@@ -249,10 +252,11 @@ void deliver(directory_ptr self, match_event ev,
     self->request(st.gateway, route_timeout, route_atom_v, user, *shared_ev)
       .then([one](delivery_report& r) { one(r); },
             [self, one, user, shared_ev](caf::error& err) {
-              dir_log()->warn("directory: event {} for user '{}' not "
-                              "routed: {}",
-                              shared_ev->event_id, user,
-                              self->system().render(err));
+              MM_LOG_LIMITED(dir_log(), warn,
+                             "directory: event {} for user '{}' not "
+                             "routed: {}",
+                             shared_ev->event_id, user,
+                             self->system().render(err));
               delivery_report r;
               r.failed = 1;
               one(r);

@@ -126,7 +126,8 @@ void decide(fin_ptr self, const std::string& queue, const std::string& user,
 }
 
 void log_failure(const char* what, const caf::error& err, fin_ptr self) {
-  fin_log()->error("{} failed: {}", what, self->system().render(err));
+  MM_LOG_LIMITED(fin_log(), error, "{} failed: {}", what,
+                 self->system().render(err));
 }
 
 /// Drops claimed/claimer records of one queue from it — all in one store
@@ -407,24 +408,15 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
       case pair_outcome::unavailable:
         if (retry_later(self, pp))
           break;
-        {
-          // Rate-limited: during an outage every pair gives up in turn.
-          static log_limit limit{3, std::chrono::seconds(10)};
-          uint64_t suppressed = 0;
-          if (limit.admit(suppressed)) {
-            if (suppressed > 0)
-              fin_log()->error("{} similar pairs given up, not logged",
-                               suppressed);
-            fin_log()->error("giving up pair {}/{}: {}", p.claimer_ticket,
-                             p.claimed.ticket, o.detail);
-          }
-        }
+        // During an outage every pair gives up in turn.
+        MM_LOG_LIMITED(fin_log(), error, "giving up pair {}/{}: {}",
+                       p.claimer_ticket, p.claimed.ticket, o.detail);
         undo(self, pp, false, false,
              finalize_result{finalize_outcome::retry, {}, o.detail});
         break;
       default:
-        fin_log()->error("pair {}/{} refused: {}", p.claimer_ticket,
-                         p.claimed.ticket, o.detail);
+        MM_LOG_LIMITED(fin_log(), error, "pair {}/{} refused: {}",
+                       p.claimer_ticket, p.claimed.ticket, o.detail);
         undo(self, pp, false, false,
              finalize_result{finalize_outcome::refused, {}, o.detail});
     }
@@ -527,8 +519,8 @@ void flush(fin_ptr self) {
           flush(self);
         },
         [self](caf::error& err) {
-          fin_log()->error("commit worker failed: {}",
-                           self->system().render(err));
+          MM_LOG_LIMITED(fin_log(), error, "commit worker failed: {}",
+                         self->system().render(err));
           self->quit(err);
         });
   }

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 #include "persistence/matchdb/match_store.hpp"
 
@@ -59,9 +60,10 @@ void run_job(match_store& store, const cancel_registry& cancels,
     if (clock.now() <= job.commit_by[i])
       return false;
     auto& p = pairs[i];
-    fin_log()->warn("pair {}/{} not committed: its claim is older than the "
-                    "claim window",
-                    p.claimer_ticket, p.claimed.ticket);
+    MM_LOG_LIMITED(fin_log(), warn,
+                   "pair {}/{} not committed: its claim is older than the "
+                   "claim window",
+                   p.claimer_ticket, p.claimed.ticket);
     return true;
   };
   std::vector<size_t> live;

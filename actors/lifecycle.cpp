@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 #include "persistence/matchdb/match_store.hpp"
 
@@ -127,7 +128,7 @@ void sweep_done(lc_ptr self, const std::string& what, const failure& err) {
   st.sweeping = false;
   if (err.code != errc::none) {
     if (!st.sweep_failing)
-      lc_log()->warn("session sweep: {} failed: {} ({})", what,
+      MM_LOG_LIMITED(lc_log(), warn, "session sweep: {} failed: {} ({})", what,
                      to_string(err.code), err.detail);
     st.sweep_failing = true;
   } else if (st.sweep_failing) {
@@ -367,6 +368,10 @@ lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
     },
     [self](state_atom, std::string& user) -> caf::result<std::string> {
       auto& st = self->state;
+      if (st.cfg.database_down
+          && st.cfg.database_down->load(std::memory_order_relaxed))
+        return caf::make_error(errc::store_unavailable,
+                               "the database is unavailable");
       auto rp = self->make_response_promise<std::string>();
       st.lookups.emplace_back(std::move(user), rp);
       if (st.lookups.size() == 1 && !st.lookup_running && !st.inline_store

@@ -4,6 +4,7 @@
 // whether a user is in an active session, and prunes what the database no
 // longer needs. One per node; blocking databases run on a detached worker.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -45,6 +46,11 @@ struct lifecycle_config {
   /// "Batching windows stay at 2 ms"). Only with a blocking store; 0: each
   /// goes as soon as none is running.
   uint32_t lookup_delay_ms = 2;
+  /// Set by the host while it knows the database is out (matchd's readiness
+  /// probe): a join's in-session check then answers `store_unavailable` at
+  /// once instead of waiting out a database that does not answer. Null:
+  /// never.
+  std::shared_ptr<const std::atomic<bool>> database_down;
   /// Woken after sessions end, so their events go out at once. May be empty.
   outbox_relay_actor relay;
   /// Where it counts (null: nothing): `sessions_ended` (by members and by

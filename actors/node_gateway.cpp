@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/peer_events.hpp"
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 namespace mm::gateway_detail {
@@ -214,7 +215,8 @@ void hand_over(gw_ptr self, const std::string& node, node_gateway_actor h,
 /// no route. Idempotent (a `set` of what is there changes nothing).
 void map_again(gw_ptr self) {
   auto& st = self->state;
-  gw_log()->warn("gateway {}: the store had no record of this node; mapping "
+  MM_LOG_LIMITED(gw_log(), warn,
+                 "gateway {}: the store had no record of this node; mapping "
                  "its {} user(s) to it again",
                  st.node, st.mapped.size());
   for (const auto& user : st.mapped) {
@@ -222,7 +224,8 @@ void map_again(gw_ptr self) {
       script_id::cluster_user, {cluster_keys::users}, {"set", user, st.node}};
     call_queue(self, std::move(call), [self, user](const store_reply& r) {
       if (auto f = fields_of(r); !f)
-        gw_log()->warn("gateway {}: user '{}' not mapped again: {}",
+        MM_LOG_LIMITED(gw_log(), warn,
+                       "gateway {}: user '{}' not mapped again: {}",
                        self->state.node, user, f.error().detail);
     });
   }
@@ -240,7 +243,8 @@ void beat(gw_ptr self, std::function<void()> then) {
     auto f = fields_of(r);
     if (!f || ((*f)[0] != "members" && (*f)[0] != "joined")) {
       if (!st.beat_failing)
-        gw_log()->warn("gateway {}: membership heartbeat failed: {}", st.node,
+        MM_LOG_LIMITED(gw_log(), warn,
+                       "gateway {}: membership heartbeat failed: {}", st.node,
                        f ? "unexpected reply" : f.error().detail);
       st.beat_failing = true;
       if (then)
@@ -362,7 +366,8 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
                  [self, rp, user, shared_ev](const store_reply& r) mutable {
                    auto f = fields_of(r);
                    if (!f || (*f)[0] != "route" || f->size() < 4) {
-                     gw_log()->warn("gateway {}: route of '{}' not looked "
+                     MM_LOG_LIMITED(gw_log(), warn,
+                                    "gateway {}: route of '{}' not looked "
                                     "up: {}",
                                     self->state.node, user,
                                     f ? "unexpected reply" : f.error().detail);
@@ -432,7 +437,8 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
                  [self, user, wants_replay](const store_reply& r) {
                    auto f = fields_of(r);
                    if (!f)
-                     gw_log()->warn("gateway {}: user '{}' not mapped: {}",
+                     MM_LOG_LIMITED(gw_log(), warn,
+                                    "gateway {}: user '{}' not mapped: {}",
                                     self->state.node, user, f.error().detail);
                    if (wants_replay)
                      replay(self, user);
@@ -453,7 +459,8 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
       call_queue(self, std::move(call), [self, user](const store_reply& r) {
         auto f = fields_of(r);
         if (!f)
-          gw_log()->warn("gateway {}: user '{}' not unmapped: {}",
+          MM_LOG_LIMITED(gw_log(), warn,
+                         "gateway {}: user '{}' not unmapped: {}",
                          self->state.node, user, f.error().detail);
       });
     },

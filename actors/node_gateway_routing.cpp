@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
+
 #include "actors/peer_events.hpp"
 
 namespace mm::gateway_detail {
@@ -82,7 +84,8 @@ void replay(gw_ptr self, const std::string& user) {
     [self, user](outcome<std::optional<match_record>>& found) {
       auto& st = self->state;
       if (!found) {
-        gw_log()->warn("gateway {}: active match of '{}' not looked up: {}",
+        MM_LOG_LIMITED(gw_log(), warn,
+                       "gateway {}: active match of '{}' not looked up: {}",
                        st.node, user, found.error().detail);
         return;
       }
@@ -112,7 +115,8 @@ void refuse(gw_ptr self, const std::string& what) {
   auto& st = self->state;
   auto n = ++st.refused;
   if ((n & (n - 1)) == 0)
-    gw_log()->warn("gateway {}: refused {} (refused so far: {})", st.node, what,
+    MM_LOG_LIMITED(gw_log(), warn,
+                   "gateway {}: refused {} (refused so far: {})", st.node, what,
                    n);
 }
 
@@ -130,7 +134,8 @@ void deliver_checked(gw_ptr self,
     [self, rp, user, ev](outcome<std::optional<match_record>>& found) mutable {
       auto& st = self->state;
       if (!found) {
-        gw_log()->warn("gateway {}: event {} for '{}' not checked: {}", st.node,
+        MM_LOG_LIMITED(gw_log(), warn,
+                       "gateway {}: event {} for '{}' not checked: {}", st.node,
                        ev->event_id, user, found.error().detail);
         delivery_report failed;
         failed.failed = 1;

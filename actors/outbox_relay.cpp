@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/clock.hpp"
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 #include "persistence/matchdb/match_store.hpp"
@@ -114,8 +115,8 @@ void with_store(relay_ptr self, std::function<void(match_store&)> work,
               std::move(job))
     .then([then](match_job_ptr&) { then(); },
           [self](caf::error& err) {
-            relay_log()->error("match store worker failed: {}",
-                               self->system().render(err));
+            MM_LOG_LIMITED(relay_log(), error, "match store worker failed: {}",
+                           self->system().render(err));
             self->quit(err);
           });
 }
@@ -136,8 +137,8 @@ void with_sink(relay_ptr self, std::function<void(queue_store&)> work,
               std::move(job))
     .then([then](sink_job_ptr&) { then(); },
           [self](caf::error& err) {
-            relay_log()->error("sink worker failed: {}",
-                               self->system().render(err));
+            MM_LOG_LIMITED(relay_log(), error, "sink worker failed: {}",
+                           self->system().render(err));
             self->quit(err);
           });
 }
@@ -162,9 +163,10 @@ void retry_later(relay_ptr self, const char* what, const failure& f,
                  std::function<void()> resume) {
   auto& st = self->state;
   if (st.backoff_ms == 0) {
-    relay_log()->error("outbox relay: {} failed ({}: {}); retrying with "
-                       "backoff",
-                       what, to_string(f.code), f.detail);
+    MM_LOG_LIMITED(relay_log(), error,
+                   "outbox relay: {} failed ({}: {}); retrying with "
+                   "backoff",
+                   what, to_string(f.code), f.detail);
     st.backoff_ms = st.cfg.backoff_min_ms;
   } else {
     relay_log()->debug("outbox relay: {} failed again ({}: {})", what,
@@ -314,9 +316,10 @@ void fetch(relay_ptr self) {
         std::string why;
         b->readable[i] = parse_event(b->events[i], b->parsed[i], why);
         if (!b->readable[i])
-          relay_log()->error("outbox event {} has an unreadable payload "
-                             "({}): it goes to the stream only",
-                             b->events[i].event_id, why);
+          MM_LOG_LIMITED(relay_log(), error,
+                         "outbox event {} has an unreadable payload "
+                         "({}): it goes to the stream only",
+                         b->events[i].event_id, why);
         b->unsent.push_back(i);
       }
       sink(self, std::move(b));
@@ -330,10 +333,11 @@ void mark(relay_ptr self, batch_ptr b, std::vector<size_t> sent);
 /// knows no node for on its first deliveries, leaves it for another one.
 bool settled(relay_ptr self, const outbox_event& ev, const delivery_report& r) {
   if (!complete(r)) {
-    relay_log()->warn("event {} did not reach {} user(s) on a node that "
-                      "could not be reached: left for another delivery "
-                      "when its lease lapses",
-                      ev.event_id, r.failed);
+    MM_LOG_LIMITED(relay_log(), warn,
+                   "event {} did not reach {} user(s) on a node that "
+                   "could not be reached: left for another delivery "
+                   "when its lease lapses",
+                   ev.event_id, r.failed);
     return false;
   }
   if (r.unrouted > 0 && ev.attempts >= 0
@@ -387,12 +391,13 @@ void deliver(relay_ptr self, batch_ptr b, std::vector<size_t> sent) {
         mark_but(left);
       },
       [self, b, at, mark_but](caf::error& err) {
-        relay_log()->warn("directory did not take {} event(s) ({} .. {}): "
-                          "{}; left for another delivery when their lease "
-                          "lapses",
-                          at.size(), b->events[at.front()].event_id,
-                          b->events[at.back()].event_id,
-                          self->system().render(err));
+        MM_LOG_LIMITED(relay_log(), warn,
+                       "directory did not take {} event(s) ({} .. {}): "
+                       "{}; left for another delivery when their lease "
+                       "lapses",
+                       at.size(), b->events[at.front()].event_id,
+                       b->events[at.back()].event_id,
+                       self->system().render(err));
         std::vector<bool> left(b->events.size(), false);
         for (auto i : at)
           left[i] = true;
@@ -491,9 +496,10 @@ void run_marks(relay_ptr self) {
         // streak (a database outage fails every round).
         count_retries(self, taken->size());
         if (st.mark_backoff_ms == 0)
-          relay_log()->warn("outbox relay: marking pushed events delivered "
-                            "failed ({}: {}); retrying with backoff",
-                            to_string(res->error().code), res->error().detail);
+          MM_LOG_LIMITED(relay_log(), warn,
+                         "outbox relay: marking pushed events delivered "
+                         "failed ({}: {}); retrying with backoff",
+                         to_string(res->error().code), res->error().detail);
         st.mark_backoff_ms
           = st.mark_backoff_ms == 0
               ? std::max(st.cfg.mark_delay_ms, st.cfg.backoff_min_ms)

@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 #include "persistence/queue/queue_store.hpp"
@@ -217,8 +218,8 @@ void dispatch(lock_ptr self) {
         dispatch(self);
       },
       [self](caf::error& err) {
-        lock_log()->error("pair lock store worker failed: {}",
-                          self->system().render(err));
+        MM_LOG_LIMITED(lock_log(), error, "pair lock store worker failed: {}",
+                       self->system().render(err));
         self->quit(err);
       });
 }
@@ -229,11 +230,13 @@ void unlock(lock_ptr self, const std::string& key, const std::string& token) {
   script_call call{script_id::unlock, {redis_key(self->state, key)}, {token}};
   submit(self, store_op{std::nullopt, std::move(call)}, [key](store_reply& r) {
     if (r.code != errc::none)
-      lock_log()->error("unlock of pair {} failed: {} (its lease "
-                        "lapses on its own)",
-                        key, r.detail);
+      MM_LOG_LIMITED(lock_log(), error,
+                     "unlock of pair {} failed: {} (its lease "
+                     "lapses on its own)",
+                     key, r.detail);
     else if (r.value.type == store_value::kind::error)
-      lock_log()->error("unlock of pair {} failed: {}", key, r.value.str);
+      MM_LOG_LIMITED(lock_log(), error, "unlock of pair {} failed: {}", key,
+                     r.value.str);
   });
 }
 
@@ -434,9 +437,10 @@ pair_lock_impl(lock_ptr self, std::shared_ptr<queue_store_factory> factory,
         // The holder overran its lease: it no longer holds the pair. Its
         // Redis key lapses now too; deleting it (if still ours) saves the
         // next waiter a retry.
-        lock_log()->warn("pair {} held longer than its lease of {} ms: "
-                         "released",
-                         key, st.cfg.lease_ms);
+        MM_LOG_LIMITED(lock_log(), warn,
+                       "pair {} held longer than its lease of {} ms: "
+                       "released",
+                       key, st.cfg.lease_ms);
         auto token = e.held->token;
         drop_holding(self, key, e);
         unlock(self, key, token);
@@ -456,8 +460,9 @@ pair_lock_impl(lock_ptr self, std::shared_ptr<queue_store_factory> factory,
         if (w == e.waiters.begin()) {
           e.retry_gen = 0;
           if (!e.last_failure.empty())
-            lock_log()->error("pair {}: queue store failing: {}", key,
-                              e.last_failure);
+            MM_LOG_LIMITED(lock_log(), error,
+                           "pair {}: queue store failing: {}", key,
+                           e.last_failure);
           e.last_failure.clear();
         }
         auto rp = std::move(w->rp);

@@ -14,6 +14,7 @@
 #include <caf/openssl/remote_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 
 namespace mm {
@@ -184,10 +185,11 @@ void attempt_failed(link_ptr self, const caf::error& err) {
     return;
   st.retry_at = self->clock().now() + ms(st.cfg.reconnect_ms);
   if (!st.failing)
-    link_log()->warn("gateway {}: cannot connect to node {} at {}: {} "
-                     "(retrying after {} ms)",
-                     st.self_node, st.node, st.address,
-                     self->system().render(err), st.cfg.reconnect_ms);
+    MM_LOG_LIMITED(link_log(), warn,
+                   "gateway {}: cannot connect to node {} at {}: {} "
+                   "(retrying after {} ms)",
+                   st.self_node, st.node, st.address,
+                   self->system().render(err), st.cfg.reconnect_ms);
   st.failing = true;
   answer_waiters(self, st.handle);
   update_phase(self);
@@ -198,8 +200,9 @@ void connect(link_ptr self) {
   auto& st = self->state;
   auto hp = parse_address(st.address);
   if (!hp) {
-    link_log()->warn("gateway {}: peer {} has an unusable address: {}",
-                     st.self_node, st.node, hp.error().detail);
+    MM_LOG_LIMITED(link_log(), warn,
+                   "gateway {}: peer {} has an unusable address: {}",
+                   st.self_node, st.node, hp.error().detail);
     st.retry_at = self->clock().now() + ms(st.cfg.reconnect_ms);
     answer_waiters(self, {});
     update_phase(self);
@@ -311,9 +314,10 @@ void forward_event(link_ptr self,
           });
           return;
         }
-        link_log()->warn("gateway {}: node {} did not take event {}: {}",
-                         st.self_node, st.node, ev->event_id,
-                         self->system().render(err));
+        MM_LOG_LIMITED(link_log(), warn,
+                       "gateway {}: node {} did not take event {}: {}",
+                       st.self_node, st.node, ev->event_id,
+                       self->system().render(err));
         rp.deliver(failed);
         call_done(self);
       });

@@ -187,9 +187,10 @@ std::optional<failure> admit(broker_ptr self, const std::string& q, bool join) {
     if (!join)
       return std::nullopt;
     if (!st.warned_full) // once per full spell: clients may retry a lot
-      broker_log()->warn("joins of new queues refused ('{}' first): {} "
-                         "queues known (max_queues)",
-                         q, st.queues.size());
+      MM_LOG_LIMITED(broker_log(), warn,
+                     "joins of new queues refused ('{}' first): {} "
+                     "queues known (max_queues)",
+                     q, st.queues.size());
     st.warned_full = true;
     return failure{errc::too_many_queues, "this node serves at most "
                                             + std::to_string(st.cfg.max_queues)

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 #include "persistence/matchdb/match_store.hpp"
 
@@ -33,8 +34,8 @@ listen_worker(listen_worker_actor::pointer self,
         // The polling timer covers the gap; wait instead of spinning on a
         // dead connection.
         if (!*failing)
-          log->warn("outbox LISTEN failed, polling only: {}",
-                    got.error().detail);
+          MM_LOG_LIMITED(log, warn, "outbox LISTEN failed, polling only: {}",
+                         got.error().detail);
         *failing = true;
         std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
       }

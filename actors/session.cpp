@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/session_data.hpp"
+#include "core/log_limit.hpp"
 #include "core/logger.hpp"
 #include "core/ticket_id.hpp"
 
@@ -143,8 +144,8 @@ void fail(ses_ptr self, const caf::error& err) {
   // Whatever happened, the database knows best whether the user is free.
   self->state.free_known = false;
   auto what = self->system().render(err);
-  ses_log()->warn("{}: join of {} failed: {}", self->state.st.user,
-                  self->state.st.ticket, what);
+  MM_LOG_LIMITED(ses_log(), warn, "{}: join of {} failed: {}",
+                 self->state.st.user, self->state.st.ticket, what);
   finish(self, session_phase::failed, {}, what);
 }
 

@@ -3,6 +3,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
+
 namespace mm::session_detail {
 
 /// The join's give_up_after_s passed: a ticket still waiting leaves the
@@ -317,8 +319,9 @@ void ask_finalizer_to_cancel(ses_ptr self) {
                                 + " ms");
         return;
       }
-      ses_log()->warn("{}: no cancel verdict within {} ms, asking again",
-                      d.st.user, d.cfg.route_timeout_ms);
+      MM_LOG_LIMITED(ses_log(), warn,
+                     "{}: no cancel verdict within {} ms, asking again",
+                     d.st.user, d.cfg.route_timeout_ms);
       ask_finalizer_to_cancel(self);
     });
 }

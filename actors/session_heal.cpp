@@ -9,6 +9,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/log_limit.hpp"
+
 namespace mm::session_detail {
 
 namespace {
@@ -71,9 +73,10 @@ void heal(ses_ptr self, uint64_t gen) {
           return;
         // Not knowing is no reason to queue a maybe-matched user: ask again
         // after the grace time (the join's deadline still bounds the wait).
-        ses_log()->warn("{}: ticket gone and the database could not be "
-                        "asked ({}); asking again",
-                        self->state.st.user, self->system().render(err));
+        MM_LOG_LIMITED(ses_log(), warn,
+                       "{}: ticket gone and the database could not be "
+                       "asked ({}); asking again",
+                       self->state.st.user, self->system().render(err));
         self->delayed_send(self,
                            std::chrono::milliseconds(self->state.cfg.grace_ms),
                            grace_atom_v, gen);

@@ -55,3 +55,19 @@ class log_limit {
 };
 
 } // namespace mm
+
+/// Logs through `log` (a logger pointer) at `level` (a logger member:
+/// `warn`, `error`, `info`) at most 5 lines per 10 s from this call site,
+/// and before the next line it lets through, how many it held back. For
+/// every line that can repeat with the users, events or requests served
+/// (a store outage fails them all at once). One limiter per call site.
+#define MM_LOG_LIMITED(log, level, ...)                                 \
+  do {                                                                  \
+    static ::mm::log_limit mm_site_limit_{5, std::chrono::seconds(10)}; \
+    uint64_t mm_held_ = 0;                                              \
+    if (mm_site_limit_.admit(mm_held_)) {                               \
+      if (mm_held_ > 0)                                                 \
+        (log)->level("{} similar lines not logged", mm_held_);          \
+      (log)->level(__VA_ARGS__);                                        \
+    }                                                                   \
+  } while (false)

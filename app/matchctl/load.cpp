@@ -345,9 +345,13 @@ int run_load(const load_options& opts) {
     std::cerr << "matchctl load: cannot write " << opts.json_file << "\n";
     return 1;
   }
-  if (run.ok_answers == 0)
-    return 1; // nothing worked at all: most likely no server there
-  return std::string(checked.verdict()) == "ok" ? 0 : 2;
+  if (run.ok_answers == 0 && summary.joins_refused == 0)
+    return 1; // nothing answered at all: most likely no server there
+  if (std::string(checked.verdict()) != "ok")
+    return 2; // an invariant broke
+  // The invariants held, but a run whose joins the node refused is no
+  // success for an operator or a script.
+  return summary.availability < opts.min_availability ? 3 : 0;
 }
 
 } // namespace mm

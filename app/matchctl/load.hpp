@@ -31,6 +31,9 @@ struct load_options {
   std::size_t connections = 32; ///< keep-alive connections per URL
   int64_t settle_ms = 10000;
   std::string json_file;
+  /// The exit status is 3 when fewer joins than this share were answered
+  /// 2xx (`availability`): a run the stores refused is not a success.
+  double min_availability = 0.5;
   std::string prefix;
   uint64_t seed = 1;
   bool progress = true;
@@ -68,7 +71,8 @@ struct load_options {
 };
 
 /// Runs the load and prints the report; returns the process exit code: 0
-/// verdict ok, 2 violations, 1 when no request at all succeeded. Not
+/// verdict ok and availability at least `min_availability`, 2 violations,
+/// 3 availability below it, 1 when nothing answered at all. Not
 /// idempotent: it drives real traffic.
 int run_load(const load_options& opts);
 

@@ -19,7 +19,8 @@
 // --reuse-tickets every other time with the same ticket), N times over one
 // WebSocket. At the end it asks matchd about everyone unfinished, checks
 // the invariants (app/matchctl/load.hpp) and prints a report whose last
-// line is
+// two lines are
+//   availability=X.XX joins=.. answered=.. min=X.XX
 //   verdict=ok users=.. matched=.. cancelled=.. waiting=.. errors=..
 //   matches_per_s=.. p50_ms=.. p95_ms=.. p99_ms=.. double_bookings=..
 //   lost_users=.. undelivered_events=.. cancelled_but_matched=..
@@ -29,8 +30,10 @@
 // object.
 //
 // Request subcommands print the status line and the JSON body and exit 0 on
-// 2xx, 1 otherwise. `load` exits 0 when the checker finds nothing, 2 on
-// violations, 1 on usage errors or when no request succeeded at all.
+// 2xx, 1 otherwise. `load` exits 0 when the checker finds nothing and the
+// availability reaches --min-availability, 2 on violations, 3 when the
+// invariants held but too few joins were answered 2xx, 1 on usage errors
+// or when nothing answered at all (no server there).
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -367,6 +370,12 @@ int main(int argc, char** argv) {
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
   load_cmd->add_option("--json", lo.json_file, "write the report here");
+  load_cmd
+    ->add_option("--min-availability", lo.min_availability,
+                 "exit 3 when a smaller share of joins was answered 2xx "
+                 "(the report's availability= line; 0: never)")
+    ->check(CLI::Range(0.0, 1.0))
+    ->capture_default_str();
   load_cmd->add_option("--prefix", lo.prefix,
                        "user id prefix (default u<pid>-)");
   load_cmd->add_option("--seed", lo.seed, "random seed")->capture_default_str();

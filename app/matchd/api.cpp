@@ -81,6 +81,8 @@ api_reply refusal(const failure& f) {
            {"session_id", f.detail}};
     r.body = text(j);
   }
+  if (f.code == errc::store_unavailable)
+    r.headers.emplace_back("Retry-After", "1");
   return r;
 }
 
@@ -567,6 +569,11 @@ void api_router::serve(const std::string& method, const std::string& target,
         return;
       }
       give_up_after_s = static_cast<uint32_t>(g->get<int64_t>());
+    }
+    if (std::string why; ctx_->store_down && ctx_->store_down(why)) {
+      // Nothing was asked of the engine: nothing changed.
+      reply(refusal(failure{errc::store_unavailable, why}));
+      return;
     }
     port_->join(user, queue, ticket, attrs, give_up_after_s, on_ticket);
     return;

@@ -118,6 +118,12 @@ struct api_context {
   std::shared_ptr<class hub> events; ///< signs of life are recorded here
   std::function<std::string()> metrics_text; ///< Prometheus exposition
   std::function<bool(std::string&)> ready;   ///< false + why when not ready
+  /// True + why when the node has seen the queue store fail and not answer
+  /// since (its last probe failed, or the probe under way hangs): a join,
+  /// which always needs it, is then answered 503 `store_unavailable` at
+  /// once instead of waiting out the store's timeouts. May be empty
+  /// (never).
+  std::function<bool(std::string&)> store_down;
   std::atomic<bool> draining{false};
   /// The queues joins may name; empty: any well-formed name (the engine
   /// bounds them). A join of another queue is refused 404 `unknown_queue`

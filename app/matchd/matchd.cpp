@@ -102,6 +102,37 @@ class readiness_probe {
     return why_.empty();
   }
 
+  /// True (and why) when the last probe found the queue store unavailable,
+  /// or the probe under way has hung on it longer than `stall`: every join
+  /// needs it, so a join need not wait to find out. Thread-safe;
+  /// idempotent.
+  bool queue_store_down(std::string& why) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto hung = !probing_.empty() && clock::now() - probe_started_ > stall_;
+    // A probe hung on the database cannot say so itself: the joins that
+    // pass here do, before they reach the engine.
+    database_down_->store(why_ == database_unavailable
+                            || (hung && probing_ == database_probe),
+                          std::memory_order_relaxed);
+    if (hung && probing_ == queue_probe) {
+      why = probing_ + " does not answer";
+      return true;
+    }
+    if (why_ != queue_unavailable)
+      return false;
+    why = why_;
+    return true;
+  }
+
+  /// From now on, `flag` is set while the node knows the database is out
+  /// (the last probe found it unavailable, or the probe hangs on it longer
+  /// than `stall`); the engine's lifecycle actor reads it
+  /// (lifecycle_config::database_down). Thread-safe.
+  void share_database_down(std::shared_ptr<std::atomic<bool>> flag) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    database_down_ = std::move(flag);
+  }
+
  private:
   void loop() {
     // The hub's backlogs are pruned about every 10 s.
@@ -140,16 +171,16 @@ class readiness_probe {
   void probe() {
     std::string why;    // for callers: no addresses
     std::string detail; // for the log
-    asking("queue store");
+    asking(queue_probe);
     if (!queue_conn_)
       queue_conn_ = qs_->connect();
     if (!queue_conn_) {
-      why = "queue store unavailable";
+      why = queue_unavailable;
       detail = "cannot connect to " + qs_->describe();
     } else {
       auto rep = queue_conn_->execute({{"GET", "mm:readyz"}});
       if (rep.empty() || rep[0].code != errc::none) {
-        why = "queue store unavailable";
+        why = queue_unavailable;
         detail = qs_->describe() + " does not answer"
                  + (rep.empty() ? std::string{} : ": " + rep[0].detail);
         queue_conn_.reset(); // a fresh connection next time
@@ -158,14 +189,14 @@ class readiness_probe {
     if (why.empty() && on_queue_ && (odd_ = !odd_))
       on_queue_(*queue_conn_);
     if (why.empty()) {
-      asking("database");
+      asking(database_probe);
       if (!match_conn_)
         match_conn_ = ms_->connect();
       if (!match_conn_) {
-        why = "database unavailable";
+        why = database_unavailable;
         detail = "cannot connect to " + ms_->describe();
       } else if (auto res = match_conn_->active_session_of("readyz"); !res) {
-        why = "database unavailable";
+        why = database_unavailable;
         detail = ms_->describe() + ": " + res.error().detail;
         if (res.error().code == errc::store_unavailable)
           match_conn_.reset();
@@ -173,6 +204,8 @@ class readiness_probe {
     }
     std::lock_guard<std::mutex> guard{mtx_};
     probing_.clear();
+    database_down_->store(why == database_unavailable,
+                          std::memory_order_relaxed);
     if (why != why_) {
       static auto lg = logger("matchd");
       if (why.empty())
@@ -197,7 +230,13 @@ class readiness_probe {
   std::mutex mtx_;
   std::condition_variable cv_;
   bool stop_ = false;
+  static constexpr const char* queue_probe = "queue store";
+  static constexpr const char* database_probe = "database";
+  static constexpr const char* queue_unavailable = "queue store unavailable";
+  static constexpr const char* database_unavailable = "database unavailable";
   std::string why_ = "not probed yet";
+  std::shared_ptr<std::atomic<bool>> database_down_
+    = std::make_shared<std::atomic<bool>>(false);
   std::string probing_; // the store asked right now, if any
   clock::time_point probe_started_;
   std::thread thread_;
@@ -392,6 +431,10 @@ int run(const matchd_config& mc) {
     ec.use_postgres = true;
     ec.postgres.conninfo = mc.postgres;
   }
+  // The readiness probe's word on the database, for the joins' in-session
+  // checks (lifecycle_config::database_down).
+  auto database_down = std::make_shared<std::atomic<bool>>(false);
+  ec.lifecycle.database_down = database_down;
   ec.cluster = cluster;
   if (!ec.use_redis || !ec.use_postgres)
     lg->warn("NOT DURABLE: running on {}{}{}: waiting users and matches are "
@@ -494,6 +537,10 @@ int run(const matchd_config& mc) {
     }
     return probe->ready(why);
   };
+  ctx->store_down = [probe](std::string& why) {
+    return probe->queue_store_down(why);
+  };
+  probe->share_database_down(database_down);
   // What /readyz answers 200 to (the route adds the drain).
   auto ready_now = [ctx](std::string& why) {
     if (ctx->draining.load()) {

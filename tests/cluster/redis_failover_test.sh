@@ -88,6 +88,7 @@ victim_pid=$(cat "$cluster_dir/n$victim_index/redis.pid")
 "$matchctl" load --url "http://127.0.0.1:$port" --secret "$secret" \
   --users 12000 --rate 1500 --cancel-rate 0.05 --queues "$queue_count" \
   --prefix "fo$$-" --no-progress --json "$work/report.json" --settle-ms 20000 \
+  --min-availability 0 \
   >"$work/load.out" 2>&1 &
 loader=$!
 sleep 3

@@ -5,11 +5,15 @@
 #     PostgreSQL stopped (pg_ctl stop -m fast) for 12 s, then started again
 #     on its port: the finalizer's commit retries back off (counted by
 #     mm_commit_retries_total, far below one per millisecond) and its log
-#     lines stay few; nothing is lost, nobody is booked twice.
+#     lines stay few, also while 1,000 WebSockets open (each would look up
+#     its user's active match); once /readyz says 503, a join is answered
+#     503 store_unavailable with Retry-After within 2 s; nothing is lost,
+#     nobody is booked twice.
 #   store_outage_test.sh redis MATCHD MATCHCTL REDIS_DIR PG_DIR
 #     redis-server SIGSTOPped for 12 s, then SIGCONTed: /readyz answers 503
-#     store_unavailable within 2 s (its detail names no address), 200 again
-#     within 3 s of SIGCONT; nothing is lost, nobody is booked twice.
+#     store_unavailable within 2 s (its detail names no address), and so
+#     does a join, at once, with Retry-After; /readyz 200 again within 3 s
+#     of SIGCONT; nothing is lost, nobody is booked twice.
 #   store_outage_test.sh restart MATCHD MATCHCTL REDIS_DIR PG_DIR
 #     redis-server SIGKILLed under load and started again at once on its
 #     port, empty (no persistence: every ticket, claim record and script
@@ -110,11 +114,45 @@ metric() {
   curl -fsS "http://127.0.0.1:$port/metrics" | awk -v n="$1" 'index($1, n "{") == 1 || $1 == n {print $2}'
 }
 
+readyz() {
+  curl -s -o "$work/readyz.json" -w '%{http_code}' --max-time 5 \
+    "http://127.0.0.1:$port/readyz" || true
+}
+# Wait for the state `want`, polling every 50 ms; prints the ms it took.
+wait_readyz() {
+  local want=$1 bound_ms=$2 t0 code
+  t0=$(date +%s%N)
+  while :; do
+    code=$(readyz)
+    took=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ "$code" = "$want" ] && { echo "$took"; return 0; }
+    [ "$took" -gt "$bound_ms" ] && { echo "$took"; return 1; }
+    sleep 0.05
+  done
+}
+# A fresh user's join while the node knows a store is out: 503
+# store_unavailable with Retry-After, within 2 s. Prints the ms it took.
+join_refused_at_once() {
+  local u="fast$$-$RANDOM" token t0 code took
+  token=$("$matchctl" --secret "$secret" token "$u")
+  t0=$(date +%s%N)
+  code=$(curl -s -D "$work/join.head" -o "$work/join.json" -w '%{http_code}' \
+    --max-time 20 -X POST -H "Authorization: Bearer $token" \
+    -H 'Content-Type: application/json' \
+    --data '{"queue":"outage","ticket":"t1"}' \
+    "http://127.0.0.1:$port/v1/users/$u/tickets" || true)
+  took=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "$took"
+  [ "$code" = 503 ] && grep -q store_unavailable "$work/join.json" \
+    && grep -qi '^retry-after:' "$work/join.head" && [ "$took" -le 2000 ]
+}
+
 # 1,500 users over 10 s: pairs are being committed when the store goes;
 # joins that need it meanwhile are answered 503 store_unavailable.
 "$matchctl" load --url "http://127.0.0.1:$port" --secret "$secret" \
   --users 1500 --rate 150 --cancel-rate 0.05 --queues 4 --prefix "$prefix" \
   --no-progress --json "$work/report.json" --settle-ms 30000 \
+  --min-availability 0 \
   >"$work/load.out" 2>&1 &
 loader=$!
 sleep 3
@@ -143,29 +181,53 @@ case "$mode" in
     "${ctl[@]}" join --user "$x" --queue outage --ticket t2 >/dev/null
     "${ctl[@]}" join --user "$y" --queue outage --ticket t2 >/dev/null
     if [ "$mode" = pg ]; then
-      sleep "$outage_s"
+      t_stop=$(date +%s)
+      took=$(wait_readyz 503 3000) || fail "/readyz not 503 within 3 s of the stop ($took ms)"
+      took=$(join_refused_at_once) \
+        || fail "a join during the outage: $(cat "$work/join.json") after $took ms"
+      echo "a join during the outage: 503 with Retry-After after $took ms"
+      # 1,000 WebSockets opened during the outage: each registers its user,
+      # whose active match cannot be looked up; the log stays small.
+      lines_ws=$(wc -l <"$work/matchd.log")
+      python3 - "$port" "$secret" 1000 <<'PY'
+import base64, hashlib, hmac, socket, sys, time
+port, secret, n = int(sys.argv[1]), sys.argv[2].encode(), int(sys.argv[3])
+def b64(x): return base64.urlsafe_b64encode(x).rstrip(b"=")
+exp = str(int(time.time()) + 3600).encode()
+socks = []
+for i in range(n):
+    user = f"wsout{i}".encode()
+    body = b"v1." + b64(user) + b"." + exp
+    tok = body + b"." + b64(hmac.new(secret, body, hashlib.sha256).digest())
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /v1/users/" + user + b"/events HTTP/1.1\r\nHost: x\r\n"
+              b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+              b"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer " + tok + b"\r\n\r\n")
+    socks.append(s)
+opened = 0
+for s in socks:
+    try:
+        if s.recv(64).startswith(b"HTTP/1.1 101"):
+            opened += 1
+    except OSError:
+        pass
+time.sleep(1)
+for s in socks:
+    s.close()
+print(f"{opened} of {n} WebSockets opened during the outage")
+assert opened >= n * 0.9, opened
+PY
+      ws_lines=$(( $(wc -l <"$work/matchd.log") - lines_ws ))
+      echo "log lines while they opened: $ws_lines"
+      [ "$ws_lines" -le 60 ] || fail "$ws_lines log lines for 1,000 WebSocket opens: $(tail -n 5 "$work/matchd.log")"
+      sleep $(( outage_s - ($(date +%s) - t_stop) ))
       pg_start
       echo "PostgreSQL is back"
     fi
     ;;
   redis)
     redis_pid=$(cat "$redis_dir/redis.pid")
-    readyz() {
-      curl -s -o "$work/readyz.json" -w '%{http_code}' --max-time 5 \
-        "http://127.0.0.1:$port/readyz" || true
-    }
-    # Wait for the state `want`, polling every 50 ms; prints the ms it took.
-    wait_readyz() {
-      local want=$1 bound_ms=$2 t0 code
-      t0=$(date +%s%N)
-      while :; do
-        code=$(readyz)
-        took=$(( ($(date +%s%N) - t0) / 1000000 ))
-        [ "$code" = "$want" ] && { echo "$took"; return 0; }
-        [ "$took" -gt "$bound_ms" ] && { echo "$took"; return 1; }
-        sleep 0.05
-      done
-    }
     [ "$(readyz)" = 200 ] || fail "not ready before the stall"
     echo "SIGSTOP redis-server for ${outage_s} s"
     kill -STOP "$redis_pid"
@@ -181,6 +243,11 @@ case "$mode" in
       kill -CONT "$redis_pid"
       fail "/readyz names an internal address"
     fi
+    if ! took=$(join_refused_at_once); then
+      kill -CONT "$redis_pid"
+      fail "a join during the stall: $(cat "$work/join.json") after $took ms"
+    fi
+    echo "a join during the stall: 503 with Retry-After after $took ms"
     # Still 503 while the stall lasts (the cached answer does not flap).
     sleep 3
     code=$(readyz)

@@ -60,6 +60,12 @@ std::string fixed1(double v) {
   return buf;
 }
 
+std::string fixed2(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f", v);
+  return buf;
+}
+
 std::string to_text(const distribution& d) {
   return "p50 " + fixed1(d.p50) + " ms, p95 " + fixed1(d.p95) + " ms, p99 "
          + fixed1(d.p99) + " ms, max " + fixed1(d.max) + " ms";
@@ -123,6 +129,9 @@ load_summary summarize(const load_options& opts,
     s.started++;
     if (c.joins_ok > 0)
       s.joined++;
+    s.joins_sent += c.joins_sent;
+    s.joins_ok += c.joins_ok;
+    s.joins_refused += c.joins_refused;
     if (!cycles) {
       if (r.has(uf::got_event))
         session_ids.emplace(r.session, true);
@@ -181,6 +190,9 @@ load_summary summarize(const load_options& opts,
                          run.last_cycle_us);
   for (auto& [k, v] : run.errors)
     s.error_total += v;
+  s.availability = s.joins_sent > 0 ? static_cast<double>(s.joins_ok)
+                                        / static_cast<double>(s.joins_sent)
+                                    : 0.0;
   s.time_to_match = distribution_of(run.match_ms);
   s.ws_connect = distribution_of(run.connect_ms);
   s.join = distribution_of(run.join_ms);
@@ -225,7 +237,10 @@ void print_report(std::ostream& out, const load_options& opts,
   for (auto& [k, v] : run.errors)
     out << " " << k << "=" << v;
   out << "\n";
-  // The last line is for scripts: keep its form.
+  // The last two lines are for scripts: keep their form.
+  out << "availability=" << fixed2(s.availability) << " joins=" << s.joins_sent
+      << " answered=" << s.joins_ok << " min=" << fixed2(opts.min_availability)
+      << "\n";
   out << "verdict=" << c.verdict() << " users=" << s.started
       << " matched=" << s.matched << " cancelled=" << s.cancelled
       << " waiting=" << s.waiting << " errors=" << s.error_total
@@ -271,6 +286,9 @@ bool write_json(const std::string& file, const load_options& opts,
     {"errors", run.errors},
     {"duration_s", run.duration_s},
     {"matches_per_s", s.matches_per_s},
+    {"joins_sent", s.joins_sent},
+    {"joins_ok", s.joins_ok},
+    {"availability", s.availability},
     {"time_to_match_ms", to_json(s.time_to_match)},
     {"ws_connect_ms", to_json(s.ws_connect)},
     {"join_ms", to_json(s.join)},

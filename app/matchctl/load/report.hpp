@@ -46,6 +46,10 @@ struct load_summary {
   std::size_t sessions = 0;
   double matches_per_s = 0;
   uint64_t cycles_planned = 0, cycles_completed = 0, sessions_ended = 0;
+  /// Joins sent and joins answered 2xx, over every cycle.
+  uint64_t joins_sent = 0, joins_ok = 0, joins_refused = 0;
+  /// joins_ok / joins_sent; 0 when no join was sent.
+  double availability = 0;
   double cycles_per_s = 0;
   distribution time_to_match, ws_connect, join;
   std::map<std::string, uint64_t> ended_details;
@@ -59,8 +63,10 @@ load_summary summarize(const load_options& opts,
                        const std::vector<user_record>& recs,
                        const run_extras& run);
 
-/// Prints the report to `out`; its last line ("verdict=...") is for
-/// scripts. With --cycles it has a "cycles" line, and the last line more
+/// Prints the report to `out`; its last two lines are for scripts:
+/// "availability=X.XX joins=N answered=N min=X.XX" (joins answered 2xx of
+/// joins sent, and the --min-availability it is held to), then
+/// "verdict=...". With --cycles it has a "cycles" line, and the last line more
 /// fields at its end (cycles=.. sessions_ended=.. cycles_per_s=..
 /// overlapping_sessions=.. missing_session_ended=.. end_mismatches=..
 /// in_session_after_end=..).

@@ -60,6 +60,8 @@ struct user_record {
   /// about it (app/matchctl/load/checker.hpp).
   struct cycle_counters {
     uint32_t completed = 0; ///< cycles over (session ended, or cancelled)
+    uint32_t joins_sent = 0;
+    uint32_t joins_refused = 0; ///< answered, but not 2xx
     uint32_t joins_ok = 0;
     uint32_t matches = 0; ///< distinct match.created events
     uint32_t cancels_sent = 0;

@@ -166,6 +166,7 @@ void virtual_users::send_join(uint32_t i) {
   auto& r = recs_[i];
   json body{{"queue", opts_.queue_name(i)}, {"ticket", r.ticket}};
   r.flags |= uf::join_sent;
+  r.counts.joins_sent++;
   r.t0_us = st_.now_us();
   last_join_us_ = r.t0_us;
   if (first_join_us < 0)
@@ -231,6 +232,7 @@ void virtual_users::on_join(uint32_t i, http_result&& res) {
     count_error("join_" + transport_name(res.ec));
   } else if (!res.ok()) {
     r.flags |= uf::join_refused;
+    r.counts.joins_refused++;
     count_refusal(r, res);
     // Still in a session after having seen one end (I8 of docs/design.md).
     if (cycling() && r.counts.ends_seen > 0 && error_name(res) == "in_session")
