@@ -14,6 +14,7 @@ packages=(
   redis-server redis-tools postgresql postgresql-contrib faketime python3 curl
   openssl iproute2 procps
   chromium python3-yaml python3-jwt libsystemd-dev systemd prometheus
+  clang-format clang-tidy
 )
 
 missing=()

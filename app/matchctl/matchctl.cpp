@@ -93,8 +93,8 @@ struct common_options {
   bool resolve_defaults() {
     if (urls.empty()) {
       auto* env = std::getenv("MATCHD_URL");
-      urls.push_back(env != nullptr && *env != '\0' ? env
-                                                    : "http://127.0.0.1:8080");
+      urls.emplace_back(
+        env != nullptr && *env != '\0' ? env : "http://127.0.0.1:8080");
     }
     parsed.clear();
     for (auto& u : urls) {

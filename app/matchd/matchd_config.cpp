@@ -517,7 +517,7 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   // Queues are declared: none named is the one default queue; '*' alone
   // is open mode (bounded by --max-queues and --queue-idle).
   if (cfg.queues.empty())
-    cfg.queues.push_back(default_queue);
+    cfg.queues.emplace_back(default_queue);
   cfg.open_queues = cfg.queues.size() == 1 && cfg.queues.front() == "*";
   if (!cfg.open_queues) {
     std::vector<std::string> seen;
