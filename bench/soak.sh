@@ -11,8 +11,11 @@
 # counts of the match tables; Redis INFO memory used_memory and DBSIZE).
 # Before it, on a matchd and a database of its own, a single-shot `matchctl
 # load` (join and match only) measures matches/s on the same machine and
-# servers for the comparison. Last line: soak_rss_growth_ratio=X.XX (RSS at
-# 100 % / RSS at 10 %).
+# servers for the comparison. After it, a matchd at its defaults: its RSS
+# SOAK_DEFAULTS_WAIT (60) s after the last of SOAK_DEFAULTS_USERS users
+# left against its RSS before any user (soak_defaults_rss_ratio=X.XX, the
+# second-last line; SOAK_PARTS=defaults runs this part alone). Last line:
+# soak_rss_growth_ratio=X.XX (RSS at 100 % / RSS at 10 %).
 
 soak_users=${SOAK_USERS:-100000}
 soak_cycles=${SOAK_CYCLES:-10}
@@ -262,6 +265,69 @@ soak_single() {
   redis-cli -p "$port" FLUSHALL >/dev/null
 }
 
+# (3) matchd at its defaults (no --max-session, --retention or idle option):
+# its RSS before any user, then SOAK_DEFAULTS_USERS users through
+# SOAK_DEFAULTS_CYCLES cycles, then its RSS every 5 s until
+# SOAK_DEFAULTS_WAIT s after the last user left (the load's end: its users
+# close their WebSockets). Sets soak_defaults_ratio (RSS then / before).
+soak_defaults_ratio=""
+soak_defaults() {
+  local users=${SOAK_DEFAULTS_USERS:-40000} cycles=${SOAK_DEFAULTS_CYCLES:-2}
+  local wait_s=${SOAK_DEFAULTS_WAIT:-60} before warm after t rc=0 last
+  psql -X -q -h 127.0.0.1 -p "$soak_pgport" -U postgres -d postgres \
+    -c "CREATE DATABASE soak_defaults" >/dev/null
+  soak_mport=$(free_port)
+  "$build/bin/matchd" --listen "127.0.0.1:$soak_mport" --secret "$soak_secret" \
+    --node soak-defaults --log-level warn \
+    --queues "$(load_queue_list "$soak_queues")" --redis "127.0.0.1:$port" \
+    --postgres "host=127.0.0.1 port=$soak_pgport user=postgres dbname=soak_defaults" \
+    >"$dir/matchd_defaults.log" 2>&1 &
+  soak_mpid=$!
+  for _ in $(seq 200); do
+    curl -fsS "http://127.0.0.1:$soak_mport/readyz" >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  sleep 5
+  before=$(soak_rss_kb VmRSS)
+  # The warm floor: 200 users through the same cycles open the stores'
+  # connections, prepare their statements and touch every thread; the RSS
+  # that stays once they left is what any node that served users keeps.
+  soak_load --users 200 --cycles "$cycles" --hold-ms "$soak_hold_ms" \
+    --prefix warm- --no-progress >"$dir/defaults_warm.out" 2>&1 &
+  child=$!
+  soak_wait true || true
+  sleep "$wait_s"
+  warm=$(soak_rss_kb VmRSS)
+  echo "# soak defaults: matchd at its defaults; RSS before any user"\
+" $(awk -v k="$before" 'BEGIN { printf "%.1f", k / 1024 }') MiB, $wait_s s"\
+" after 200 users (the warm floor) $(awk -v k="$warm" 'BEGIN { printf "%.1f", k / 1024 }')"\
+" MiB; now $users users x $cycles cycles, hold 0-$soak_hold_ms ms"
+  soak_load --users "$users" --cycles "$cycles" --hold-ms "$soak_hold_ms" \
+    --prefix dflt- --no-progress >"$dir/defaults.out" 2>&1 &
+  child=$!
+  soak_wait true || rc=$?
+  last=$(grep '^verdict=' "$dir/defaults.out" | tail -n 1 || true)
+  echo "# soak defaults: ${last:-no verdict (exit $rc)}"
+  echo "# soak defaults: RSS when the last user left"\
+" $(awk -v k="$(soak_rss_kb VmRSS)" 'BEGIN { printf "%.1f", k / 1024 }') MiB"\
+" (peak $(awk -v k="$(soak_rss_kb VmHWM)" 'BEGIN { printf "%.1f", k / 1024 }'))"
+  for t in $(seq 5 5 "$wait_s"); do
+    sleep 5
+    after=$(soak_rss_kb VmRSS)
+    echo "# soak defaults: +$t s: RSS $(awk -v k="$after" 'BEGIN { printf "%.1f", k / 1024 }') MiB"
+  done
+  soak_stop_matchd
+  soak_defaults_ratio=$(awk -v a="$after" -v b="$before" \
+    'BEGIN { if (b > 0) printf "%.2f", a / b }')
+  echo "# soak defaults: RSS $wait_s s after the last user left / before any"\
+" user = $soak_defaults_ratio; / the warm floor ="\
+" $(awk -v a="$after" -v b="$warm" 'BEGIN { if (b > 0) printf "%.2f", a / b }');"\
+" the warm floor / before any user ="\
+" $(awk -v a="$warm" -v b="$before" 'BEGIN { if (b > 0) printf "%.2f", a / b }')"
+  redis-cli -p "$port" FLUSHALL >/dev/null
+  [ "$rc" = 0 ] || soak_rc=1
+}
+
 # The cycles completed so far, from matchctl's progress line ("\r...cycles N").
 soak_done() {
   tail -c 400 "$dir/soak.err" 2>/dev/null | tr '\r' '\n' \
@@ -389,10 +455,16 @@ soak_main() {
   if [ ${#soak_idle_args[@]} = 0 ]; then
     echo "# soak: this matchd has no idle-release option"
   fi
-  soak_single
   soak_rc=0
+  if [ "${SOAK_PARTS:-all}" = defaults ]; then
+    soak_defaults
+    echo "soak_defaults_rss_ratio=${soak_defaults_ratio:-?}"
+    return "$soak_rc"
+  fi
+  soak_single
   soak_run
   soak_stop_matchd
+  soak_defaults
   local last
   last=$(grep '^verdict=' "$dir/soak.out" | tail -n 1 || true)
   grep -E '^(users|matched|cycles|cancelled|waiting|ended|time to match|duration|errors) ' \
@@ -418,6 +490,7 @@ soak_main() {
     echo "bench/run: the soak run failed (matchctl exit $soak_rc)" >&2
     soak_rc=1
   fi
+  echo "soak_defaults_rss_ratio=${soak_defaults_ratio:-?}"
   awk -v a="${soak_rss[100]}" -v b="${soak_rss[10]}" \
     'BEGIN { if (b <= 0) exit 1; printf "soak_rss_growth_ratio=%.2f\n", a / b }'
   return "$soak_rc"
