@@ -76,6 +76,18 @@ s.close()
 PY
 }
 
+# While the sender SENDER runs (its connection open), node 1's RSS stays
+# below 300 MB.
+watch_rss() { # SENDER WHAT
+  local rss
+  while kill -0 "$1" 2>/dev/null; do
+    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid1/status" 2>/dev/null || echo 0)
+    [ "${rss:-0}" -lt 307200 ] || fail "$2 node 1 RSS ${rss} kB while the header's connection is open"
+    sleep 0.2
+  done
+  wait "$1" || true
+}
+
 # ATTACKS="ii iv" runs only those of (i)-(iv), (vi) (default: all).
 want() { [ -z "${ATTACKS:-}" ] || [[ " $ATTACKS " == *" $1 "* ]]; }
 
@@ -123,13 +135,7 @@ if want ii; then
   # While the connection is open (up to 10 s; TLS closes it at once) the
   # node's RSS is watched.
   send_raw "$(header ffffffff)$(printf '%02x' $(seq 1 64))" 10 &
-  sender=$!
-  while kill -0 "$sender" 2>/dev/null; do
-    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid1/status" 2>/dev/null || echo 0)
-    [ "${rss:-0}" -lt 307200 ] || fail "(ii) node 1 RSS ${rss} kB while the header's connection is open"
-    sleep 0.2
-  done
-  wait "$sender" || true
+  watch_rss $! "(ii)"
   check_node1 "(ii) a BASP header announcing a 4 GiB payload"
 fi
 if want iii; then
@@ -143,13 +149,7 @@ if want vii; then
   send_raw "$(header 00000000 01)"
   check_node1 "(vii) a client handshake header with payload length 0"
   send_raw "$(header ffffffff 01)$(printf '%02x' $(seq 1 64))" 5 &
-  sender=$!
-  while kill -0 "$sender" 2>/dev/null; do
-    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid1/status" 2>/dev/null || echo 0)
-    [ "${rss:-0}" -lt 307200 ] || fail "(vii) node 1 RSS ${rss} kB while the header's connection is open"
-    sleep 0.2
-  done
-  wait "$sender" || true
+  watch_rss $! "(vii)"
   check_node1 "(vii) a client handshake header announcing a 4 GiB payload"
   send_raw "$(printf '%064d' 0)"
   check_node1 "(vii) 32 zero bytes"
