@@ -10,7 +10,7 @@ file(GLOB scripts RELATIVE "${LUA_DIR}" "${LUA_DIR}/*.lua")
 list(SORT scripts)
 # The shared code first, in this order (later files use earlier ones).
 set(code "")
-foreach(lib IN ITEMS common rules claim_fast)
+foreach(lib IN ITEMS common rules claim_fast groups)
   file(READ "${LUA_DIR}/lib/${lib}.lua" text)
   string(APPEND code "${text}\n")
 endforeach()

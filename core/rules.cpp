@@ -251,7 +251,7 @@ outcome<rule_set> parse_rule_set(const std::string& queue, const json& j) {
   if (!j.is_object())
     return bad_rules(where, "must be an object with attributes and rules");
   for (auto& [k, v] : j.items())
-    if (k != "attributes" && k != "rules")
+    if (k != "attributes" && k != "rules" && k != "shape")
       return bad_rules(where, "unknown field '" + k + "'");
   rule_set rs;
   auto attrs = j.find("attributes");
@@ -266,7 +266,20 @@ outcome<rule_set> parse_rule_set(const std::string& queue, const json& j) {
       rs.attributes.push_back(std::move(*d));
     }
   }
+  if (auto shape = j.find("shape"); shape != j.end()) {
+    std::vector<std::string> numbers;
+    for (auto& d : rs.attributes)
+      if (d.type == attr_type::number)
+        numbers.push_back(d.name);
+    auto s = parse_shape(where, shape->dump(), numbers);
+    if (!s)
+      return s.error();
+    rs.shape = std::move(*s);
+    rs.has_shape = !rs.shape.is_pair();
+  }
   auto rules = j.find("rules");
+  if (rules == j.end() && rs.has_shape)
+    return rs; // a shape alone: FIFO groups
   if (rules == j.end() || !rules->is_array() || rules->empty()
       || rules->size() > 16)
     return bad_rules(where, "rules: a list of 1..16 rules");

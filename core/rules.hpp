@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/outcome.hpp"
+#include "core/shape.hpp"
 
 namespace mm {
 
@@ -55,6 +56,9 @@ struct rule_set {
   std::vector<rule> rules;
   /// The compact form the claim script reads (lua/lib/rules.lua).
   std::string spec;
+  /// The queue's match shape (docs/groups.md); a pair when absent.
+  queue_shape shape;
+  bool has_shape = false; ///< declared and not a plain pair
 
   /// The declaration of `name`, or null.
   const attribute_decl* find(const std::string& name) const;
@@ -77,9 +81,11 @@ constexpr size_t max_member_cells = 64;
 ///   {"QUEUE": {"attributes": {NAME: {"type": "number"|"string"|"list",
 ///     "min", "max", "values", "max_items"}}, "rules": [{"kind":
 ///     "distance"|"equal"|"overlap"|"avoid", "attribute", "base", "step",
-///     "every_s", "cap", "band", "relax_after_s", "last"}]}}
-/// Refuses anything unusable with `invalid_rules` naming the queue, rule
-/// and field. Idempotent (a pure function).
+///     "every_s", "cap", "band", "relax_after_s", "last"}],
+///     "shape": {...}}}
+/// (`shape`: core/shape.hpp, docs/groups.md; a queue with a shape may have
+/// no rules). Refuses anything unusable with `invalid_rules` naming the
+/// queue, rule and field. Idempotent (a pure function).
 outcome<rule_book> parse_rule_book(const std::string& json_text);
 
 /// A join's attributes, checked against its queue's rules.

@@ -100,6 +100,46 @@ TEST(rules, bad_configurations_are_named) {
   }
 }
 
+/// A queue's shape (core/shape.hpp, docs/groups.md): checked at start,
+/// every bad one named.
+TEST(rules, a_shape_is_checked_and_compacted) {
+  auto book = parse_rule_book(R"({"q": {
+    "attributes": {"skill": {"type": "number"}, "region": {"type": "string"}},
+    "shape": {"players": {"min": 8, "max": 10},
+              "teams": {"count": 2, "size": 5}, "party_max": 3,
+              "fill_after_s": 20, "balance": "skill"}}})");
+  ASSERT_TRUE(book) << book.error().detail;
+  auto& rs = book->at("q");
+  EXPECT_TRUE(rs.has_shape);
+  EXPECT_TRUE(rs.rules.empty()) << "a shape alone: FIFO groups";
+  EXPECT_EQ(rs.shape.spec, "8,10,2,5,3,20000,1");
+  auto pair = parse_rule_book(R"({"q": {"shape": {"players":
+    {"min": 2, "max": 2}}, "rules": [{"kind": "avoid", "last": 1}]}})");
+  ASSERT_TRUE(pair) << pair.error().detail;
+  EXPECT_FALSE(pair->at("q").has_shape) << "2 players, parties of 1: a pair";
+  for (
+    const char* bad :
+    {R"({"players": {"min": 1, "max": 4}})",
+     R"({"players": {"min": 5, "max": 4}})",
+     R"({"players": {"min": 2, "max": 65}})", R"({"players": {"min": 4}})",
+     R"({"players": {"min": 4, "max": 4}, "teams": {"count": 3, "size": 2}})",
+     R"({"players": {"min": 4, "max": 4}, "teams": {"count": 2, "size": 2},
+             "party_max": 3})",
+     R"({"players": {"min": 4, "max": 4}, "fill_after_s": 5})",
+     R"({"players": {"min": 4, "max": 4}, "balance": "skill"})",
+     R"({"players": {"min": 4, "max": 4}, "teams": {"count": 2, "size": 2},
+             "balance": "region"})",
+     R"({"players": {"min": 4, "max": 4}, "colour": "red"})", R"([4])"}) {
+    auto b = parse_rule_book(std::string{R"({"q": {"attributes": {"skill":
+      {"type": "number"}, "region": {"type": "string"}}, "shape": )"}
+                             + bad + "}}");
+    ASSERT_FALSE(b) << bad;
+    EXPECT_EQ(b.error().code, errc::invalid_rules) << bad;
+    EXPECT_NE(b.error().detail.find("shape"), std::string::npos)
+      << b.error().detail;
+  }
+}
+
 TEST(rules, bad_attributes_are_named) {
   auto book = parse_rule_book(with_rules(attrs, R"([
     {"kind": "distance", "attribute": "skill", "base": 50},

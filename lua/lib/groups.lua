@@ -1,0 +1,282 @@
+-- groups.lua: matches of N players in teams, from tickets of 1..P users
+-- (problem 15 of docs/design.md; docs/groups.md), decided inside the one
+-- atomic claim. A queue with a shape keeps its tickets apart from the pair
+-- path's, under the same hash tag:
+--   KEYS[1] mm:{q}:gwait   zset  ticket id -> FIFO score
+--   KEYS[2] mm:{q}:seq     string counter for scores, tokens and group ids
+--   KEYS[3] mm:{q}:gtix    hash  ticket id -> group ticket record;
+--                                '#' .. user -> the ticket that user is in;
+--                                'g:' .. group id -> the group's record
+--   KEYS[4] mm:{q}:gdl     zset  ticket id -> ms (presence deadline while
+--                                waiting, claim hold while claimed)
+-- A shape arrives as "min,max,teams,team_size,party_max,fill_ms,balanced"
+-- (core/shape.cpp).
+
+local G_WAIT, G_SEQ, G_TIX, G_DL
+
+local function gbind(keys)
+  G_WAIT, G_SEQ, G_TIX, G_DL = keys[1], keys[2], keys[3], keys[4]
+end
+
+local function parse_shape(s)
+  local f = {}
+  for x in string.gmatch(s or '', '[^,]+') do f[#f + 1] = tonumber(x) end
+  if #f ~= 7 then return nil end
+  local sh = {min = f[1], max = f[2], teams = f[3], size = f[4],
+              party = f[5], fill = f[6], balanced = f[7] == 1}
+  if not sh.min or sh.min < 2 or sh.max < sh.min or sh.max > 64
+      or sh.party < 1 or sh.party > sh.max
+      or (sh.teams > 0 and sh.teams * sh.size ~= sh.max) then
+    return nil
+  end
+  return sh
+end
+
+-- A group ticket as one string: '\2', then NUL-terminated fields (ticket
+-- node score token state deadline hold since group team made n), then n
+-- times (user rk avoid bal alen), then the members' attrs back to back.
+-- Every field but the attrs holds no NUL (checked on the way in). group,
+-- team: the group it is claimed in; made: the group its own last claim
+-- made (a retried claim answers that one while it is unsettled).
+local function gencode(t)
+  local parts = {'\2', t.ticket, '\0', t.node, '\0', t.score, '\0', t.token,
+                 '\0', t.state, '\0', int_s(t.deadline), '\0', int_s(t.hold),
+                 '\0', t.since, '\0', t.group or '', '\0', t.team or '0', '\0',
+                 t.made or '', '\0', #t.members, '\0'}
+  local attrs = {}
+  for _, m in ipairs(t.members) do
+    parts[#parts + 1] = m.user .. '\0' .. m.rk .. '\0' .. m.avoid .. '\0'
+      .. m.bal .. '\0' .. #m.attrs .. '\0'
+    attrs[#attrs + 1] = m.attrs
+  end
+  return table.concat(parts) .. table.concat(attrs)
+end
+
+local function gdecode(s)
+  if not s or string.byte(s, 1) ~= 2 then return nil end
+  local pos, f = 2, {}
+  local function field()
+    local z = string.find(s, '\0', pos, true)
+    if not z then return nil end
+    local v = string.sub(s, pos, z - 1)
+    pos = z + 1
+    return v
+  end
+  for i = 1, 12 do
+    f[i] = field()
+    if not f[i] then return nil end
+  end
+  local t = {ticket = f[1], node = f[2], score = f[3], token = f[4],
+             state = f[5], deadline = tonumber(f[6]) or 0,
+             hold = tonumber(f[7]) or 0, since = f[8], group = f[9],
+             team = f[10], made = f[11], members = {}}
+  local n = tonumber(f[12]) or 0
+  for i = 1, n do
+    local user, rk, avoid, bal, alen = field(), field(), field(), field(),
+      field()
+    if not alen then return nil end
+    t.members[i] = {user = user, rk = rk, avoid = avoid, bal = bal,
+                    alen = tonumber(alen) or 0}
+  end
+  for _, m in ipairs(t.members) do
+    m.attrs = string.sub(s, pos, pos + m.alen - 1)
+    pos = pos + m.alen
+  end
+  return t
+end
+
+local function gload(id)
+  return gdecode(redis.call('HGET', G_TIX, id))
+end
+
+-- Removes a ticket: its record, its place, its deadline, and each member's
+-- pointer that is still on it.
+local function gremove(t)
+  redis.call('ZREM', G_WAIT, t.ticket)
+  redis.call('ZREM', G_DL, t.ticket)
+  local fields = {t.ticket}
+  for _, m in ipairs(t.members) do
+    if redis.call('HGET', G_TIX, '#' .. m.user) == t.ticket then
+      fields[#fields + 1] = '#' .. m.user
+    end
+  end
+  redis.call('HDEL', G_TIX, unpack(fields))
+end
+
+-- The sum of a ticket's balance values.
+local function gvalue(t)
+  local v = 0
+  for _, m in ipairs(t.members) do v = v + (tonumber(m.bal) or 0) end
+  return v
+end
+
+-- Can tickets of these sizes be placed whole in `teams` teams of `size`?
+-- (Largest first, with backtracking: a match holds few tickets.)
+local function packable(sizes, teams, size)
+  if teams == 0 then return true end
+  local sorted = {}
+  for i, s in ipairs(sizes) do sorted[i] = s end
+  table.sort(sorted, function(a, b) return a > b end)
+  local room = {}
+  for k = 1, teams do room[k] = size end
+  local function place(i)
+    if i > #sorted then return true end
+    local tried = {}
+    for k = 1, teams do
+      if room[k] >= sorted[i] and not tried[room[k]] then
+        tried[room[k]] = true
+        room[k] = room[k] - sorted[i]
+        if place(i + 1) then return true end
+        room[k] = room[k] + sorted[i]
+      end
+    end
+    return false
+  end
+  return place(1)
+end
+
+-- Team of each ticket of a match: every team at most `size` players, the
+-- player counts as even as the parties allow, and with `balanced` the
+-- spread of the teams' value sums as small as possible: exactly for two
+-- teams up to 16 tickets (every split is tried), else largest value first
+-- into the lightest team with room. Returns a list of team numbers
+-- (1-based, by ticket), or nil when no placement exists.
+local EXACT_TICKETS = 16
+local function assign_teams(tickets, teams, size, balanced)
+  local k = #tickets
+  if teams == 0 then
+    local out = {}
+    for i = 1, k do out[i] = 0 end
+    return out
+  end
+  local players = 0
+  for _, t in ipairs(tickets) do players = players + #t.members end
+  -- The fullest a team may be for the counts to be as even as they can.
+  local even_hi = math.ceil(players / teams)
+  if teams == 2 and k <= EXACT_TICKETS then
+    local best, best_key = nil, nil
+    local total = 0
+    local vals = {}
+    for i, t in ipairs(tickets) do
+      vals[i] = balanced and gvalue(t) or 0
+      total = total + vals[i]
+    end
+    -- Ticket 1 stays in team 1 (the two halves are symmetric).
+    for mask = 0, 2 ^ (k - 1) - 1 do
+      local n1, v1 = #tickets[1].members, vals[1]
+      local m = mask
+      for i = 2, k do
+        if m % 2 == 1 then
+          n1 = n1 + #tickets[i].members
+          v1 = v1 + vals[i]
+        end
+        m = math.floor(m / 2)
+      end
+      local n2 = players - n1
+      if n1 <= size and n2 <= size then
+        local key = math.abs(n1 - n2) * 1e15 + math.abs(2 * v1 - total)
+        if not best_key or key < best_key then best, best_key = mask, key end
+      end
+    end
+    if not best then return nil end
+    local out, m = {1}, best
+    for i = 2, k do
+      out[i] = (m % 2 == 1) and 1 or 2
+      m = math.floor(m / 2)
+    end
+    return out
+  end
+  -- Greedy: largest party first (then largest value), into the team with
+  -- the fewest players (then the lowest sum) that has room.
+  local order = {}
+  for i = 1, k do order[i] = i end
+  table.sort(order, function(a, b)
+    local na, nb = #tickets[a].members, #tickets[b].members
+    if na ~= nb then return na > nb end
+    if balanced then return gvalue(tickets[a]) > gvalue(tickets[b]) end
+    return a < b
+  end)
+  local count, sum, out = {}, {}, {}
+  for t = 1, teams do count[t], sum[t] = 0, 0 end
+  for _, i in ipairs(order) do
+    local n, pick = #tickets[i].members, nil
+    for t = 1, teams do
+      if count[t] + n <= math.min(size, even_hi + n - 1) then
+        if not pick or count[t] < count[pick]
+            or (count[t] == count[pick] and sum[t] < sum[pick]) then
+          pick = t
+        end
+      end
+    end
+    if not pick then
+      for t = 1, teams do
+        if count[t] + n <= size and (not pick or count[t] < count[pick]) then
+          pick = t
+        end
+      end
+    end
+    if not pick then return nil end
+    out[i] = pick
+    count[pick] = count[pick] + n
+    sum[pick] = sum[pick] + (balanced and gvalue(tickets[i]) or 0)
+  end
+  return out
+end
+
+-- Are two tickets' members compatible, each with each (rules.lua)? A
+-- ticket's members wait as long as the ticket.
+local function tickets_compatible(rules, a, b, now)
+  if not rules then return true end
+  for _, x in ipairs(a.members) do
+    local sx = {user = x.user, vals = split(x.rk, '|'),
+                wait = now - tonumber(a.since), avoid = split(x.avoid, ',')}
+    for _, y in ipairs(b.members) do
+      local sy = {user = y.user, vals = split(y.rk, '|'),
+                  wait = now - tonumber(b.since), avoid = split(y.avoid, ',')}
+      if not compatible(rules, sx, sy) then return false end
+    end
+  end
+  return true
+end
+
+-- The match to make from live waiting tickets in FIFO order: starting from
+-- the oldest (then the next, when the oldest cannot be part of one within
+-- the window), adds every ticket that fits — room left, compatible with
+-- every member so far, parties still placeable whole in the teams — until
+-- the match is full, or, when the oldest of it has waited `fill` ms, of at
+-- least `min` players. Returns the tickets, or nil.
+local MAX_ANCHORS = 8
+local function form_group(cands, sh, rules, now)
+  for a = 1, math.min(#cands, MAX_ANCHORS) do
+    local group, sizes, players = {cands[a]}, {#cands[a].members},
+      #cands[a].members
+    for i = a + 1, #cands do
+      if players == sh.max then break end
+      local c = cands[i]
+      local n = #c.members
+      if players + n <= sh.max then
+        local ok = true
+        for _, g in ipairs(group) do
+          if not tickets_compatible(rules, g, c, now) then
+            ok = false
+            break
+          end
+        end
+        if ok then
+          sizes[#sizes + 1] = n
+          if packable(sizes, sh.teams, sh.size) then
+            group[#group + 1] = c
+            players = players + n
+          else
+            sizes[#sizes] = nil
+          end
+        end
+      end
+    end
+    if players == sh.max then return group end
+    if players >= sh.min and now - tonumber(cands[a].since) >= sh.fill then
+      return group
+    end
+  end
+  return nil
+end

@@ -1,0 +1,102 @@
+#pragma once
+
+// Group messages (problem 15 of docs/design.md, docs/groups.md): a party's
+// ticket, and what the group claim answers. Plain structs with an `inspect`
+// overload each, so they can cross nodes.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+namespace mm {
+
+/// One user of a ticket of a queue with a shape.
+struct party_member {
+  std::string user;
+  std::string rk;      ///< rule values (core/rules.hpp), '' without rules
+  std::string avoid;   ///< recent partners, ','-separated
+  std::string balance; ///< the shape's balance attribute's value, '' none
+  std::string attrs;   ///< opaque (or canonical JSON on a queue with rules)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, party_member& x) {
+  return f(caf::meta::type_name("party_member"), x.user, x.rk, x.avoid,
+           x.balance, x.attrs);
+}
+
+/// A ticket of 1..party_max users joining a queue with a shape; the first
+/// member leads (its user names the ticket's owner).
+struct group_ticket_spec {
+  std::string queue;
+  std::string ticket; ///< the idempotency key of the join
+  std::string node;   ///< node of the leader's session
+  uint32_t ttl_ms = 30000;
+  std::string rules; ///< the queue's rule set spec, '' none
+  std::string shape; ///< the queue's shape spec (core/shape.hpp)
+  std::vector<party_member> members;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_ticket_spec& x) {
+  return f(caf::meta::type_name("group_ticket_spec"), x.queue, x.ticket, x.node,
+           x.ttl_ms, x.rules, x.shape, x.members);
+}
+
+/// A member of a claimed ticket, as the match needs it.
+struct matched_member {
+  std::string user;
+  std::string attrs;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, matched_member& x) {
+  return f(caf::meta::type_name("matched_member"), x.user, x.attrs);
+}
+
+/// One ticket of a claimed group.
+struct matched_ticket {
+  std::string ticket;
+  std::string node;
+  int64_t score = 0; ///< its original FIFO place (a requeue keeps it)
+  std::string token;
+  uint32_t team = 0; ///< 1-based; 0: no teams
+  std::vector<matched_member> members;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, matched_ticket& x) {
+  return f(caf::meta::type_name("matched_ticket"), x.ticket, x.node, x.score,
+           x.token, x.team, x.members);
+}
+
+enum class group_claim_outcome : uint8_t {
+  queued,           ///< no match within the window: the ticket waits
+  matched,          ///< the call made `group` (the caller in it or not)
+  claimed_by_other, ///< another call put the caller's ticket in `group`
+};
+
+/// What the group claim answers.
+struct group_claim_result {
+  group_claim_outcome outcome = group_claim_outcome::queued;
+  std::string ticket;    ///< the caller's
+  std::string token;     ///< the caller's ticket's token
+  int64_t score = 0;     ///< the caller's FIFO place
+  int64_t deadline = 0;  ///< the caller's presence deadline (store ms)
+  bool in_group = false; ///< matched: the caller's ticket is in `group`
+  std::string group;     ///< matched, claimed_by_other
+  std::vector<matched_ticket> tickets; ///< matched: the group, in FIFO order
+  uint32_t stale_removed = 0;
+  bool more = false; ///< queued: the whole window was stale: look again
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_claim_result& x) {
+  return f(caf::meta::type_name("group_claim_result"), x.outcome, x.ticket,
+           x.token, x.score, x.deadline, x.in_group, x.group, x.tickets,
+           x.stale_removed, x.more);
+}
+
+} // namespace mm

@@ -1,0 +1,214 @@
+#include "persistence/queue/group_codec.hpp"
+
+#include <set>
+
+#include "core/utf8.hpp"
+#include "persistence/queue/codec_util.hpp"
+#include "persistence/queue/queue_codec.hpp"
+
+namespace mm::codec {
+
+using namespace detail;
+
+std::vector<std::string> group_keys(const std::string& queue) {
+  auto tag = "mm:{" + queue + "}:";
+  return {tag + "gwait", tag + "seq", tag + "gtix", tag + "gdl"};
+}
+
+namespace {
+
+/// The largest party a ticket may carry (the most a shape allows).
+constexpr size_t max_members = 64;
+
+script_call make_group(script_id id, const std::string& queue,
+                       std::vector<std::string> args) {
+  return script_call{id, group_keys(queue), std::move(args)};
+}
+
+std::string check_member(const party_member& m) {
+  std::string err;
+  if (!(err = check_id("user", m.user, max_id)).empty())
+    return err;
+  if (m.rk.size() > 2048 || m.avoid.size() > 4096 || m.balance.size() > 32)
+    return "rule values, avoid list or balance value too long";
+  if (m.rk.find('\0') != std::string::npos
+      || m.avoid.find('\0') != std::string::npos)
+    return "rule values and avoid lists hold no NUL";
+  if (m.balance.find_first_not_of("-0123456789.") != std::string::npos)
+    return "balance must be a number";
+  if (m.attrs.size() > max_attrs)
+    return "attrs is longer than " + std::to_string(max_attrs) + " bytes";
+  if (m.attrs.find('\0') != std::string::npos || !valid_utf8(m.attrs))
+    return "attrs must be UTF-8 without NUL";
+  return {};
+}
+
+} // namespace
+
+outcome<script_call> group_claim_call(const group_ticket_spec& spec,
+                                      uint32_t scan, uint32_t hold_ms) {
+  std::string err;
+  if (!(err = check_queue(spec.queue)).empty()
+      || !(err = check_id("ticket", spec.ticket, max_ticket)).empty()
+      || !(err = check_id("node", spec.node, max_node)).empty()
+      || !(err = check_range("ttl_ms", spec.ttl_ms, 1, max_ttl_ms)).empty()
+      || !(err = check_range("scan", scan, 1, max_scan)).empty()
+      || !(err = check_range("hold_ms", hold_ms, 1, max_hold_ms)).empty()
+      || !(err = check_range("members", spec.members.size(), 1, max_members))
+            .empty())
+    return invalid(std::move(err));
+  if (spec.shape.empty() || spec.shape.size() > 64 || spec.rules.size() > 1024)
+    return invalid("a shape (and at most 1024 bytes of rules) is needed");
+  std::set<std::string> users;
+  std::vector<std::string> args{spec.ticket,
+                                spec.node,
+                                std::to_string(spec.ttl_ms),
+                                std::to_string(scan),
+                                std::to_string(hold_ms),
+                                spec.rules,
+                                spec.shape,
+                                std::to_string(spec.members.size())};
+  for (auto& m : spec.members) {
+    if (!(err = check_member(m)).empty())
+      return invalid("member " + m.user + ": " + err);
+    if (!users.insert(m.user).second)
+      return invalid("member " + m.user + " is in the party twice");
+    args.insert(args.end(), {m.user, m.rk, m.avoid, m.balance, m.attrs});
+  }
+  return make_group(script_id::group_claim, spec.queue, std::move(args));
+}
+
+outcome<group_claim_result> parse_group_claim(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  group_claim_result r;
+  if (x[0] == "queued") {
+    if (!has(x, 7))
+      return short_reply(x);
+    r.outcome = group_claim_outcome::queued;
+    r.ticket = x[1];
+    r.token = x[2];
+    r.score = to_int(x[3]);
+    r.deadline = to_int(x[4]);
+    r.stale_removed = static_cast<uint32_t>(to_int(x[5]));
+    r.more = x[6] == "1";
+    return r;
+  }
+  if (x[0] == "claimed") {
+    if (!has(x, 4))
+      return short_reply(x);
+    r.outcome = group_claim_outcome::claimed_by_other;
+    r.ticket = x[1];
+    r.token = x[2];
+    r.group = x[3];
+    r.in_group = true;
+    return r;
+  }
+  if (x[0] == "duplicate") {
+    if (!has(x, 3))
+      return short_reply(x);
+    return failure{errc::duplicate_ticket,
+                   "user " + x[1] + " is in ticket " + x[2]};
+  }
+  if (x[0] != "matched")
+    return refusal(x);
+  // matched, group, stale, own state, token, score, deadline, k, tickets...
+  if (!has(x, 8))
+    return short_reply(x);
+  r.outcome = group_claim_outcome::matched;
+  r.group = x[1];
+  r.stale_removed = static_cast<uint32_t>(to_int(x[2]));
+  r.in_group = x[3] == "claimed";
+  r.token = x[4];
+  r.score = to_int(x[5]);
+  r.deadline = to_int(x[6]);
+  auto k = static_cast<size_t>(to_int(x[7]));
+  size_t i = 8;
+  for (size_t t = 0; t < k; ++t) {
+    if (!has(x, i + 6))
+      return short_reply(x);
+    matched_ticket m;
+    m.ticket = x[i];
+    m.node = x[i + 1];
+    m.score = to_int(x[i + 2]);
+    m.token = x[i + 3];
+    m.team = static_cast<uint32_t>(to_int(x[i + 4]));
+    auto n = static_cast<size_t>(to_int(x[i + 5]));
+    i += 6;
+    if (n == 0 || n > max_members || !has(x, i + 2 * n))
+      return short_reply(x);
+    for (size_t j = 0; j < n; ++j, i += 2)
+      m.members.push_back(matched_member{x[i], x[i + 1]});
+    r.tickets.push_back(std::move(m));
+  }
+  return r;
+}
+
+outcome<script_call> group_cancel_call(const std::string& queue,
+                                       const std::string& user,
+                                       const std::string& token) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty()
+      || !(err = check_id("user", user, max_id)).empty())
+    return invalid(std::move(err));
+  if (token.empty() || token.size() > 20
+      || token.find_first_not_of("0123456789") != std::string::npos)
+    return invalid("token must be the decimal token the queue issued");
+  return make_group(script_id::group_cancel, queue, {user, token});
+}
+
+outcome<group_cancel_result> parse_group_cancel(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "cancelled" && has(x, 2))
+    return group_cancel_result{false, x[1], {}};
+  if (x[0] == "in_flight" && has(x, 3))
+    return group_cancel_result{true, x[1], x[2]};
+  return refusal(x);
+}
+
+outcome<script_call> group_release_call(const std::string& queue,
+                                        const std::string& group) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty()
+      || !(err = check_id("group", group, max_id)).empty())
+    return invalid(std::move(err));
+  return make_group(script_id::group_release, queue, {group});
+}
+
+outcome<script_call>
+group_requeue_call(const std::string& queue, const std::string& group,
+                   const std::vector<std::string>& leaving) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty()
+      || !(err = check_id("group", group, max_id)).empty())
+    return invalid(std::move(err));
+  std::vector<std::string> args{group};
+  for (auto& t : leaving) {
+    if (!(err = check_id("ticket", t, max_ticket)).empty())
+      return invalid(std::move(err));
+    args.push_back(t);
+  }
+  return make_group(script_id::group_requeue, queue, std::move(args));
+}
+
+outcome<group_settle_result> parse_group_settle(const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "gone")
+    return group_settle_result{true, 0, 0};
+  if (x[0] == "released" && has(x, 2))
+    return group_settle_result{false, 0, static_cast<uint32_t>(to_int(x[1]))};
+  if (x[0] == "requeued" && has(x, 3))
+    return group_settle_result{false, static_cast<uint32_t>(to_int(x[1])),
+                               static_cast<uint32_t>(to_int(x[2]))};
+  return refusal(x);
+}
+
+} // namespace mm::codec

@@ -1,0 +1,69 @@
+#pragma once
+
+// The calls of the group scripts (lua/group_*.lua) and the typed reading of
+// their replies (docs/groups.md). Like queue_codec.hpp: pure functions, no
+// I/O; every check refuses with `invalid_argument` before a call is made.
+
+#include <string>
+#include <vector>
+
+#include "core/outcome.hpp"
+#include "messages/group_types.hpp"
+#include "persistence/queue/queue_store.hpp"
+
+namespace mm::codec {
+
+/// The four keys of a queue with a shape, under its hash tag:
+/// mm:{q}:gwait, mm:{q}:seq, mm:{q}:gtix, mm:{q}:gdl (lua/lib/groups.lua).
+std::vector<std::string> group_keys(const std::string& queue);
+
+/// group_claim.lua: files `spec`'s ticket unless it waits already, then
+/// makes the match the oldest `scan` (1..100) waiting tickets allow,
+/// claimed for `hold_ms` (1..600000). Refuses a spec without members, with
+/// more than 64, with a member twice, or whose ids, attrs or rule strings
+/// the scripts would refuse. Idempotent per ticket: a retry answers the
+/// group its first run made while that group is unsettled.
+outcome<script_call> group_claim_call(const group_ticket_spec& spec,
+                                      uint32_t scan, uint32_t hold_ms);
+
+/// The reply of group_claim. `duplicate_ticket` (a member is in another
+/// live ticket; the detail names the user), `invalid_argument`.
+outcome<group_claim_result> parse_group_claim(const store_reply& reply);
+
+/// group_cancel.lua: a member's leave of its waiting ticket, by the
+/// ticket's `token`. Idempotent.
+outcome<script_call> group_cancel_call(const std::string& queue,
+                                       const std::string& user,
+                                       const std::string& token);
+
+/// The reply of group_cancel as a cancel_result-like pair: `in_flight`
+/// false and the ticket when it was removed; `in_flight` true and the
+/// group when a claim holds it. `stale_token`, `not_found`.
+struct group_cancel_result {
+  bool in_flight = false;
+  std::string ticket;
+  std::string group; ///< in_flight: the group that holds the ticket
+};
+outcome<group_cancel_result> parse_group_cancel(const store_reply& reply);
+
+/// group_release.lua: removes a settled group's tickets. Idempotent.
+outcome<script_call> group_release_call(const std::string& queue,
+                                        const std::string& group);
+
+/// group_requeue.lua: undoes a group; every ticket back at its original
+/// place except `leaving` (removed). Idempotent.
+outcome<script_call>
+group_requeue_call(const std::string& queue, const std::string& group,
+                   const std::vector<std::string>& leaving);
+
+/// The replies of group_release and group_requeue: how many tickets went
+/// back (requeue) and how many were removed; `gone` when the group was
+/// settled before.
+struct group_settle_result {
+  bool gone = false;
+  uint32_t back = 0;
+  uint32_t removed = 0;
+};
+outcome<group_settle_result> parse_group_settle(const store_reply& reply);
+
+} // namespace mm::codec
