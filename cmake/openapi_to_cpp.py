@@ -5,7 +5,8 @@ at /openapi.json; nothing is read at run time).
 Usage: openapi_to_cpp.py OPENAPI_YAML OUT_CPP
 Fails the build, naming the problem, when the description is not a sound
 OpenAPI 3 document: version, info, operations without responses, duplicate
-operationIds, path parameters not declared, $refs that resolve to nothing.
+operationIds, path parameters not declared, $refs that resolve to nothing,
+responses with keys OpenAPI does not know.
 """
 import json, os, re, sys
 
@@ -82,6 +83,17 @@ for path, item in paths.items():
         elif oid in op_ids:
             bad(f"{where}: operationId {oid} used twice")
         op_ids.add(oid)
+        # A response holds only these: a comma in an unquoted flow-style
+        # description ({description: a, b}) makes a bogus key of the rest.
+        for code, resp in (op.get("responses") or {}).items():
+            if not re.fullmatch(r"[1-5][0-9X]{2}|default", str(code)):
+                bad(f"{where}: response code {code!r}")
+            if isinstance(resp, dict):
+                extra = sorted(set(resp) - {"description", "content",
+                                            "headers", "links", "$ref"})
+                if extra:
+                    bad(f"{where}: response {code} has unknown keys {extra} "
+                        f"(quote a description that holds a comma)")
         names = common | declared(op.get("parameters"))
         if names != templated:
             bad(f"{where}: path parameters {sorted(names)} do not match "
