@@ -12,6 +12,7 @@
 
 #include "core/log_limit.hpp"
 #include "core/logger.hpp"
+#include "persistence/queue/group_codec.hpp"
 
 #include "persistence/queue/queue_codec.hpp"
 #include "persistence/queue/queue_store.hpp"
@@ -250,6 +251,47 @@ void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
          });
 }
 
+/// A party's claim-or-enqueue on a queue with a shape, with bounded
+/// rescans after stale-only windows, as `claim` (problem 3, docs/groups.md).
+void group_claim(broker_ptr self, group_ticket_spec spec, uint32_t scans,
+                 uint32_t stale, sink<group_claim_result> out) {
+  auto& cfg = self->state.cfg;
+  auto scan = std::max(cfg.scan, cfg.group_scan);
+  auto call = codec::group_claim_call(spec, scan, cfg.hold_ms);
+  if (!call) {
+    out(call.error());
+    return;
+  }
+  if (scans == 0) {
+    if (auto f = admit(self, spec.queue, true)) {
+      out(std::move(*f));
+      return;
+    }
+  }
+  submit(self, std::move(*call),
+         [self, spec{std::move(spec)}, scans, stale,
+          out{std::move(out)}](store_reply& r) mutable {
+           auto res = codec::parse_group_claim(r);
+           if (!res) {
+             out(std::move(res));
+             return;
+           }
+           if (auto& m = self->state.cfg.metrics) {
+             m->claims.fetch_add(1, std::memory_order_relaxed);
+             m->stale_removed.fetch_add(res->stale_removed,
+                                        std::memory_order_relaxed);
+           }
+           res->stale_removed += stale;
+           if (res->outcome == group_claim_outcome::queued && res->more
+               && scans + 1 <= self->state.cfg.max_rescans) {
+             group_claim(self, std::move(spec), scans + 1, res->stale_removed,
+                         std::move(out));
+             return;
+           }
+           out(std::move(res));
+         });
+}
+
 template <class T>
 sink<T> deliver_to(caf::typed_response_promise<T> rp) {
   return [rp](outcome<T> res) mutable {
@@ -379,6 +421,32 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
                     rp.deliver(std::move(g->results));
                 }
               });
+      return rp;
+    },
+    [self](claim_atom, group_ticket_spec& spec) {
+      auto rp = self->make_response_promise<group_claim_result>();
+      group_claim(self, std::move(spec), 0, 0, deliver_to(rp));
+      return rp;
+    },
+    [self](cancel_atom, group_leave& x) {
+      auto rp = self->make_response_promise<group_cancel_result>();
+      run_parsed<group_cancel_result>(
+        self, codec::group_cancel_call(x.queue, x.user, x.token),
+        codec::parse_group_cancel, deliver_to(rp));
+      return rp;
+    },
+    [self](release_atom, group_ref& g) {
+      auto rp = self->make_response_promise<group_settle_result>();
+      run_parsed<group_settle_result>(
+        self, codec::group_release_call(g.queue, g.group),
+        codec::parse_group_settle, deliver_to(rp));
+      return rp;
+    },
+    [self](requeue_atom, group_ref& g, std::vector<std::string>& leaving) {
+      auto rp = self->make_response_promise<group_settle_result>();
+      run_parsed<group_settle_result>(
+        self, codec::group_requeue_call(g.queue, g.group, leaving),
+        codec::parse_group_settle, deliver_to(rp));
       return rp;
     },
     [self](rescan_atom, ticket_spec& spec) {

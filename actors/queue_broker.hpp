@@ -18,6 +18,9 @@ struct broker_config {
   /// Candidates per claim call on a queue with rules (the index cells'
   /// heads, merged oldest first; docs/rules.md).
   uint32_t rule_scan = 32;
+  /// Candidates per group claim call (a queue with a shape): a window must
+  /// hold a whole match and more (docs/groups.md); at most 100.
+  uint32_t group_scan = 64;
   uint32_t hold_ms = 10000; ///< bound on a claimed pair's finalization
   uint32_t max_rescans = 8; ///< extra claim calls after stale-only windows
   uint32_t workers = 4;     ///< store connections (blocking stores only)

@@ -99,4 +99,55 @@ typename Inspector::result_type inspect(Inspector& f, group_claim_result& x) {
            x.stale_removed, x.more);
 }
 
+/// A member's leave of its queued ticket (compare-and-delete by token).
+struct group_leave {
+  std::string queue;
+  std::string user;  ///< any member of the ticket
+  std::string token; ///< the ticket's token
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_leave& x) {
+  return f(caf::meta::type_name("group_leave"), x.queue, x.user, x.token);
+}
+
+/// A claimed group of a queue.
+struct group_ref {
+  std::string queue;
+  std::string group;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_ref& x) {
+  return f(caf::meta::type_name("group_ref"), x.queue, x.group);
+}
+
+/// What a member's leave did: the ticket removed (`in_flight` false), or
+/// held by a claim (`in_flight` true, `group` the claim's group).
+struct group_cancel_result {
+  bool in_flight = false;
+  std::string ticket;
+  std::string group;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_cancel_result& x) {
+  return f(caf::meta::type_name("group_cancel_result"), x.in_flight, x.ticket,
+           x.group);
+}
+
+/// What settling a group did: tickets put back (requeue) and removed;
+/// `gone` when it was settled before.
+struct group_settle_result {
+  bool gone = false;
+  uint32_t back = 0;
+  uint32_t removed = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_settle_result& x) {
+  return f(caf::meta::type_name("group_settle_result"), x.gone, x.back,
+           x.removed);
+}
+
 } // namespace mm

@@ -17,6 +17,7 @@
 
 #include "core/errc.hpp"
 #include "messages/engine_types.hpp"
+#include "messages/group_types.hpp"
 #include "messages/queue_types.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
@@ -81,6 +82,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::match_event>))
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::delivery_report>))
 
+  // Groups (docs/groups.md); appended, so that earlier ids stay put.
+  CAF_ADD_TYPE_ID(matchmaker, (mm::group_ticket_spec))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::group_claim_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::group_leave))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::group_ref))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::group_cancel_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::group_settle_result))
+
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
 CAF_ERROR_CODE_ENUM(mm::errc, "mm")
@@ -125,6 +134,20 @@ using queue_broker_actor = caf::typed_actor<
   // answers how many it removed and the queue's depth (waiting tickets
   // left). Idempotent.
   caf::replies_to<sweep_atom, std::string>::with<sweep_result>,
+  // Groups (docs/groups.md). A party's claim-or-enqueue on a queue with a
+  // shape; rescans (bounded) while a window held only stale tickets.
+  // Idempotent per ticket: a retry answers the group its first run made.
+  // `duplicate_ticket` when a member is in another live ticket.
+  caf::replies_to<claim_atom, group_ticket_spec>::with<group_claim_result>,
+  // A member leaves its ticket: removed whole while it waits, or in flight
+  // with the group that holds it. Idempotent.
+  caf::replies_to<cancel_atom, group_leave>::with<group_cancel_result>,
+  // Removes a settled group's tickets (its match committed). Idempotent.
+  caf::replies_to<release_atom, group_ref>::with<group_settle_result>,
+  // Undoes a group: its tickets back at their places but the leaving ones
+  // (removed). Idempotent.
+  caf::replies_to<requeue_atom, group_ref,
+                  std::vector<std::string>>::with<group_settle_result>,
   // Timer: sweeps every queue seen so far, then re-arms itself.
   caf::reacts_to<tick_atom>>;
 

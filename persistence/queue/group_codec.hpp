@@ -36,14 +36,9 @@ outcome<script_call> group_cancel_call(const std::string& queue,
                                        const std::string& user,
                                        const std::string& token);
 
-/// The reply of group_cancel as a cancel_result-like pair: `in_flight`
-/// false and the ticket when it was removed; `in_flight` true and the
-/// group when a claim holds it. `stale_token`, `not_found`.
-struct group_cancel_result {
-  bool in_flight = false;
-  std::string ticket;
-  std::string group; ///< in_flight: the group that holds the ticket
-};
+/// The reply of group_cancel: `in_flight` false and the ticket when it was
+/// removed; `in_flight` true and the group when a claim holds it.
+/// `stale_token`, `not_found`.
 outcome<group_cancel_result> parse_group_cancel(const store_reply& reply);
 
 /// group_release.lua: removes a settled group's tickets. Idempotent.
@@ -59,11 +54,6 @@ group_requeue_call(const std::string& queue, const std::string& group,
 /// The replies of group_release and group_requeue: how many tickets went
 /// back (requeue) and how many were removed; `gone` when the group was
 /// settled before.
-struct group_settle_result {
-  bool gone = false;
-  uint32_t back = 0;
-  uint32_t removed = 0;
-};
 outcome<group_settle_result> parse_group_settle(const store_reply& reply);
 
 } // namespace mm::codec

@@ -353,4 +353,56 @@ CAF_TEST(an idle empty queue is forgotten with its metric label) {
   sched.run();
 }
 
+/// A party's ticket on a queue with a shape (docs/groups.md).
+group_ticket_spec party(const std::string& queue, const std::string& ticket,
+                        std::vector<std::string> users,
+                        uint32_t ttl_ms = 30000) {
+  group_ticket_spec s;
+  s.queue = queue;
+  s.ticket = ticket;
+  s.node = "n1";
+  s.ttl_ms = ttl_ms;
+  s.shape = "4,4,2,2,2,0,0"; // 2 teams of 2, parties up to 2
+  for (auto& u : users) {
+    party_member m;
+    m.user = u;
+    s.members.push_back(std::move(m));
+  }
+  return s;
+}
+
+CAF_TEST(group claims leaves and settles go through the broker) {
+  auto a = ask<group_claim_result>(claim_atom_v,
+                                   party("g", "ta", {"a1", "a2"}));
+  CAF_CHECK(a.outcome == group_claim_outcome::queued);
+  auto dup = ask_error<group_claim_result>(claim_atom_v,
+                                           party("g", "tx", {"x", "a2"}));
+  CAF_CHECK(is(dup, errc::duplicate_ticket));
+  auto b = ask<group_claim_result>(claim_atom_v, party("g", "tb", {"b1"}));
+  CAF_CHECK(b.outcome == group_claim_outcome::queued);
+  auto c = ask<group_claim_result>(claim_atom_v, party("g", "tc", {"c1"}));
+  CAF_REQUIRE(c.outcome == group_claim_outcome::matched);
+  CAF_CHECK(c.in_group);
+  CAF_REQUIRE_EQUAL(c.tickets.size(), 3u);
+  // Two teams of two: the pair alone, the singles together.
+  CAF_CHECK_NOT_EQUAL(c.tickets[0].team, c.tickets[1].team);
+  CAF_CHECK_EQUAL(c.tickets[1].team, c.tickets[2].team);
+  // A member's leave while the group is held: in flight.
+  auto leave = ask<group_cancel_result>(cancel_atom_v,
+                                        group_leave{"g", "a2", a.token});
+  CAF_CHECK(leave.in_flight);
+  CAF_CHECK_EQUAL(leave.group, c.group);
+  // The claimer undoes it for the leaving party; the singles go back.
+  auto undo = ask<group_settle_result>(requeue_atom_v, group_ref{"g", c.group},
+                                       std::vector<std::string>{"ta"});
+  CAF_CHECK_EQUAL(undo.back, 2u);
+  CAF_CHECK_EQUAL(undo.removed, 1u);
+  auto gone = ask<group_settle_result>(release_atom_v, group_ref{"g", c.group});
+  CAF_CHECK(gone.gone);
+  // Bad input is named and changes nothing.
+  auto bad = ask_error<group_claim_result>(claim_atom_v,
+                                           party("g", "t?", {"y"}));
+  CAF_CHECK(is(bad, errc::invalid_argument));
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()
