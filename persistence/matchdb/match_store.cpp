@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -186,6 +187,51 @@ match_store::fetch_undelivered(uint32_t limit, uint32_t lease_ms) {
   return do_fetch_undelivered(limit, lease_ms);
 }
 
+outcome<match_record>
+match_store::commit_group(const group_match_request& req,
+                          const commit_check& check) {
+  if (auto f = check_group_request(req); f.code != errc::none)
+    return f;
+  commit_check mapped; // as in commit_matches: one exception type
+  if (check)
+    mapped = [&check](commit_stage stage, size_t k) -> bool {
+      try {
+        return check(stage, k);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(std::string{"commit check threw: "}
+                                 + e.what());
+      } catch (...) {
+        throw std::runtime_error("commit check threw");
+      }
+    };
+  return do_commit_group(req, mapped);
+}
+
+outcome<leave_record> match_store::leave_session(const std::string& session_id,
+                                                 const std::string& user,
+                                                 const std::string& reason) {
+  if (auto f = check_id("session id", session_id); f.code != errc::none)
+    return f;
+  if (auto f = check_id("user", user); f.code != errc::none)
+    return f;
+  if (auto f = check_close_reason(reason); f.code != errc::none)
+    return f;
+  return do_leave_session(session_id, user, reason);
+}
+
+outcome<match_record>
+match_store::do_commit_group(const group_match_request&, const commit_check&) {
+  return failure{errc::protocol_error,
+                 "commit_group is not supported by this store"};
+}
+
+outcome<leave_record> match_store::do_leave_session(const std::string&,
+                                                    const std::string&,
+                                                    const std::string&) {
+  return failure{errc::protocol_error,
+                 "leave_session is not supported by this store"};
+}
+
 outcome<swipe_record> match_store::record_swipe(const std::string& from,
                                                 const std::string& to,
                                                 bool like) {
@@ -317,7 +363,61 @@ users_json(const std::string& user_a, const std::string& ticket_a,
   });
 }
 
+/// The members of a session as its events name them: a group's every
+/// member with its team (and, when asked, whether it is still in), else
+/// the pair.
+nlohmann::json session_users_json(const match_record& s, bool with_active) {
+  if (s.members.empty())
+    return users_json(s.user_a, s.ticket_a, s.user_b, s.ticket_b);
+  auto out = nlohmann::json::array();
+  for (const auto& m : s.members) {
+    nlohmann::json j{{"user", m.user}, {"ticket", m.ticket}, {"team", m.team}};
+    if (with_active)
+      j["active"] = m.active;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+failure check_attrs(const std::string& attrs) {
+  // NUL: PostgreSQL text and jsonb cannot hold it.
+  if (attrs.size() > max_attrs_len || attrs.find('\0') != std::string::npos
+      || !valid_utf8(attrs))
+    return bad("attrs must be UTF-8 without NUL, at most "
+               + std::to_string(max_attrs_len) + " bytes");
+  return {};
+}
+
 } // namespace
+
+failure check_group_request(const group_match_request& req) {
+  if (auto f = check_text("queue", req.queue, max_queue_len);
+      f.code != errc::none)
+    return f;
+  if (auto f = check_id("group", req.group); f.code != errc::none)
+    return f;
+  const auto n = req.members.size();
+  if (n < 2 || n > max_group_members)
+    return bad("a group match has 2.." + std::to_string(max_group_members)
+               + " members");
+  if (req.min_players < 2 || req.min_players > n)
+    return bad("min_players must be 2..members");
+  std::set<std::string> seen;
+  for (const auto& m : req.members) {
+    if (auto f = check_id("user", m.user); f.code != errc::none)
+      return f;
+    if (auto f = check_text("ticket", m.ticket, max_ticket_len);
+        f.code != errc::none)
+      return f;
+    if (auto f = check_attrs(m.attrs); f.code != errc::none)
+      return f;
+    if (m.team >= max_group_members)
+      return bad("team must be below " + std::to_string(max_group_members));
+    if (!seen.insert(m.user).second)
+      return bad("user '" + m.user + "' is twice in the group");
+  }
+  return {};
+}
 
 failure check_id(const std::string& what, const std::string& id) {
   return check_text(what, id, max_id_len);
@@ -340,13 +440,9 @@ failure check_match_request(const match_request& req) {
   }
   if (req.user_a == req.user_b)
     return bad("a user cannot be matched with itself ('" + req.user_a + "')");
-  for (auto* attrs : {&req.attrs_a, &req.attrs_b}) {
-    // NUL: PostgreSQL text and jsonb cannot hold it.
-    if (attrs->size() > max_attrs_len || attrs->find('\0') != std::string::npos
-        || !valid_utf8(*attrs))
-      return bad("attrs must be UTF-8 without NUL, at most "
-                 + std::to_string(max_attrs_len) + " bytes");
-  }
+  for (auto* attrs : {&req.attrs_a, &req.attrs_b})
+    if (auto f = check_attrs(*attrs); f.code != errc::none)
+      return f;
   return {};
 }
 
@@ -381,6 +477,9 @@ failure check_prune_args(uint32_t, uint32_t limit) {
 failure check_member(const match_record& session, const std::string& user) {
   if (user == session.user_a || user == session.user_b)
     return {};
+  for (const auto& m : session.members)
+    if (m.user == user)
+      return {};
   return failure{errc::forbidden, "user '" + user
                                     + "' is not a member of session "
                                     + session.session_id};
@@ -417,6 +516,62 @@ std::string match_created_payload(const std::string& session_id,
   return j.dump();
 }
 
+std::string group_key(const group_match_request& req) {
+  // A pair's key holds tabs; ids hold no control characters.
+  return req.queue + "\ngroup\n" + req.group;
+}
+
+std::string group_created_payload(const std::string& session_id,
+                                  const group_match_request& req) {
+  nlohmann::json j;
+  j["event_id"] = match_created_event_id(session_id);
+  j["type"] = match_created_type;
+  j["session_id"] = session_id;
+  j["queue"] = req.queue;
+  j["group"] = req.group;
+  auto users = nlohmann::json::array();
+  uint32_t teams = 1;
+  for (const auto& m : req.members) {
+    users.push_back({{"user", m.user}, {"ticket", m.ticket}, {"team", m.team}});
+    teams = std::max(teams, m.team + 1);
+  }
+  auto by_team = nlohmann::json::array();
+  for (uint32_t t = 0; t < teams; ++t) {
+    auto team = nlohmann::json::array();
+    for (const auto& m : req.members)
+      if (m.team == t)
+        team.push_back(m.user);
+    by_team.push_back(std::move(team));
+  }
+  j["users"] = std::move(users);
+  j["teams"] = std::move(by_team);
+  return j.dump();
+}
+
+std::string member_left_event_id(const std::string& session_id,
+                                 const std::string& user) {
+  // One per member and session: a leave is told once.
+  return std::string{member_left_type} + ":" + session_id + ":" + user;
+}
+
+std::string member_left_payload(const match_record& session,
+                                const std::string& user,
+                                const std::string& reason) {
+  nlohmann::json j;
+  j["event_id"] = member_left_event_id(session.session_id, user);
+  j["type"] = member_left_type;
+  j["session_id"] = session.session_id;
+  j["queue"] = session.queue;
+  j["user"] = user;
+  j["reason"] = reason;
+  uint32_t remaining = 0;
+  for (const auto& m : session.members)
+    remaining += m.active ? 1 : 0;
+  j["remaining"] = remaining;
+  j["users"] = session_users_json(session, true);
+  return j.dump();
+}
+
 std::string session_ended_event_id(const std::string& session_id) {
   // Derived from the session: a session can never get a second one.
   return std::string{session_ended_type} + ":" + session_id;
@@ -430,8 +585,7 @@ std::string session_ended_payload(const match_record& session,
   j["type"] = session_ended_type;
   j["session_id"] = session.session_id;
   j["queue"] = session.queue;
-  j["users"] = users_json(session.user_a, session.ticket_a, session.user_b,
-                          session.ticket_b);
+  j["users"] = session_users_json(session, false);
   j["ended_by"] = ended_by;
   j["reason"] = reason;
   return j.dump();

@@ -35,6 +35,10 @@ constexpr const char* match_created_type = "match.created";
 /// `expire_sessions` gets exactly once.
 constexpr const char* session_ended_type = "session.ended";
 
+/// The type of the event that a member's leave of a group session gets
+/// (one per member and session).
+constexpr const char* member_left_type = "session.member_left";
+
 /// The close reason that `expire_sessions` records.
 constexpr const char* expired_reason = "expired";
 
@@ -139,6 +143,36 @@ class match_store {
   std::vector<outcome<match_record>>
   commit_matches(const std::vector<match_request>& requests,
                  const commit_check& check = {});
+
+  /// Commits a group match (problem 15, I12): ONE transaction writes the
+  /// session (`user_a`/`user_b` its first two members), one member row per
+  /// member (team, ticket) and exactly one `match.created` event whose
+  /// payload lists every member with its team and ticket
+  /// (`group_created_payload`), or nothing at all. A member already in an
+  /// active session refuses the whole group with `conflict` naming every
+  /// such user; a malformed request (`check_group_request`) is refused with
+  /// `invalid_argument`. Idempotent per (queue, group): a retry answers the
+  /// session it made with `created == false` until that session ends.
+  /// `check` (index 0) is asked at both stages as for `commit_matches`; false
+  /// withdraws the group whole (`cancelled`, nothing visible, every member
+  /// free).
+  outcome<match_record> commit_group(const group_match_request& req,
+                                     const commit_check& check = {});
+
+  /// `user` leaves the session `session_id` (`reason` as for
+  /// `end_session`). A group session: ONE transaction marks the member
+  /// inactive (free to match again at once) and writes one
+  /// `session.member_left` event (`member_left_payload`) for every member;
+  /// when fewer than the session's `min_players` stay, the session ends in
+  /// the same transaction as `end_session` ends it (`ended_now`, one
+  /// `session.ended`, ended_by = `user`). A pair's session ends, as
+  /// `end_session(session_id, user, reason)` (`left_now` = `ended_now`). A
+  /// member that left before, or a session that is over, answers the
+  /// recorded state with `left_now == false`, writing nothing. Refusals as
+  /// for `end_session` (`forbidden`: `user` was never a member). Idempotent.
+  outcome<leave_record> leave_session(const std::string& session_id,
+                                      const std::string& user,
+                                      const std::string& reason);
 
   /// The outbox events of this connection's later commits are written
   /// leased for `ms` (attempt 1, not fetched before the lease lapses) and
@@ -383,6 +417,17 @@ class match_store {
   virtual outcome<std::vector<end_record>>
   do_expire_sessions(uint32_t max_age_ms, uint32_t limit);
 
+  /// A valid group request; `check` as for do_commit_matches (index 0). The
+  /// default answers `protocol_error` (not supported by this store).
+  virtual outcome<match_record>
+  do_commit_group(const group_match_request& req, const commit_check& check);
+
+  /// Valid ids and reason; membership is the implementation's to check. The
+  /// default answers `protocol_error`.
+  virtual outcome<leave_record> do_leave_session(const std::string& session_id,
+                                                 const std::string& user,
+                                                 const std::string& reason);
+
   /// `check_prune_args` passed.
   virtual outcome<prune_counts> do_prune(uint32_t retention_ms, uint32_t limit);
 
@@ -449,6 +494,15 @@ std::shared_ptr<match_store_factory> make_memory_match_store();
 /// Checks a request; `code == errc::none` when it is well-formed.
 failure check_match_request(const match_request& req);
 
+/// Checks a group request: queue and group ids, 2..64 members of distinct
+/// valid users with valid tickets and attrs, teams below 64, min_players
+/// in 2..members. `code == errc::none` when it is well-formed.
+failure check_group_request(const group_match_request& req);
+
+/// The most members one group session holds (core/shape.hpp's
+/// max_match_players).
+constexpr size_t max_group_members = 64;
+
 /// Checks a user or session id: 1..128 bytes of UTF-8, no control
 /// characters. `code == errc::none` when valid.
 failure check_id(const std::string& what, const std::string& id);
@@ -469,7 +523,8 @@ constexpr uint32_t max_partition_width_s = 30 * 86400;
 /// Checks the arguments of `prune`.
 failure check_prune_args(uint32_t retention_ms, uint32_t limit);
 
-/// `forbidden` unless `user` is one of the two members of `session`;
+/// `forbidden` unless `user` is one of the members of `session` (its two
+/// users, or any member of a group session, active or not);
 /// `code == errc::none` when it is.
 failure check_member(const match_record& session, const std::string& user);
 
@@ -489,6 +544,29 @@ std::string match_created_event_id(const std::string& session_id);
 /// with event_id, type, session_id, queue and users [{user, ticket}, ...].
 std::string match_created_payload(const std::string& session_id,
                                   const match_request& req);
+
+/// The idempotency key of a group request: queue and group id (a pair's
+/// key has a tab in it, a group's does not, so they never collide).
+std::string group_key(const group_match_request& req);
+
+/// The payload of a group session's `match.created` event: event_id, type,
+/// session_id, queue, group, users [{user, ticket, team}, ...] (every
+/// member, in the request's order) and teams [[user, ...], ...] (a lobby
+/// is one team).
+std::string group_created_payload(const std::string& session_id,
+                                  const group_match_request& req);
+
+/// The event id of `user`'s `session.member_left` event in `session_id`.
+std::string member_left_event_id(const std::string& session_id,
+                                 const std::string& user);
+
+/// The payload of a `session.member_left` event: event_id, type,
+/// session_id, queue, user (who left), reason, remaining (members still
+/// in) and users (every member of the session, as in match.created, with
+/// `active`): all of them are told.
+std::string member_left_payload(const match_record& session,
+                                const std::string& user,
+                                const std::string& reason);
 
 /// The event id of a session's `session.ended` event.
 std::string session_ended_event_id(const std::string& session_id);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mm {
 
@@ -43,6 +44,27 @@ struct swipe_record {
   std::string session_id;
 };
 
+/// One member of a group match's session (docs/groups.md). Ids and attrs
+/// as in `match_request`.
+struct session_member {
+  std::string user;
+  std::string ticket; ///< the queue ticket it came with (its party's)
+  std::string attrs;
+  uint32_t team = 0;  ///< 0-based team (0 in a lobby), below 64
+  bool active = true; ///< false once it left the session
+};
+
+/// A claimed group that the finalizer wants committed as one session of N
+/// members (problem 15 of docs/design.md). (queue, group) is the
+/// idempotency key of the commit, as a pair's users and tickets are.
+struct group_match_request {
+  std::string queue;
+  std::string group; ///< the claim's group id (1..128 bytes, an id)
+  /// The session ends when fewer members than this stay (2..members).
+  uint32_t min_players = 2;
+  std::vector<session_member> members; ///< 2..64 distinct users
+};
+
 enum class session_status : uint8_t { active, closed };
 
 /// Returns "active" or "closed".
@@ -66,6 +88,19 @@ struct match_record {
   /// True when this call committed the session; false when an earlier call
   /// with the same request did (a retry), or when the record was only read.
   bool created = false;
+  /// A group match's session: the claim's group id, the fewest members
+  /// that keep it going, and every member (the ones that left inactive);
+  /// `user_a`/`user_b` are then its first two members. Empty for a pair.
+  std::string group;
+  uint32_t min_players = 0;
+  std::vector<session_member> members;
+};
+
+/// What `match_store::leave_session` answers.
+struct leave_record {
+  match_record session; ///< the session after the call
+  bool left_now = false;  ///< this call took the user out
+  bool ended_now = false; ///< and that ended the session (too few stay)
 };
 
 /// One request of `match_store::end_sessions`: `user` ends `session_id`

@@ -112,8 +112,13 @@ bool is_mutual(const shared_state& st, const match_record& rec) {
 
 /// True when an event of session `id` waits for delivery.
 bool has_undelivered(const shared_state& st, const std::string& id) {
-  for (const auto& ev_id :
-       {match_created_event_id(id), session_ended_event_id(id)}) {
+  std::vector<std::string> ids{match_created_event_id(id),
+                               session_ended_event_id(id)};
+  if (auto s = st.sessions.find(id); s != st.sessions.end())
+    for (const auto& m : s->second.members)
+      if (!m.active)
+        ids.push_back(member_left_event_id(id, m.user));
+  for (const auto& ev_id : ids) {
     auto i = st.event_seq.find(ev_id);
     if (i != st.event_seq.end() && st.undelivered.count(i->second) > 0)
       return true;
@@ -121,13 +126,21 @@ bool has_undelivered(const shared_state& st, const std::string& id) {
   return false;
 }
 
+/// Takes `user` out of the one-active-session map if it is there for
+/// session `id`.
+void free_user(shared_state& st, const std::string& user,
+               const std::string& id) {
+  auto j = st.active.find(user);
+  if (j != st.active.end() && j->second == id)
+    st.active.erase(j);
+}
+
 /// Takes an active session's users out of the one-active-session map.
 void free_members(shared_state& st, const match_record& rec) {
-  for (auto* user : {&rec.user_a, &rec.user_b}) {
-    auto j = st.active.find(*user);
-    if (j != st.active.end() && j->second == rec.session_id)
-      st.active.erase(j);
-  }
+  free_user(st, rec.user_a, rec.session_id);
+  free_user(st, rec.user_b, rec.session_id);
+  for (const auto& m : rec.members)
+    free_user(st, m.user, rec.session_id);
 }
 
 /// The match key of a committed session (defined below).
@@ -202,6 +215,37 @@ match_record create_session(shared_state& st, const match_request& req,
   return rec;
 }
 
+/// Writes a new active group session for `req`: session, members, event.
+match_record create_group_session(shared_state& st,
+                                  const group_match_request& req,
+                                  const std::string& key, int64_t now,
+                                  uint32_t lease_ms) {
+  match_record rec;
+  rec.session_id = new_session_id();
+  rec.queue = req.queue;
+  rec.user_a = req.members[0].user;
+  rec.ticket_a = req.members[0].ticket;
+  rec.user_b = req.members[1].user;
+  rec.ticket_b = req.members[1].ticket;
+  rec.status = session_status::active;
+  rec.created_at = now;
+  rec.group = req.group;
+  rec.min_players = req.min_players;
+  rec.members = req.members;
+  for (auto& m : rec.members)
+    m.active = true;
+  st.sessions.emplace(rec.session_id, rec);
+  st.by_key.emplace(key, rec.session_id);
+  st.active_by_age.emplace(now, rec.session_id);
+  for (const auto& m : rec.members)
+    st.active.emplace(m.user, rec.session_id);
+  add_event(st, rec.session_id, match_created_event_id(rec.session_id),
+            match_created_type, group_created_payload(rec.session_id, req),
+            now, lease_ms);
+  rec.created = true;
+  return rec;
+}
+
 /// Removes everything `create_session` wrote for session `id` with `key`.
 void remove_session(shared_state& st, const std::string& id,
                     const std::string& key) {
@@ -232,6 +276,12 @@ failure no_session(const std::string& id) {
 
 /// The match key of a committed session, as its request had it.
 std::string key_of(const match_record& rec) {
+  if (!rec.group.empty()) {
+    group_match_request g;
+    g.queue = rec.queue;
+    g.group = rec.group;
+    return group_key(g);
+  }
   match_request req;
   req.queue = rec.queue;
   req.user_a = rec.user_a;
@@ -382,6 +432,88 @@ class memory_match_store final : public match_store {
     if (commit_lease_ms_ == 0
         && std::find(fresh.begin(), fresh.end(), true) != fresh.end())
       notify(st);
+    return out;
+  }
+
+  // One request, the same checkpoints as do_commit_matches.
+  outcome<match_record> do_commit_group(const group_match_request& req,
+                                        const commit_check& check) override {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    auto& st = *state_;
+    auto key = group_key(req);
+    if (auto i = st.by_key.find(key); i != st.by_key.end()) {
+      auto rec = st.sessions.at(i->second);
+      rec.created = false;
+      return rec;
+    }
+    std::string detail;
+    for (const auto& m : req.members) {
+      if (auto i = st.active.find(m.user); i != st.active.end()) {
+        if (!detail.empty())
+          detail += "; ";
+        detail += "user '" + m.user + "' is already in active session "
+                  + i->second;
+      }
+    }
+    if (!detail.empty())
+      return failure{errc::conflict, std::move(detail)};
+    auto rec = create_group_session(st, req, key, now_ms(), commit_lease_ms_);
+    try {
+      for (auto stage : {commit_stage::after_create, commit_stage::before_commit})
+        if (check && !check(stage, 0)) {
+          remove_session(st, rec.session_id, key);
+          return failure{errc::cancelled,
+                         std::string{"withdrawn at "} + to_string(stage)};
+        }
+    } catch (const std::exception& e) {
+      remove_session(st, rec.session_id, key);
+      return failure{errc::protocol_error,
+                     std::string{"commit group: "} + e.what()};
+    }
+    if (commit_lease_ms_ == 0)
+      notify(st);
+    return rec;
+  }
+
+  outcome<leave_record> do_leave_session(const std::string& session_id,
+                                         const std::string& user,
+                                         const std::string& reason) override {
+    std::unique_lock<std::mutex> guard{state_->mtx};
+    auto& st = *state_;
+    auto* rec = session_row(st, session_id);
+    if (rec == nullptr)
+      return no_session(session_id);
+    if (auto f = check_member(*rec, user); f.code != errc::none)
+      return f;
+    leave_record out;
+    if (rec->members.empty()) { // a pair: the leave ends it
+      guard.unlock();
+      auto end = do_end_session(session_id, user, reason);
+      if (!end)
+        return end.error();
+      out.session = end->session;
+      out.left_now = out.ended_now = end->ended_now;
+      return out;
+    }
+    auto m = std::find_if(rec->members.begin(), rec->members.end(),
+                          [&](const session_member& x) { return x.user == user; });
+    if (rec->status == session_status::active && m->active) {
+      const auto now = now_ms();
+      m->active = false;
+      free_user(st, user, session_id);
+      add_event(st, session_id, member_left_event_id(session_id, user),
+                member_left_type, member_left_payload(*rec, user, reason), now);
+      out.left_now = true;
+      auto stay = std::count_if(rec->members.begin(), rec->members.end(),
+                                [](const session_member& x) { return x.active; });
+      if (static_cast<uint32_t>(stay) < rec->min_players) {
+        end_active(st, *rec, user, reason, now);
+        out.ended_now = true;
+      }
+      notify(st);
+    }
+    out.session = *rec;
+    out.session.created = false;
     return out;
   }
 
