@@ -200,7 +200,7 @@ void gone(directory_ptr self, const std::string& user) {
     self->send(gw, unregister_atom_v, user);
 }
 
-/// Delivers `ev` to both users: to their sessions here, through the gateway
+/// Delivers `ev` to every user it names: to their sessions here, through the gateway
 /// to their nodes, or kept here; calls `done` once with the sum (at once
 /// when nothing is routed).
 void deliver(directory_ptr self, match_event ev,
@@ -219,6 +219,8 @@ void deliver(directory_ptr self, match_event ev,
   to(ev.user_a);
   if (ev.user_b != ev.user_a)
     to(ev.user_b);
+  for (const auto& user : ev.others) // a group session's other members
+    to(user);
   if (remote.empty()) {
     done(rep);
     return;

@@ -144,7 +144,17 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   // lease write, no notification per match (docs/engine.md).
   if (e->relay_)
     fcfg.push_lease_ms = cfg.relay.lease_ms;
+  if (!fcfg.cancels)
+    fcfg.cancels = std::make_shared<cancel_registry>();
   e->finalizer_ = spawn_finalizer(sys, e->match_store_, e->broker_, fcfg);
+  // Groups share the node's cancels: a member's cancel reaches either.
+  group_finalizer_config gcfg;
+  gcfg.cancels = fcfg.cancels;
+  gcfg.relay = e->relay_;
+  gcfg.worker_timeout_ms = fcfg.worker_timeout_ms;
+  gcfg.metrics = cfg.metrics;
+  e->group_finalizer_ = spawn_group_finalizer(sys, e->match_store_, e->broker_,
+                                              std::move(gcfg));
   // The gateway: routes to other nodes (cluster) and replays a registering
   // user's active match (always).
   e->gateway_ = spawn_node_gateway(sys, cfg.node, cfg.cluster, e->queue_store_,
@@ -193,16 +203,18 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
                           cfg.swipe);
   auto as_actor = [](const auto& h) { return caf::actor_cast<caf::actor>(h); };
-  e->watch_ = spawn_core_watch(sys,
-                               {{"broker", as_actor(e->broker_)},
-                                {"finalizer", as_actor(e->finalizer_)},
-                                {"directory", as_actor(e->directory_)},
-                                {"relay", as_actor(e->relay_)},
-                                {"gateway", as_actor(e->gateway_)},
-                                {"lifecycle", as_actor(e->lifecycle_)},
-                                {"pair_lock", as_actor(e->lock_)},
-                                {"swipe", as_actor(e->swipe_)}},
-                               e->health_, cfg.on_core_down);
+  e->watch_
+    = spawn_core_watch(sys,
+                       {{"broker", as_actor(e->broker_)},
+                        {"finalizer", as_actor(e->finalizer_)},
+                        {"group_finalizer", as_actor(e->group_finalizer_)},
+                        {"directory", as_actor(e->directory_)},
+                        {"relay", as_actor(e->relay_)},
+                        {"gateway", as_actor(e->gateway_)},
+                        {"lifecycle", as_actor(e->lifecycle_)},
+                        {"pair_lock", as_actor(e->lock_)},
+                        {"swipe", as_actor(e->swipe_)}},
+                       e->health_, cfg.on_core_down);
   return e;
 }
 
@@ -338,6 +350,7 @@ void engine::stop() {
   bye(swipe_);
   bye(lock_);
   bye(finalizer_);
+  bye(group_finalizer_);
   bye(directory_);
   bye(broker_);
   gateway_ = nullptr;
@@ -346,6 +359,7 @@ void engine::stop() {
   swipe_ = nullptr;
   lock_ = nullptr;
   finalizer_ = nullptr;
+  group_finalizer_ = nullptr;
   directory_ = nullptr;
   broker_ = nullptr;
 }

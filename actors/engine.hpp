@@ -12,6 +12,7 @@
 #include "actors/core_watch.hpp"
 #include "actors/directory.hpp"
 #include "actors/finalizer.hpp"
+#include "actors/group_finalizer.hpp"
 #include "actors/lifecycle.hpp"
 #include "actors/outbox_relay.hpp"
 #include "actors/pair_lock.hpp"
@@ -74,7 +75,8 @@ struct engine_config {
   /// `lifecycle` above).
   std::shared_ptr<engine_metrics> metrics;
   /// Called once (from an actor thread) when a core actor (broker,
-  /// finalizer, directory, relay, gateway, lifecycle, pair lock, swipe)
+  /// finalizer, group finalizer, directory, relay, gateway, lifecycle, pair
+  /// lock, swipe)
   /// stops while the engine runs: the node cannot serve any more, and the
   /// host takes it out of service (matchd drains and exits 70). Also
   /// readable as `engine::down()`. May be empty.
@@ -166,6 +168,11 @@ class engine {
     return finalizer_;
   }
 
+  /// The group finalizer (docs/groups.md): commits claimed groups.
+  group_finalizer_actor group_finalizer() const {
+    return group_finalizer_;
+  }
+
   /// The directory (user -> session actor on this node).
   directory_actor directory() const {
     return directory_;
@@ -232,6 +239,7 @@ class engine {
   std::shared_ptr<match_store_factory> match_store_;
   queue_broker_actor broker_;
   finalizer_actor finalizer_;
+  group_finalizer_actor group_finalizer_;
   directory_actor directory_;
   outbox_relay_actor relay_;
   node_gateway_actor gateway_;

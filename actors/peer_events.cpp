@@ -16,6 +16,17 @@ match_event event_of(const match_record& m) {
   ev.ticket_a = m.ticket_a;
   ev.user_b = m.user_b;
   ev.ticket_b = m.ticket_b;
+  if (!m.members.empty()) { // a group session
+    group_match_request g;
+    g.queue = m.queue;
+    g.group = m.group;
+    g.min_players = m.min_players;
+    g.members = m.members;
+    for (size_t i = 2; i < m.members.size(); ++i)
+      ev.others.push_back(m.members[i].user);
+    ev.payload = group_created_payload(m.session_id, g);
+    return ev;
+  }
   match_request req;
   req.queue = m.queue;
   req.user_a = m.user_a;
@@ -29,7 +40,7 @@ match_event event_of(const match_record& m) {
 std::optional<match_event> as_recorded(const std::string& user,
                                        const match_event& ev,
                                        const match_record& rec) {
-  if (user != rec.user_a && user != rec.user_b)
+  if (check_member(rec, user).code != errc::none)
     return std::nullopt;
   if (ev.type == "match.created"
       && ev.event_id == match_created_event_id(rec.session_id))
@@ -43,6 +54,9 @@ std::optional<match_event> as_recorded(const std::string& user,
     out.ticket_a = rec.ticket_a;
     out.user_b = rec.user_b;
     out.ticket_b = rec.ticket_b;
+    out.others.clear();
+    for (size_t i = 2; i < rec.members.size(); ++i)
+      out.others.push_back(rec.members[i].user);
     return out;
   }
   return std::nullopt;

@@ -13,19 +13,23 @@ bool parse_event(const outbox_event& ev, match_event& out, std::string& why) {
   out.event_id = ev.event_id;
   out.session_id = ev.aggregate_id;
   out.payload = ev.payload;
-  out.type = ev.type; // match.created or session.ended: same users shape
+  out.type = ev.type; // every type has the same users shape
   try {
     auto j = nlohmann::json::parse(ev.payload);
     out.queue = j.at("queue").get<std::string>();
     const auto& users = j.at("users");
-    if (!users.is_array() || users.size() != 2) {
-      why = "users is not a pair";
+    // A pair, or a group session's members (the first two as the pair).
+    if (!users.is_array() || users.size() < 2) {
+      why = "users holds fewer than two members";
       return false;
     }
     out.user_a = users[0].at("user").get<std::string>();
     out.ticket_a = users[0].at("ticket").get<std::string>();
     out.user_b = users[1].at("user").get<std::string>();
     out.ticket_b = users[1].at("ticket").get<std::string>();
+    out.others.clear();
+    for (size_t i = 2; i < users.size(); ++i)
+      out.others.push_back(users[i].at("user").get<std::string>());
     return true;
   } catch (const std::exception& e) {
     why = e.what();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 
@@ -97,15 +98,19 @@ struct match_event {
   std::string ticket_b;
   std::string payload; ///< the outbox row's JSON
   /// "match.created" (a committed match) or "session.ended" (the session
-  /// ended: both users are free again; `payload` says who ended it, why).
+  /// ended: both users are free again; `payload` says who ended it, why);
+  /// a group session's also "session.member_left".
   std::string type = "match.created";
+  /// A group session's members beyond `user_a` and `user_b` (the payload
+  /// has their tickets and teams): they are told too. Empty for a pair.
+  std::vector<std::string> others;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, match_event& x) {
   return f(caf::meta::type_name("match_event"), x.event_id, x.session_id,
            x.queue, x.user_a, x.ticket_a, x.user_b, x.ticket_b, x.payload,
-           x.type);
+           x.type, x.others);
 }
 
 /// What became of one delivery of a match event to sessions (directory ->

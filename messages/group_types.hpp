@@ -150,4 +150,35 @@ typename Inspector::result_type inspect(Inspector& f, group_settle_result& x) {
            x.removed);
 }
 
+/// A claimed group its claimer's node commits (actors/group_finalizer.hpp).
+struct group_commit {
+  std::string queue;
+  std::string group;        ///< the claim's group id
+  uint32_t min_players = 2; ///< the session ends when fewer stay
+  std::vector<matched_ticket> tickets;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_commit& x) {
+  return f(caf::meta::type_name("group_commit"), x.queue, x.group,
+           x.min_players, x.tickets);
+}
+
+/// How a group's finalization ended: committed as `session_id`, or undone
+/// in the queue (every ticket back at its place but the `removed` ones: a
+/// member cancelled, or was in another session).
+struct group_verdict {
+  bool committed = false;
+  std::string session_id;
+  bool created = false; ///< committed by this call (false: a retry's)
+  std::vector<std::string> removed;
+  std::string detail;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_verdict& x) {
+  return f(caf::meta::type_name("group_verdict"), x.committed, x.session_id,
+           x.created, x.removed, x.detail);
+}
+
 } // namespace mm

@@ -89,6 +89,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (mm::group_ref))
   CAF_ADD_TYPE_ID(matchmaker, (mm::group_cancel_result))
   CAF_ADD_TYPE_ID(matchmaker, (mm::group_settle_result))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::group_commit))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::group_verdict))
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -289,6 +291,14 @@ using outbox_relay_actor = caf::typed_actor<
   // Delivers everything pending now (fetched and pushed); answers how many
   // events it delivered.
   caf::replies_to<flush_atom>::with<uint32_t>>;
+
+/// Commits claimed groups (actors/group_finalizer.hpp).
+using group_finalizer_actor = caf::typed_actor<
+  // Claimer -> group finalizer: commits the group as one session with the
+  // cancel checkpoints, then releases it in the queue; or undoes it there
+  // (tickets back at their places, cancelled and busy ones removed). Never
+  // an error. Idempotent per group (a committed one answers its session).
+  caf::replies_to<finalize_atom, group_commit>::with<group_verdict>>;
 
 /// Serializes work per unordered pair of users (actors/pair_lock.hpp).
 using pair_lock_actor = caf::typed_actor<

@@ -187,9 +187,8 @@ match_store::fetch_undelivered(uint32_t limit, uint32_t lease_ms) {
   return do_fetch_undelivered(limit, lease_ms);
 }
 
-outcome<match_record>
-match_store::commit_group(const group_match_request& req,
-                          const commit_check& check) {
+outcome<match_record> match_store::commit_group(const group_match_request& req,
+                                                const commit_check& check) {
   if (auto f = check_group_request(req); f.code != errc::none)
     return f;
   commit_check mapped; // as in commit_matches: one exception type
@@ -219,8 +218,8 @@ outcome<leave_record> match_store::leave_session(const std::string& session_id,
   return do_leave_session(session_id, user, reason);
 }
 
-outcome<match_record>
-match_store::do_commit_group(const group_match_request&, const commit_check&) {
+outcome<match_record> match_store::do_commit_group(const group_match_request&,
+                                                   const commit_check&) {
   return failure{errc::protocol_error,
                  "commit_group is not supported by this store"};
 }

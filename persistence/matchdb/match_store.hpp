@@ -419,8 +419,8 @@ class match_store {
 
   /// A valid group request; `check` as for do_commit_matches (index 0). The
   /// default answers `protocol_error` (not supported by this store).
-  virtual outcome<match_record>
-  do_commit_group(const group_match_request& req, const commit_check& check);
+  virtual outcome<match_record> do_commit_group(const group_match_request& req,
+                                                const commit_check& check);
 
   /// Valid ids and reason; membership is the implementation's to check. The
   /// default answers `protocol_error`.

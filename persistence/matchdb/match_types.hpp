@@ -98,7 +98,7 @@ struct match_record {
 
 /// What `match_store::leave_session` answers.
 struct leave_record {
-  match_record session; ///< the session after the call
+  match_record session;   ///< the session after the call
   bool left_now = false;  ///< this call took the user out
   bool ended_now = false; ///< and that ended the session (too few stay)
 };

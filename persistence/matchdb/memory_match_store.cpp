@@ -216,10 +216,9 @@ match_record create_session(shared_state& st, const match_request& req,
 }
 
 /// Writes a new active group session for `req`: session, members, event.
-match_record create_group_session(shared_state& st,
-                                  const group_match_request& req,
-                                  const std::string& key, int64_t now,
-                                  uint32_t lease_ms) {
+match_record
+create_group_session(shared_state& st, const group_match_request& req,
+                     const std::string& key, int64_t now, uint32_t lease_ms) {
   match_record rec;
   rec.session_id = new_session_id();
   rec.queue = req.queue;
@@ -240,8 +239,8 @@ match_record create_group_session(shared_state& st,
   for (const auto& m : rec.members)
     st.active.emplace(m.user, rec.session_id);
   add_event(st, rec.session_id, match_created_event_id(rec.session_id),
-            match_created_type, group_created_payload(rec.session_id, req),
-            now, lease_ms);
+            match_created_type, group_created_payload(rec.session_id, req), now,
+            lease_ms);
   rec.created = true;
   return rec;
 }
@@ -459,7 +458,8 @@ class memory_match_store final : public match_store {
       return failure{errc::conflict, std::move(detail)};
     auto rec = create_group_session(st, req, key, now_ms(), commit_lease_ms_);
     try {
-      for (auto stage : {commit_stage::after_create, commit_stage::before_commit})
+      for (auto stage :
+           {commit_stage::after_create, commit_stage::before_commit})
         if (check && !check(stage, 0)) {
           remove_session(st, rec.session_id, key);
           return failure{errc::cancelled,
@@ -495,8 +495,9 @@ class memory_match_store final : public match_store {
       out.left_now = out.ended_now = end->ended_now;
       return out;
     }
-    auto m = std::find_if(rec->members.begin(), rec->members.end(),
-                          [&](const session_member& x) { return x.user == user; });
+    auto m
+      = std::find_if(rec->members.begin(), rec->members.end(),
+                     [&](const session_member& x) { return x.user == user; });
     if (rec->status == session_status::active && m->active) {
       const auto now = now_ms();
       m->active = false;
@@ -504,8 +505,9 @@ class memory_match_store final : public match_store {
       add_event(st, session_id, member_left_event_id(session_id, user),
                 member_left_type, member_left_payload(*rec, user, reason), now);
       out.left_now = true;
-      auto stay = std::count_if(rec->members.begin(), rec->members.end(),
-                                [](const session_member& x) { return x.active; });
+      auto stay
+        = std::count_if(rec->members.begin(), rec->members.end(),
+                        [](const session_member& x) { return x.active; });
       if (static_cast<uint32_t>(stay) < rec->min_players) {
         end_active(st, *rec, user, reason, now);
         out.ended_now = true;

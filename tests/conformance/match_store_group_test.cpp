@@ -163,7 +163,8 @@ TEST_P(match_store_conformance, a_withdrawn_group_leaves_no_trace) {
             (std::vector<std::string>{"after_create:0", "before_commit:0"}));
 }
 
-TEST_P(match_store_conformance, a_malformed_group_is_refused_and_changes_nothing) {
+TEST_P(match_store_conformance,
+       a_malformed_group_is_refused_and_changes_nothing) {
   std::vector<group_match_request> bad;
   bad.push_back(group(q_, "g", {"a"}));
   bad.push_back(group(q_, "g", {"a", "b", "a"}));
@@ -245,7 +246,8 @@ TEST_P(match_store_conformance, members_leave_until_too_few_stay) {
   EXPECT_TRUE(drain(s()).empty());
 }
 
-TEST_P(match_store_conformance, a_leave_by_a_stranger_or_of_nothing_is_refused) {
+TEST_P(match_store_conformance,
+       a_leave_by_a_stranger_or_of_nothing_is_refused) {
   auto rec = s().commit_group(group(q_, "g1", {"a", "b", "c"}, {}, 2));
   ASSERT_OK(rec);
   drain(s());

@@ -378,7 +378,10 @@ TEST(pg_session_history_migration, sessions_that_ended_before_it_move) {
   auto store = make_pg_match_store(o)->connect();
   auto m = store->apply_migrations();
   ASSERT_TRUE(m) << m.error().detail;
-  ASSERT_EQ(m->size(), 1u);
+  // 0005 and every migration after it.
+  auto later = known_migrations();
+  later.erase(later.begin(), later.begin() + 4);
+  ASSERT_EQ(*m, later);
   EXPECT_EQ(m->at(0), "0005_session_history");
   auto ids = [&](const std::string& table) {
     std::set<std::string> out;

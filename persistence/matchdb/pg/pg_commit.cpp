@@ -40,9 +40,6 @@ namespace mm::pg {
 
 namespace {
 
-/// The unique partial index that refuses a second active membership.
-constexpr const char* one_active_index = "session_members_one_active";
-
 /// How often one request is tried inside a batch when a deadlock or a
 /// conflicting session that closed meanwhile refused it. A deadlock can only
 /// happen between two batches that both fell back to one-by-one (the batch
@@ -394,8 +391,8 @@ void pg_match_store::take_retried(const std::vector<pending>& todo,
     auto pr = exec_prepared(st_by_pair, {&parg});
     must(pr, "read mutual matches");
     for (int i = 0; i < PQntuples(pr.get()); ++i)
-      by_pair.emplace("m\n" + text(pr.get(), i, 11) + "\n"
-                        + text(pr.get(), i, 12),
+      by_pair.emplace("m\n" + text(pr.get(), i, session_cols) + "\n"
+                        + text(pr.get(), i, session_cols + 1),
                       read_session(pr.get(), i));
   }
   for (size_t k = 0; k < todo.size(); ++k) {

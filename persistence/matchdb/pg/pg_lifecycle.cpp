@@ -4,13 +4,14 @@
 // Ending is lock, then write, in one transaction: the session row is locked
 // first (`mm_lock_session`, or `mm_expire_pick` with SKIP LOCKED for many;
 // a session that is not live is looked up in the history, `mm_ended_of`),
-// the event payloads are built here from what the lock read (the same
-// function as the in-memory store's: one payload format), and `mm_end`
-// ends the sessions (moved to session_history, members freed; a mutual
-// match's stays, closed) and inserts one `session.ended` event each; NOTIFY
-// and COMMIT go in one round trip. Of two concurrent ends, the second waits
-// for the first's row lock and then finds the session ended: it answers
-// that state and writes nothing.
+// the event payloads are built here from what the lock read and, for a
+// group, from its members read right after the lock (`load_rosters`; the
+// same function as the in-memory store's: one payload format), and `mm_end`
+// ends the sessions (moved to session_history, members freed, a group's
+// roster with it; a mutual match's stays, closed) and inserts one
+// `session.ended` event each; NOTIFY and COMMIT go in one round trip. Of two
+// concurrent ends, the second waits for the first's row lock and then finds
+// the session ended: it answers that state and writes nothing.
 
 #include "persistence/matchdb/pg/pg_match_store.hpp"
 
@@ -21,20 +22,6 @@
 #include <nlohmann/json.hpp>
 
 namespace mm::pg {
-
-namespace {
-
-/// The session in `row` of a result with the columns of `MM_ENDED_COLS`,
-/// as it is now (not ended by this call).
-end_record read_ended(const PGresult* r, int row) {
-  end_record out;
-  out.session = read_session(r, row);
-  out.ended_by = text(r, row, 11);
-  out.reason = out.session.close_reason;
-  return out;
-}
-
-} // namespace
 
 void pg_match_store::end_locked(std::vector<end_record>& todo) {
   auto rows = nlohmann::json::array();
@@ -90,6 +77,7 @@ pg_match_store::do_end_session(const std::string& session_id,
       return e; // ended before: the recorded state
     }
     auto e = read_ended(r.get(), 0);
+    load_rosters({&e.session}); // a group's: any member may end it
     if (auto f = check_member(e.session, user); f.code != errc::none) {
       must(exec("ROLLBACK"), "ROLLBACK");
       return f;
@@ -128,6 +116,13 @@ pg_match_store::do_end_sessions(const std::vector<end_request>& requests) {
       }
     };
     take(r.get());
+    {
+      // The groups' members, read now that they are locked.
+      std::vector<match_record*> live;
+      for (auto& [id, e] : now)
+        live.push_back(&e.session);
+      load_rosters(live);
+    }
     // The ones not live: ended (in the history) or unknown.
     auto gone = nlohmann::json::array();
     for (const auto& q : requests)
@@ -205,6 +200,10 @@ pg_match_store::do_expire_sessions(uint32_t max_age_ms, uint32_t limit) {
       todo.back().ended_by.clear();
       todo.back().reason = expired_reason;
     }
+    std::vector<match_record*> picked; // the groups' members, once locked
+    for (auto& e : todo)
+      picked.push_back(&e.session);
+    load_rosters(picked);
     if (todo.empty()) {
       must(exec("ROLLBACK"), "ROLLBACK");
     } else {

@@ -2,8 +2,8 @@
 
 // The PostgreSQL match store's connection class. Its members are defined by
 // family: pg_match_store.cpp (connection, statements, transactions),
-// pg_commit.cpp, pg_sessions.cpp, pg_lifecycle.cpp, pg_swipes.cpp,
-// pg_outbox.cpp, pg_migrate.cpp, pg_partitions.cpp.
+// pg_commit.cpp, pg_groups.cpp, pg_sessions.cpp, pg_lifecycle.cpp,
+// pg_swipes.cpp, pg_outbox.cpp, pg_migrate.cpp, pg_partitions.cpp.
 //
 // One synchronous libpq connection per match_store. Statements are prepared
 // lazily, once per connection (a fresh database has no tables to prepare
@@ -55,6 +55,19 @@ class pg_match_store final : public match_store {
   std::vector<outcome<match_record>>
   do_commit_matches(const std::vector<match_request>& requests,
                     const commit_check& check) override;
+
+  /// One transaction: one statement writes the session, every member and
+  /// the event (`mm_commit_group`); a busy member refuses it, and a read
+  /// after the rollback names every busy one (pg_groups.cpp).
+  outcome<match_record> do_commit_group(const group_match_request& req,
+                                        const commit_check& check) override;
+
+  /// Locks the live row as `do_end_session` does (else reads the history);
+  /// a group's leave and, when too few stay, its end in one transaction; a
+  /// pair's leave is its end (pg_groups.cpp).
+  outcome<leave_record> do_leave_session(const std::string& session_id,
+                                         const std::string& user,
+                                         const std::string& reason) override;
 
   /// One statement (`mm_close`); an ended session, found in the history,
   /// answers false (pg_sessions.cpp).
@@ -185,6 +198,18 @@ class pg_match_store final : public match_store {
   /// with its ended_by and reason set) and writes their events; fills in
   /// the final state. Throws `db_refusal` when one was not ended.
   void end_locked(std::vector<end_record>& todo);
+
+  // -- groups (pg_groups.cpp) -------------------------------------------------
+
+  /// Reads the members of the group sessions among `sessions` that have
+  /// none yet (read with `MM_LOCKED_COLS`), in one statement after their
+  /// lock; a pair costs nothing (no statement when there is no group).
+  /// Throws `db_refusal` when a group's roster is missing.
+  void load_rosters(const std::vector<match_record*>& sessions);
+
+  /// Names the members of `req` that are in an active session, worded like
+  /// the in-memory store, in request order; empty if none.
+  std::string busy_detail(const group_match_request& req);
 
   // -- group commit (pg_commit.cpp) -------------------------------------------
 

@@ -36,7 +36,8 @@ pg_match_store::do_active_sessions_of(const std::vector<std::string>& users) {
     must(res, "active sessions");
     std::unordered_map<std::string, match_record> by_user;
     for (int i = 0; i < PQntuples(res.get()); ++i)
-      by_user.emplace(text(res.get(), i, 11), read_session(res.get(), i));
+      by_user.emplace(text(res.get(), i, session_cols),
+                      read_session(res.get(), i));
     found out;
     for (auto& u : users) {
       auto i = by_user.find(u);

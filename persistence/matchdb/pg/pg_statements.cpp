@@ -1,6 +1,6 @@
 // The SQL text of the PostgreSQL match store's prepared statements: group
-// commit, withdrawal, session lookups, swipes, the outbox lease, and the
-// session lifecycle (end, expire, prune).
+// commit, withdrawal, session lookups, swipes, the outbox lease, the
+// session lifecycle (end, expire, prune), and group matches (commit, leave).
 
 #include "persistence/matchdb/pg/pg_statements.hpp"
 
@@ -13,14 +13,44 @@ namespace mm::pg {
 #define MM_MS(col)                                                             \
   "coalesce(floor(extract(epoch FROM " col ") * 1000)::int8, 0)"
 
-/// The columns that `read_session` parses, for a table aliased `s`.
-#define MM_SESSION_COLS                                                        \
+/// The columns that `read_session` parses, for a table aliased `s`
+/// (`session_cols` of them, pg_util.hpp), with `roster` the expression of a
+/// group's members as JSON text (NULL for a pair).
+#define MM_SESSION_COLS_WITH(roster)                                           \
   "s.id, s.queue, s.user_a, s.ticket_a, s.user_b, s.ticket_b, s.status, "     \
   MM_MS("s.created_at") ", " MM_MS("s.closed_at")                             \
-  ", coalesce(s.close_reason, ''), s.match_key"
+  ", coalesce(s.close_reason, ''), s.match_key, coalesce(s.group_id, ''), "   \
+  "coalesce(s.min_players, 0), " roster
 
-/// MM_SESSION_COLS and, after them, who ended the session ('' for nobody).
-#define MM_ENDED_COLS MM_SESSION_COLS ", coalesce(s.ended_by, '')"
+/// A group's members as `read_session` parses them, in request order, from
+/// session_members for the session `sid`: a JSON array of {user, ticket,
+/// attrs, team, active}. `agg` and `obj`: the json or jsonb functions.
+#define MM_ROSTER_OF(sid, agg, obj)                                            \
+  "(SELECT " agg "(" obj "('user', r.user_id, 'ticket', r.ticket,"            \
+  " 'attrs', r.attrs, 'team', r.team, 'active', r.active) ORDER BY r.ord)"    \
+  " FROM session_members r WHERE r.session_id = " sid ")"
+
+/// A live session's roster: only a group's is looked up (a pair's is NULL
+/// without a look-up: the pair paths pay nothing for groups).
+#define MM_LIVE_ROSTER                                                         \
+  "CASE WHEN s.group_id IS NOT NULL THEN "                                    \
+  MM_ROSTER_OF("s.id", "json_agg", "json_build_object") "::text END"
+
+/// A live session, its roster read in the same snapshot.
+#define MM_SESSION_COLS MM_SESSION_COLS_WITH(MM_LIVE_ROSTER)
+
+/// An ended session from session_history: the roster the end wrote.
+#define MM_HISTORY_COLS MM_SESSION_COLS_WITH("s.members::text")
+
+/// A live session that the statement locks: no roster. The snapshot of a
+/// statement that waited for a row lock predates the wait, so a roster read
+/// with the lock could miss a leave committed meanwhile; the caller reads
+/// the rosters of the groups it locked in a statement of its own
+/// (`mm_roster`, pg_match_store::load_rosters).
+#define MM_LOCKED_COLS MM_SESSION_COLS_WITH("NULL::text")
+
+/// `cols` and, after them, who ended the session ('' for nobody).
+#define MM_ENDED_COLS(cols) cols ", coalesce(s.ended_by, '')"
 
 /// A CTE that commits the statement's own transaction without waiting for
 /// the WAL flush (`synchronous_commit` off for this transaction only; join
@@ -177,27 +207,28 @@ const statement statements[st_count] = {
   // concurrent end is found on one side or the other.
   {"mm_by_id", "SELECT " MM_SESSION_COLS " FROM match_sessions s"
                " WHERE s.id = $1"
-               " UNION ALL SELECT " MM_SESSION_COLS " FROM session_history s"
+               " UNION ALL SELECT " MM_HISTORY_COLS " FROM session_history s"
                " WHERE s.id = $1 LIMIT 1"},
   // The first statement of end_session: locks the session for the rest of
   // the transaction. Of two concurrent ends, the second waits here and then
   // finds the row gone (the first moved it to session_history) or, for a
   // mutual match's session, re-reads it as the first left it (READ
   // COMMITTED): closed, with the first one's ended_by.
-  {"mm_lock_session", "SELECT " MM_ENDED_COLS " FROM match_sessions s"
+  {"mm_lock_session", "SELECT " MM_ENDED_COLS(MM_LOCKED_COLS)
+                      " FROM match_sessions s"
                       " WHERE s.id = $1 FOR UPDATE"},
   // $1: JSON array of session ids. The same for a batch of ends, locked in
   // id order: two batches wait for each other in one order, never in a
   // cycle.
   {"mm_lock_sessions",
-   "SELECT " MM_ENDED_COLS " FROM match_sessions s"
+   "SELECT " MM_ENDED_COLS(MM_LOCKED_COLS) " FROM match_sessions s"
    " WHERE s.id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
    " ORDER BY s.id FOR UPDATE"},
   // $1: JSON array of session ids that the lock did not find: those that
   // ended (the end's answer is their recorded state). A new statement, so
   // it sees a move committed while the lock waited.
   {"mm_ended_of",
-   "SELECT " MM_ENDED_COLS " FROM session_history s"
+   "SELECT " MM_ENDED_COLS(MM_HISTORY_COLS) " FROM session_history s"
    " WHERE s.id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"},
   // $1: JSON array of sessions this transaction locked while active, each
   // with idx (event order), ended_by ('' for the engine), reason, event id
@@ -208,7 +239,10 @@ const statement statements[st_count] = {
   // pair row names it; its members are inactive from the start). The
   // sessions are looked up by primary key (`= ANY`): a join with the JSON
   // rows alone (estimated at 100) may hash every active session, once per
-  // end.
+  // end. A group's roster goes with it into the history (`members`, as the
+  // members were when it ended: who left is inactive), read from
+  // session_members in the statement's snapshot, before the cascade; a
+  // pair's `members` stays NULL, without a look-up.
   {"mm_end",
    "WITH e AS ("
    "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
@@ -233,10 +267,13 @@ const statement statements[st_count] = {
    "), h AS ("
    "  INSERT INTO session_history (id, match_key, queue, user_a, ticket_a,"
    "    attrs_a, user_b, ticket_b, attrs_b, created_at, closed_at,"
-   "    close_reason, ended_by)"
+   "    close_reason, ended_by, group_id, min_players, members)"
    "  SELECT g.id, g.match_key || '#' || g.id, g.queue, g.user_a,"
    "    g.ticket_a, g.attrs_a, g.user_b, g.ticket_b, g.attrs_b,"
-   "    g.created_at, now(), e.reason, nullif(e.ended_by, '')"
+   "    g.created_at, now(), e.reason, nullif(e.ended_by, ''),"
+   "    g.group_id, g.min_players,"
+   "    CASE WHEN g.group_id IS NOT NULL THEN "
+   MM_ROSTER_OF("g.id", "jsonb_agg", "jsonb_build_object") " END"
    "  FROM g JOIN e ON e.id = g.id"
    "  RETURNING id, closed_at"
    "), s AS ("
@@ -252,7 +289,7 @@ const statement statements[st_count] = {
   // expirer or ender holds, and a row closed since this statement's
   // snapshot fails the recheck of `status = 'active'`.
   {"mm_expire_pick",
-   "SELECT " MM_ENDED_COLS " FROM match_sessions s"
+   "SELECT " MM_ENDED_COLS(MM_LOCKED_COLS) " FROM match_sessions s"
    " WHERE s.status = 'active' AND " MM_OLDER("s.created_at")
    " ORDER BY s.created_at LIMIT $2"
    " FOR UPDATE OF s SKIP LOCKED"},
@@ -345,12 +382,74 @@ const statement statements[st_count] = {
    " UPDATE outbox o SET delivered_at = now(), locked_until = NULL FROM nf"
    " WHERE o.event_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
    "   AND coalesce(o.delivered_at, 'infinity') = 'infinity'"},
+  // -- groups (pg_groups.cpp) -------------------------------------------------
+  // $1 session id, $2 match key (group_key), $3 queue, $4..$9 the first two
+  // members (user, ticket, attrs each), $10 group id, $11 min_players, $12
+  // the members as a JSON array of {user_id, ticket, attrs, team, ord}, $13
+  // event id, $14 payload, $15 the event's lease in ms (as for mm_commit).
+  // Writes the session, every member and the match.created event, or
+  // nothing when the key is taken (a retry: the caller reads the session
+  // by its key). Members go in in user-id order, as mm_commit's do: commits
+  // wait for each other on the one-active index in one global order. A
+  // busy member fails the statement (session_members_one_active).
+  {"mm_commit_group",
+   "WITH s AS ("
+   "  INSERT INTO match_sessions (id, match_key, queue, user_a, ticket_a,"
+   "    attrs_a, user_b, ticket_b, attrs_b, group_id, min_players)"
+   "  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::smallint)"
+   "  ON CONFLICT (match_key) DO NOTHING"
+   "  RETURNING id, created_at"
+   "), m AS ("
+   "  INSERT INTO session_members (session_id, user_id, active, team, ticket,"
+   "                               attrs, ord)"
+   "  SELECT s.id, r.user_id, true, r.team, r.ticket, r.attrs, r.ord"
+   "  FROM s CROSS JOIN jsonb_to_recordset($12::jsonb) AS r(user_id text,"
+   "    ticket text, attrs text, team smallint, ord smallint)"
+   "  ORDER BY r.user_id COLLATE \"C\""
+   "), o AS ("
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at,"
+   "                      locked_until, attempts)"
+   "  SELECT $13, s.id, 'match.created', $14::jsonb, s.created_at,"
+   "         CASE WHEN $15::int8 > 0"
+   "              THEN now() + $15::int8 * interval '1 millisecond' END,"
+   "         CASE WHEN $15::int8 > 0 THEN 1 ELSE 0 END"
+   "  FROM s"
+   ")"
+   " SELECT s.id, " MM_MS("s.created_at") " FROM s"},
+  // $1: JSON array of user ids: their active memberships (by the one-active
+  // index), to name every busy member of a refused group.
+  {"mm_busy_of",
+   "SELECT user_id, session_id FROM session_members"
+   " WHERE active"
+   "   AND user_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"},
+  // $1: JSON array of session ids (groups that this transaction locked):
+  // each one's roster, read after the lock (a new snapshot).
+  {"mm_roster",
+   "SELECT s.id, " MM_LIVE_ROSTER " FROM match_sessions s"
+   " WHERE s.id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"},
+  // $1 session, $2 user, $3 event id, $4 payload: the member leaves a group
+  // session that this transaction locked, with its session.member_left
+  // event. Answers one row when it left, none when it was not in.
+  {"mm_leave",
+   "WITH m AS ("
+   "  UPDATE session_members SET active = false"
+   "  WHERE session_id = $1 AND user_id = $2 AND active"
+   "  RETURNING session_id"
+   ")"
+   " INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
+   " SELECT $3, m.session_id, 'session.member_left', $4::jsonb, now()"
+   " FROM m RETURNING 1"},
 };
 
 #undef MM_OLDER
 #undef MM_NO_FLUSH
 #undef MM_ENDED_COLS
+#undef MM_LOCKED_COLS
+#undef MM_HISTORY_COLS
 #undef MM_SESSION_COLS
+#undef MM_LIVE_ROSTER
+#undef MM_ROSTER_OF
+#undef MM_SESSION_COLS_WITH
 #undef MM_MS
 
 // clang-format on

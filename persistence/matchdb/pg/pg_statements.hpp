@@ -29,6 +29,10 @@ enum stmt : size_t {
   st_prune_history,
   st_fetch,
   st_mark,
+  st_commit_group,
+  st_busy_of,
+  st_roster,
+  st_leave,
   st_count,
 };
 

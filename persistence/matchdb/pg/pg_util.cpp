@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 #include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/logger.hpp"
 
@@ -71,7 +74,44 @@ match_record read_session(const PGresult* r, int row) {
   rec.created_at = int_of(r, row, 7);
   rec.closed_at = int_of(r, row, 8);
   rec.close_reason = text(r, row, 9);
+  // Column 10 is the match key, which no record shows.
+  rec.group = text(r, row, 11);
+  rec.min_players = static_cast<uint32_t>(int_of(r, row, 12));
+  read_roster(r, row, 13, rec);
   return rec;
+}
+
+end_record read_ended(const PGresult* r, int row) {
+  end_record out;
+  out.session = read_session(r, row);
+  out.ended_by = text(r, row, session_cols);
+  out.reason = out.session.close_reason;
+  return out;
+}
+
+void read_roster(const PGresult* r, int row, int col, match_record& rec) {
+  if (PQgetisnull(r, row, col) != 0)
+    return;
+  try {
+    auto roster = nlohmann::json::parse(PQgetvalue(r, row, col));
+    std::vector<session_member> members;
+    members.reserve(roster.size());
+    for (const auto& m : roster) {
+      session_member x;
+      x.user = m.at("user").get<std::string>();
+      // A group's member rows carry all of them; NULL reads as empty.
+      x.ticket = m.at("ticket").is_null() ? "" : m["ticket"].get<std::string>();
+      x.attrs = m.at("attrs").is_null() ? "" : m["attrs"].get<std::string>();
+      x.team = m.at("team").is_null() ? 0 : m["team"].get<uint32_t>();
+      x.active = m.at("active").get<bool>();
+      members.push_back(std::move(x));
+    }
+    rec.members = std::move(members);
+  } catch (const nlohmann::json::exception& e) {
+    throw db_refusal{
+      failure{errc::protocol_error, "malformed roster of session "
+                                      + rec.session_id + ": " + e.what()}};
+  }
 }
 
 } // namespace mm::pg

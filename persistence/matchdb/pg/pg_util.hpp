@@ -49,6 +49,10 @@ using notify_ptr = std::unique_ptr<PGnotify, notify_deleter>;
 
 // -- failures -----------------------------------------------------------------
 
+/// The unique partial index that refuses a second active membership
+/// (0001_init.sql): the constraint name of a busy user's refusal.
+constexpr const char* one_active_index = "session_members_one_active";
+
 /// The shared logger "match_store"; created on first use when the
 /// application has not registered one.
 std::shared_ptr<spdlog::logger> store_logger();
@@ -89,8 +93,25 @@ std::string text(const PGresult* r, int row, int col);
 /// The value at (`row`, `col`) as an integer; 0 for NULL.
 int64_t int_of(const PGresult* r, int row, int col);
 
+/// How many columns `MM_SESSION_COLS` (pg_statements.cpp) has: a
+/// statement's own columns after them start at this index.
+constexpr int session_cols = 14;
+
 /// The session in `row`, from the columns of `MM_SESSION_COLS`
-/// (pg_statements.cpp) in their order.
+/// (pg_statements.cpp) in their order: a group's with its group id,
+/// min_players and its members when the roster column holds them (see
+/// `read_roster`).
 match_record read_session(const PGresult* r, int row);
+
+/// The session in `row` of a result with the columns of `MM_ENDED_COLS`
+/// (pg_statements.cpp), as it is now (not ended by this call): who ended
+/// it ('' for nobody) and why.
+end_record read_ended(const PGresult* r, int row);
+
+/// Fills `rec.members` from a roster as the statements write it (a JSON
+/// array of {user, ticket, attrs, team, active}, in request order) in
+/// column `col`; a NULL one (a pair's) leaves them empty. Throws
+/// `db_refusal` on a malformed one.
+void read_roster(const PGresult* r, int row, int col, match_record& rec);
 
 } // namespace mm::pg

@@ -1,0 +1,266 @@
+// The group finalizer (actors/group_finalizer.hpp).
+//
+//   finalize(group) --> [checkpoints + commit] --committed--> release --> answer
+//                                              \--otherwise--> requeue --> answer
+//
+// The commit runs on a detached worker (blocking store) or inline (memory
+// store); the release or requeue goes through the queue broker.
+
+#include "actors/group_finalizer.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/worker_bound.hpp"
+#include "core/log_limit.hpp"
+#include "core/logger.hpp"
+#include "persistence/matchdb/match_store.hpp"
+
+namespace mm {
+
+namespace {
+
+std::shared_ptr<spdlog::logger> gfin_log() {
+  static auto log = logger("group_finalizer");
+  return log;
+}
+
+using hook_fn = std::function<void(checkpoint, const group_commit&)>;
+
+/// One group on its way through the worker and back.
+struct group_job {
+  enum kind_t { committed, cancelled, conflict, unavailable, invalid };
+  group_commit req;
+  kind_t kind = unavailable;
+  std::string session_id;
+  bool created = false;
+  std::vector<std::string> removed; ///< tickets that must leave the queue
+  std::string detail;
+};
+
+using group_job_ptr = std::shared_ptr<group_job>;
+
+} // namespace
+
+} // namespace mm
+
+// Local only: the job goes to this node's worker and back.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::group_job_ptr)
+
+namespace mm {
+
+namespace {
+
+/// The worker: owns one blocking database connection.
+using group_worker_actor
+  = caf::typed_actor<caf::replies_to<group_job_ptr>::with<group_job_ptr>>;
+
+/// The tickets of `g` with a cancel of any of their members.
+std::vector<std::string> cancelled_tickets(const cancel_registry& cancels,
+                                           const group_commit& g) {
+  std::vector<std::string> out;
+  for (const auto& t : g.tickets)
+    for (const auto& m : t.members)
+      if (cancels.contains(g.queue, m.user, t.ticket)) {
+        out.push_back(t.ticket);
+        break;
+      }
+  return out;
+}
+
+/// The session rows of a group (teams are 1-based in the claim, 0 without
+/// teams; 0-based in the session).
+group_match_request to_request(const group_commit& g) {
+  group_match_request r;
+  r.queue = g.queue;
+  r.group = g.group;
+  r.min_players = g.min_players;
+  for (const auto& t : g.tickets)
+    for (const auto& m : t.members)
+      r.members.push_back(session_member{m.user, t.ticket, m.attrs,
+                                         t.team > 0 ? t.team - 1 : 0, true});
+  return r;
+}
+
+/// Runs the checkpoints and the commit of one group; for a refused group,
+/// finds the tickets whose members are in another active session.
+void run_group(match_store& store, const cancel_registry& cancels,
+               const hook_fn& hook, group_job& job) {
+  const auto& g = job.req;
+  if (hook)
+    hook(checkpoint::before_create, g);
+  if (auto c = cancelled_tickets(cancels, g); !c.empty()) {
+    job.kind = group_job::cancelled;
+    job.removed = std::move(c);
+    job.detail = "cancelled before create";
+    return;
+  }
+  auto check = [&](commit_stage stage, size_t) {
+    if (hook)
+      hook(stage == commit_stage::after_create ? checkpoint::after_create
+                                               : checkpoint::before_answer,
+           g);
+    return cancelled_tickets(cancels, g).empty();
+  };
+  auto r = store.commit_group(to_request(g), check);
+  if (r) {
+    job.kind = group_job::committed;
+    job.session_id = r->session_id;
+    job.created = r->created;
+    if (hook && r->created)
+      hook(checkpoint::after_commit, g);
+    return;
+  }
+  job.detail = r.error().detail;
+  switch (r.error().code) {
+    case errc::cancelled:
+      job.kind = group_job::cancelled;
+      job.removed = cancelled_tickets(cancels, g);
+      return;
+    case errc::conflict:
+      job.kind = group_job::conflict;
+      for (const auto& t : g.tickets)
+        for (const auto& m : t.members) {
+          auto a = store.active_session_of(m.user);
+          // Unknown: the ticket stays (a later claim finds out again).
+          if (a && a->has_value()) {
+            job.removed.push_back(t.ticket);
+            break;
+          }
+        }
+      return;
+    case errc::invalid_argument:
+      // A claim that made a group the store cannot hold: it would be
+      // claimed again forever, so its tickets leave.
+      job.kind = group_job::invalid;
+      for (const auto& t : g.tickets)
+        job.removed.push_back(t.ticket);
+      return;
+    default:
+      job.kind = group_job::unavailable;
+      return;
+  }
+}
+
+group_worker_actor::behavior_type
+group_worker(group_worker_actor::pointer,
+             std::shared_ptr<match_store_factory> factory,
+             std::shared_ptr<cancel_registry> cancels, hook_fn hook) {
+  std::shared_ptr<match_store> store = factory->connect();
+  return {
+    [store, cancels, hook](group_job_ptr& job) {
+      run_group(*store, *cancels, hook, *job);
+      return job;
+    },
+  };
+}
+
+struct group_finalizer_state {
+  group_finalizer_config cfg;
+  queue_broker_actor broker;
+  std::unique_ptr<match_store> inline_store; ///< non-blocking store
+  group_worker_actor worker;                 ///< blocking store
+  static inline const char* name = "mm.group_finalizer";
+};
+
+using gfin_ptr = group_finalizer_actor::stateful_pointer<group_finalizer_state>;
+using verdict_promise = caf::typed_response_promise<group_verdict>;
+
+/// Settles a finished job in the queue, then answers.
+void settle(gfin_ptr self, group_job_ptr job, verdict_promise rp) {
+  auto& st = self->state;
+  auto bound = worker_bound(st.cfg.worker_timeout_ms);
+  group_ref ref{job->req.queue, job->req.group};
+  group_verdict v;
+  v.session_id = job->session_id;
+  v.created = job->created;
+  v.removed = job->removed;
+  v.detail = job->detail;
+  auto log_failed = [self, ref](const char* what) {
+    return [self, ref, what](caf::error& err) mutable {
+      // The claim hold lapses and the queue settles the group itself.
+      MM_LOG_LIMITED(gfin_log(), warn, "{} of group {} failed: {}", what,
+                     ref.group, self->system().render(err));
+    };
+  };
+  if (job->kind == group_job::committed) {
+    v.committed = true;
+    if (auto& m = st.cfg.metrics; m && job->created)
+      m->matches.fetch_add(1, std::memory_order_relaxed);
+    if (st.cfg.relay)
+      self->send(st.cfg.relay, tick_atom_v);
+    self->request(st.broker, bound, release_atom_v, ref)
+      .then([rp, v](group_settle_result&) mutable { rp.deliver(v); },
+            [rp, v, f = log_failed("release")](caf::error& err) mutable {
+              f(err);
+              rp.deliver(v);
+            });
+    return;
+  }
+  if (job->kind == group_job::conflict)
+    if (auto& m = st.cfg.metrics)
+      m->conflicts.fetch_add(1, std::memory_order_relaxed);
+  self->request(st.broker, bound, requeue_atom_v, ref, job->removed)
+    .then([rp, v](group_settle_result&) mutable { rp.deliver(v); },
+          [rp, v, f = log_failed("requeue")](caf::error& err) mutable {
+            f(err);
+            rp.deliver(v);
+          });
+}
+
+group_finalizer_actor::behavior_type
+group_finalizer_impl(gfin_ptr self,
+                     std::shared_ptr<match_store_factory> factory,
+                     queue_broker_actor broker, group_finalizer_config cfg) {
+  auto& st = self->state;
+  if (!cfg.cancels)
+    cfg.cancels = std::make_shared<cancel_registry>();
+  st.cfg = cfg;
+  st.broker = std::move(broker);
+  auto probe = factory->connect();
+  if (probe->blocking())
+    st.worker = self->spawn<caf::detached + caf::linked>(
+      group_worker, factory, cfg.cancels, cfg.at_checkpoint);
+  else
+    st.inline_store = std::move(probe);
+  return {
+    [self](finalize_atom, group_commit& g) {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<group_verdict>();
+      auto job = std::make_shared<group_job>();
+      job->req = std::move(g);
+      if (st.inline_store) {
+        run_group(*st.inline_store, *st.cfg.cancels, st.cfg.at_checkpoint,
+                  *job);
+        settle(self, std::move(job), rp);
+        return rp;
+      }
+      self
+        ->request(st.worker, worker_bound(st.cfg.worker_timeout_ms),
+                  std::move(job))
+        .then([self, rp](group_job_ptr& done) { settle(self, done, rp); },
+              [self](caf::error& err) {
+                MM_LOG_LIMITED(gfin_log(), error, "group worker failed: {}",
+                               self->system().render(err));
+                self->quit(err);
+              });
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+group_finalizer_actor
+spawn_group_finalizer(caf::actor_system& sys,
+                      std::shared_ptr<match_store_factory> store,
+                      queue_broker_actor broker, group_finalizer_config cfg) {
+  return sys.spawn(group_finalizer_impl, std::move(store), std::move(broker),
+                   std::move(cfg));
+}
+
+} // namespace mm
