@@ -1,9 +1,9 @@
 // The group finalizer on the embedded queue store and the in-memory
-// persistence, driven deterministically by the CAF test DSL (problem 15,
-// I12, issue 32): a claimed group commits whole and leaves the queue; a
-// member's cancel at each checkpoint undoes the whole group, every other
-// ticket back at its original score and the cancelled one never matched;
-// a member busy elsewhere takes only its own ticket out.
+// persistence, driven deterministically by the CAF test DSL (problem 15 of
+// docs/design.md, I12, issue 32): a claimed group commits whole and leaves
+// the queue; a member's cancel at each checkpoint undoes the whole group,
+// every other ticket back at its original score and the cancelled one never
+// matched; a member busy elsewhere takes only its own ticket out.
 
 #define CAF_SUITE group_finalizer
 #define FAIL(msg) CAF_FAIL(msg) // Debian's dsl.hpp calls an undefined FAIL
