@@ -203,6 +203,14 @@ std::optional<failure> admit(broker_ptr self, const std::string& q, bool join) {
   return std::nullopt;
 }
 
+/// Counts one claim script that answered and the stale tickets it removed.
+void count_claim(broker_ptr self, uint32_t stale_removed) {
+  if (auto& m = self->state.cfg.metrics) {
+    m->claims.fetch_add(1, std::memory_order_relaxed);
+    m->stale_removed.fetch_add(stale_removed, std::memory_order_relaxed);
+  }
+}
+
 /// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3
 /// of docs/design.md).
 void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
@@ -232,11 +240,7 @@ void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
              out(std::move(res));
              return;
            }
-           if (auto& m = self->state.cfg.metrics) {
-             m->claims.fetch_add(1, std::memory_order_relaxed);
-             m->stale_removed.fetch_add(res->stale_removed,
-                                        std::memory_order_relaxed);
-           }
+           count_claim(self, res->stale_removed);
            res->scans = scans + 1;
            res->stale_removed += stale;
            if (res->outcome == claim_outcome::queued && res->more
@@ -276,11 +280,7 @@ void group_claim(broker_ptr self, group_ticket_spec spec, uint32_t scans,
              out(std::move(res));
              return;
            }
-           if (auto& m = self->state.cfg.metrics) {
-             m->claims.fetch_add(1, std::memory_order_relaxed);
-             m->stale_removed.fetch_add(res->stale_removed,
-                                        std::memory_order_relaxed);
-           }
+           count_claim(self, res->stale_removed);
            res->stale_removed += stale;
            if (res->outcome == group_claim_outcome::queued && res->more
                && scans + 1 <= self->state.cfg.max_rescans) {

@@ -23,6 +23,39 @@ const char* to_string(commit_stage x) noexcept {
 
 match_store::~match_store() = default;
 
+namespace {
+
+/// The caller's check as the implementations call it: index `k` of theirs
+/// is `to_caller(k)` of the caller's, and whatever the caller's check
+/// throws becomes one exception type that they catch (they fail the call
+/// and write nothing). Empty when `check` is.
+template <class Map>
+commit_check rethrowing(const commit_check& check, Map to_caller) {
+  if (!check)
+    return {};
+  return [&check, to_caller](commit_stage stage, size_t k) -> bool {
+    try {
+      return check(stage, to_caller(k));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string{"commit check threw: "} + e.what());
+    } catch (...) {
+      throw std::runtime_error("commit check threw");
+    }
+  };
+}
+
+/// The arguments of a member's call about a session (end, leave).
+failure check_member_call(const std::string& session_id,
+                          const std::string& user, const std::string& reason) {
+  if (auto f = check_id("session id", session_id); f.code != errc::none)
+    return f;
+  if (auto f = check_id("user", user); f.code != errc::none)
+    return f;
+  return check_close_reason(reason);
+}
+
+} // namespace
+
 std::vector<outcome<match_record>>
 match_store::commit_matches(const std::vector<match_request>& requests,
                             const commit_check& check) {
@@ -43,20 +76,7 @@ match_store::commit_matches(const std::vector<match_request>& requests,
   if (valid.empty())
     return out;
   // The implementations count in `valid`; the caller counts in `requests`.
-  // Whatever the caller's check throws becomes one exception type that the
-  // implementations catch (they fail the call and write nothing).
-  commit_check mapped;
-  if (check)
-    mapped = [&check, &slot](commit_stage stage, size_t k) -> bool {
-      try {
-        return check(stage, slot.at(k));
-      } catch (const std::exception& e) {
-        throw std::runtime_error(std::string{"commit check threw: "}
-                                 + e.what());
-      } catch (...) {
-        throw std::runtime_error("commit check threw");
-      }
-    };
+  auto mapped = rethrowing(check, [&slot](size_t k) { return slot.at(k); });
   auto res = do_commit_matches(valid, mapped);
   for (size_t k = 0; k < slot.size() && k < res.size(); ++k)
     out[slot[k]] = std::move(res[k]);
@@ -75,11 +95,8 @@ outcome<bool> match_store::close_session(const std::string& session_id,
 outcome<end_record> match_store::end_session(const std::string& session_id,
                                              const std::string& user,
                                              const std::string& reason) {
-  if (auto f = check_id("session id", session_id); f.code != errc::none)
-    return f;
-  if (auto f = check_id("user", user); f.code != errc::none)
-    return f;
-  if (auto f = check_close_reason(reason); f.code != errc::none)
+  if (auto f = check_member_call(session_id, user, reason);
+      f.code != errc::none)
     return f;
   return do_end_session(session_id, user, reason);
 }
@@ -92,11 +109,7 @@ match_store::end_sessions(const std::vector<end_request>& requests) {
   std::vector<size_t> slot; // index in `requests` of valid[k]
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto& r = requests[i];
-    failure f = check_id("session id", r.session_id);
-    if (f.code == errc::none)
-      f = check_id("user", r.user);
-    if (f.code == errc::none)
-      f = check_close_reason(r.reason);
+    auto f = check_member_call(r.session_id, r.user, r.reason);
     if (f.code != errc::none) {
       out[i] = f;
       continue;
@@ -191,29 +204,15 @@ outcome<match_record> match_store::commit_group(const group_match_request& req,
                                                 const commit_check& check) {
   if (auto f = check_group_request(req); f.code != errc::none)
     return f;
-  commit_check mapped; // as in commit_matches: one exception type
-  if (check)
-    mapped = [&check](commit_stage stage, size_t k) -> bool {
-      try {
-        return check(stage, k);
-      } catch (const std::exception& e) {
-        throw std::runtime_error(std::string{"commit check threw: "}
-                                 + e.what());
-      } catch (...) {
-        throw std::runtime_error("commit check threw");
-      }
-    };
+  auto mapped = rethrowing(check, [](size_t k) { return k; });
   return do_commit_group(req, mapped);
 }
 
 outcome<leave_record> match_store::leave_session(const std::string& session_id,
                                                  const std::string& user,
                                                  const std::string& reason) {
-  if (auto f = check_id("session id", session_id); f.code != errc::none)
-    return f;
-  if (auto f = check_id("user", user); f.code != errc::none)
-    return f;
-  if (auto f = check_close_reason(reason); f.code != errc::none)
+  if (auto f = check_member_call(session_id, user, reason);
+      f.code != errc::none)
     return f;
   return do_leave_session(session_id, user, reason);
 }

@@ -227,16 +227,10 @@ pg_match_store::do_leave_session(const std::string& session_id,
     auto r = exec_prepared(st_lock_session, {&session_id});
     must(r, "lock session");
     if (PQntuples(r.get()) == 0) {
-      // Not live: ended (moved to the history) or unknown.
-      auto arg = nlohmann::json::array({session_id}).dump();
-      r = exec_prepared(st_ended_of, {&arg});
-      must(r, "ended session");
-      must(exec("ROLLBACK"), "ROLLBACK");
-      if (PQntuples(r.get()) == 0)
-        return failure{errc::not_found, "no session " + session_id};
-      out.session = read_ended(r.get(), 0).session;
-      if (auto f = check_member(out.session, user); f.code != errc::none)
-        return f;
+      auto e = ended_state(session_id, user); // over, or unknown
+      if (!e)
+        return e.error();
+      out.session = std::move(e->session);
       return out; // over: the recorded state
     }
     auto e = read_ended(r.get(), 0);

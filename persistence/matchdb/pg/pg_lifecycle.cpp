@@ -63,19 +63,8 @@ pg_match_store::do_end_session(const std::string& session_id,
     must(exec("BEGIN"), "BEGIN");
     auto r = exec_prepared(st_lock_session, {&session_id});
     must(r, "lock session");
-    if (PQntuples(r.get()) == 0) {
-      // Not live: ended (moved to the history) or unknown.
-      auto arg = nlohmann::json::array({session_id}).dump();
-      r = exec_prepared(st_ended_of, {&arg});
-      must(r, "ended session");
-      must(exec("ROLLBACK"), "ROLLBACK");
-      if (PQntuples(r.get()) == 0)
-        return outcome<end_record>{errc::not_found, "no session " + session_id};
-      auto e = read_ended(r.get(), 0);
-      if (auto f = check_member(e.session, user); f.code != errc::none)
-        return f;
-      return e; // ended before: the recorded state
-    }
+    if (PQntuples(r.get()) == 0)
+      return ended_state(session_id, user); // ended before, or unknown
     auto e = read_ended(r.get(), 0);
     load_rosters({&e.session}); // a group's: any member may end it
     if (auto f = check_member(e.session, user); f.code != errc::none) {
@@ -246,6 +235,21 @@ outcome<prune_counts> pg_match_store::do_prune(uint32_t retention_ms,
   out.outbox = *outbox;
   out.sessions = *sessions + *history;
   return out;
+}
+
+outcome<end_record> pg_match_store::ended_state(const std::string& session_id,
+                                                const std::string& user) {
+  // Not live: ended (moved to the history) or unknown.
+  auto arg = nlohmann::json::array({session_id}).dump();
+  auto r = exec_prepared(st_ended_of, {&arg});
+  must(r, "ended session");
+  must(exec("ROLLBACK"), "ROLLBACK");
+  if (PQntuples(r.get()) == 0)
+    return outcome<end_record>{errc::not_found, "no session " + session_id};
+  auto e = read_ended(r.get(), 0);
+  if (auto f = check_member(e.session, user); f.code != errc::none)
+    return f;
+  return e;
 }
 
 } // namespace mm::pg

@@ -199,6 +199,13 @@ class pg_match_store final : public match_store {
   /// the final state. Throws `db_refusal` when one was not ended.
   void end_locked(std::vector<end_record>& todo);
 
+  /// A member's call found no live row of `session_id` under its lock:
+  /// ends the open transaction and answers the session as the history has
+  /// it (`not_found` when it has none, `forbidden` when `user` was never a
+  /// member of it).
+  outcome<end_record> ended_state(const std::string& session_id,
+                                  const std::string& user);
+
   // -- groups (pg_groups.cpp) -------------------------------------------------
 
   /// Reads the members of the group sessions among `sessions` that have
