@@ -48,15 +48,6 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   }
   cfg.session.node = cfg.node;
   cfg.session.rules = cfg.rules;
-  if (cfg.rules)
-    for (auto& [queue, rs] : *cfg.rules)
-      if (rs.has_shape)
-        // The queue stores take group claims (docs/groups.md); sessions,
-        // the finalizer and the API do not make them yet.
-        return failure{errc::invalid_rules,
-                       "queue '" + queue
-                         + "' declares a shape of more than a pair: group "
-                           "matches are not served by this build yet"};
   if (cfg.rules && !cfg.broker.queues.empty())
     for (auto& [queue, rs] : *cfg.rules)
       if (std::find(cfg.broker.queues.begin(), cfg.broker.queues.end(), queue)
@@ -202,6 +193,34 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   e->lock_ = spawn_pair_lock(sys, e->queue_store_, cfg.lock);
   e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
                           cfg.swipe);
+  {
+    // Parties own the group tickets (docs/groups.md); they use the
+    // sessions' timing and are told their members' match events.
+    party_config pc;
+    pc.node = cfg.node;
+    pc.ttl_ms = e->cfg_.session.ttl_ms;
+    pc.heartbeat_ms = e->cfg_.session.heartbeat_ms;
+    pc.request_timeout_ms = e->cfg_.session.route_timeout_ms;
+    pc.recheck_ms = e->cfg_.session.owner_recheck_ms;
+    pc.rules = cfg.rules;
+    pc.metrics = cfg.metrics;
+    std::weak_ptr<session_table> table = e->sessions_;
+    party_links pl{e->broker_,
+                   e->group_finalizer_,
+                   e->directory_,
+                   e->lifecycle_,
+                   fcfg.cancels,
+                   e->party_members_,
+                   [table](const std::string& user) {
+                     auto t = table.lock();
+                     if (!t)
+                       return session_actor{};
+                     std::lock_guard<std::mutex> guard{t->mtx};
+                     auto i = t->map.find(user);
+                     return i == t->map.end() ? session_actor{} : i->second;
+                   }};
+    e->parties_ = spawn_party_hub(sys, std::move(pl), std::move(pc));
+  }
   auto as_actor = [](const auto& h) { return caf::actor_cast<caf::actor>(h); };
   e->watch_
     = spawn_core_watch(sys,
@@ -213,7 +232,8 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                         {"gateway", as_actor(e->gateway_)},
                         {"lifecycle", as_actor(e->lifecycle_)},
                         {"pair_lock", as_actor(e->lock_)},
-                        {"swipe", as_actor(e->swipe_)}},
+                        {"swipe", as_actor(e->swipe_)},
+                        {"party_hub", as_actor(e->parties_)}},
                        e->health_, cfg.on_core_down);
   return e;
 }
@@ -237,8 +257,8 @@ session_actor engine::session(const std::string& user,
       return i->second;
     s = spawn_session(sys_, user,
                       session_links{broker_, finalizer_, directory_,
-                                    std::move(subscriber), gateway_,
-                                    lifecycle_},
+                                    std::move(subscriber), gateway_, lifecycle_,
+                                    party_members_, parties_},
                       cfg_.session);
     map.emplace(user, s);
     set_gauge(cfg_.metrics, map.size());
@@ -344,6 +364,7 @@ void engine::stop() {
     if (h)
       caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   };
+  bye(parties_); // its parties stop with it (linked below)
   bye(gateway_);
   bye(lifecycle_);
   bye(relay_);
@@ -353,6 +374,7 @@ void engine::stop() {
   bye(group_finalizer_);
   bye(directory_);
   bye(broker_);
+  parties_ = nullptr;
   gateway_ = nullptr;
   lifecycle_ = nullptr;
   relay_ = nullptr;

@@ -16,6 +16,7 @@
 #include "actors/lifecycle.hpp"
 #include "actors/outbox_relay.hpp"
 #include "actors/pair_lock.hpp"
+#include "actors/party_hub.hpp"
 #include "actors/queue_broker.hpp"
 #include "actors/session.hpp"
 #include "actors/swipe.hpp"
@@ -173,6 +174,18 @@ class engine {
     return group_finalizer_;
   }
 
+  /// Parties (docs/groups.md, "Parties"): create, join, leave, queue,
+  /// cancel and look at parties; a queue with a shape is joined through
+  /// here (alone: a party of one). Thread-safe.
+  party_hub_actor parties() const {
+    return parties_;
+  }
+
+  /// Which party each user of this node is in. Thread-safe.
+  std::shared_ptr<party_registry> party_members() const {
+    return party_members_;
+  }
+
   /// The directory (user -> session actor on this node).
   directory_actor directory() const {
     return directory_;
@@ -244,6 +257,9 @@ class engine {
   outbox_relay_actor relay_;
   node_gateway_actor gateway_;
   lifecycle_actor lifecycle_;
+  party_hub_actor parties_;
+  std::shared_ptr<party_registry> party_members_
+    = std::make_shared<party_registry>();
   uint16_t published_port_ = 0; ///< CAF's port; 0: the engine did not publish
   /// In front of a plaintext cluster port (actors/basp_guard.hpp).
   std::unique_ptr<basp_guard> guard_;

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/session_data.hpp"
@@ -18,9 +19,6 @@ std::shared_ptr<spdlog::logger> ses_log() {
   static auto log = logger("session");
   return log;
 }
-
-using cancel_fn = std::function<void(state_promise)>;
-using timer_fn = std::function<void(uint64_t)>;
 
 session_actor::behavior_type idle_b(ses_ptr self);
 session_actor::behavior_type claiming_b(ses_ptr self);
@@ -88,20 +86,25 @@ void enter(ses_ptr self, session_phase phase) {
   ++d.gen;
   if (phase == session_phase::cancelled && d.cfg.metrics)
     d.cfg.metrics->cancels.fetch_add(1, std::memory_order_relaxed);
-  switch (phase) {
-    case session_phase::claiming:
-      self->become(claiming_b(self));
-      break;
-    case session_phase::queued:
-      self->become(queued_b(self));
-      self->delayed_send(self, next_look(d), tick_atom_v, d.gen);
-      break;
-    case session_phase::finalizing:
-      self->become(finalizing_b(self));
-      break;
-    default:
-      self->become(done_b(self));
-  }
+  if (!live(phase))
+    d.party.clear();
+  if (!d.party.empty()) // a party of one drives this join
+    self->become(grouped_b(self));
+  else
+    switch (phase) {
+      case session_phase::claiming:
+        self->become(claiming_b(self));
+        break;
+      case session_phase::queued:
+        self->become(queued_b(self));
+        self->delayed_send(self, next_look(d), tick_atom_v, d.gen);
+        break;
+      case session_phase::finalizing:
+        self->become(finalizing_b(self));
+        break;
+      default:
+        self->become(done_b(self));
+    }
   publish(self);
   if (phase != session_phase::claiming) {
     for (auto& rp : d.join_waiters)
@@ -163,6 +166,20 @@ void session_over(ses_ptr self, const std::string& session_id,
   ++d.gen;
   self->become(idle_b(self));
   publish(self);
+}
+
+/// A group's match.created (a party's ticket, not this session's join):
+/// the user is in that session now; an idle or ended join shows it.
+void group_matched(ses_ptr self, const match_event& ev) {
+  auto& d = self->state;
+  d.free_known = false;
+  if (live(d.st.phase) || d.st.session_id == ev.session_id)
+    return;
+  d.st.queue = ev.queue;
+  d.st.token.clear();
+  d.st.detail = "matched with a group";
+  d.st.session_id = ev.session_id;
+  enter(self, session_phase::matched);
 }
 
 /// Ends `session_id` through the lifecycle actor on behalf of this user.
@@ -262,8 +279,29 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
         out.ticket_b = client_ticket_of(ev.ticket_b, ev.user_b);
         self->send(d.links.subscriber, std::move(out));
       }
+      if (ev.type == party_updated_event) {
+        party_event(self, ev);
+        return;
+      }
+      if (d.links.party_members && d.links.parties) {
+        // The user's party learns of its match, and of its end, from here.
+        auto party = d.links.party_members->party_of(d.base_user);
+        if (!party.empty())
+          self->send(d.links.parties, deliver_atom_v, party, ev);
+      }
       if (ev.type == session_ended_event) {
         session_over(self, ev.session_id, "ended");
+        return;
+      }
+      if (ev.type == "match.created" && !ev.others.empty()) {
+        group_matched(self, ev);
+        return;
+      }
+      if (ev.type == "session.member_left") {
+        // Free at once when the member who left is this user.
+        auto j = nlohmann::json::parse(ev.payload, nullptr, false);
+        if (j.is_object() && j.value("user", "") == d.base_user)
+          session_over(self, ev.session_id, "left");
         return;
       }
       auto mine = (ev.user_a == d.st.user && d.tickets.count(ev.ticket_a))

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "actors/party_registry.hpp"
 #include "core/metrics.hpp"
 #include "core/rules.hpp"
 #include "messages/type_ids.hpp"
@@ -73,6 +74,12 @@ struct session_links {
   /// before a join unless the session already knows the user is free). May
   /// be invalid: then ends are refused and joins are not checked.
   lifecycle_actor lifecycle;
+  /// Parties (docs/groups.md): a user in a party joins only through it
+  /// (a join of the session's own is refused `in_party`), and the party
+  /// hears its members' match events from their sessions. May be null /
+  /// invalid: then no party is consulted.
+  std::shared_ptr<party_registry> party_members;
+  party_hub_actor parties;
 };
 
 /// Spawns the session actor of `user`. It registers with the directory,

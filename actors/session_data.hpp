@@ -92,6 +92,13 @@ struct session_data {
   caf::actor_clock::time_point last_touch;
   bool idle_armed = false;
   uint32_t ends_pending = 0;
+  // A join of a queue with a shape runs as a party of one (the party hub's,
+  // actors/session_party.cpp): its id, and the newest version of it seen.
+  std::string party;
+  uint64_t party_version = 0;
+  // Party events that came before the hub's answer named the party (they
+  // travel another way): replayed once it did. At most 8.
+  std::deque<match_event> party_early;
   static inline const char* name = "session";
 };
 
@@ -112,6 +119,9 @@ void note_partner(session_data& d, const std::string& partner);
 
 /// True for the phases a join ends in.
 bool terminal(session_phase p);
+
+/// True for the phases of a join that is under way.
+bool live(session_phase p);
 
 /// Enters `phase` (and its behavior), invalidating older timers.
 void enter(ses_ptr self, session_phase phase);
@@ -178,5 +188,30 @@ join_fn start_join(ses_ptr self);
 /// A join while another one is going on: the same one again answers the
 /// current state (idempotent), another one is refused (`duplicate_ticket`).
 join_fn join_while_busy(ses_ptr self);
+
+using cancel_fn = std::function<void(state_promise)>;
+using timer_fn = std::function<void(uint64_t)>;
+
+/// The behavior every state shares, with the state's own join, cancel and
+/// timer handlers (actors/session.cpp).
+session_actor::behavior_type make(ses_ptr self, join_fn on_join,
+                                  cancel_fn on_cancel, timer_fn on_tick,
+                                  timer_fn on_grace);
+
+/// A timer of a state that is gone.
+void ignore_timer(uint64_t);
+
+/// The live states of a join that runs as a party of one
+/// (actors/session_party.cpp).
+session_actor::behavior_type grouped_b(ses_ptr self);
+
+/// Starts a join of a queue with a shape: a party of one at the party hub
+/// for this ticket; the session mirrors its party's phases. `attrs` as
+/// the client sent them (the party checks them).
+void join_as_party(ses_ptr self, join_request& r, state_promise rp);
+
+/// A party.updated event for this user: mirrored when it is the party of
+/// the join under way.
+void party_event(ses_ptr self, const match_event& ev);
 
 } // namespace mm::session_detail

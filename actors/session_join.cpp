@@ -36,6 +36,10 @@ void begin_join(ses_ptr self, join_request& r, state_promise rp) {
         rp.deliver(caf::make_error(c.error().code, c.error().detail));
         return;
       }
+      if (it->second.has_shape) { // a party of one (session_party.cpp)
+        join_as_party(self, r, rp);
+        return;
+      }
       rules = &it->second;
       checked = std::move(*c);
     }
@@ -97,6 +101,15 @@ join_fn join_while_busy(ses_ptr self) {
 join_fn start_join(ses_ptr self) {
   return [self](join_request& r, state_promise rp) {
     auto& d = self->state;
+    if (d.links.party_members) {
+      auto party = d.links.party_members->party_of(d.base_user);
+      if (!party.empty()) {
+        rp.deliver(caf::make_error(errc::in_party, d.base_user + " is in party "
+                                                     + party
+                                                     + ": the party queues"));
+        return;
+      }
+    }
     if (d.free_known || !d.links.lifecycle) {
       begin_join(self, r, rp);
       return;

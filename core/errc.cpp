@@ -24,6 +24,8 @@ constexpr const char* names[] = {
   "invalid_attribute",
   "invalid_rules",
   "store_auth_failed",
+  "in_party",
+  "party_too_large",
 };
 
 } // namespace

@@ -31,6 +31,8 @@ enum class errc : uint8_t {
                      ///< (docs/rules.md); nothing was changed
   invalid_rules,     ///< a rule configuration cannot be used (at start)
   store_auth_failed, ///< the queue store refused the configured credentials
+  in_party,          ///< the user is in another party (docs/groups.md)
+  party_too_large,   ///< a party exceeds its queue's party_max or team size
 };
 
 /// Returns the stable name of `x`, e.g. "duplicate_ticket"; "unknown" for a

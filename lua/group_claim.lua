@@ -11,7 +11,8 @@
 -- ARGV[5] hold ms (a claimed group's bound to be settled, 1..600000)
 -- ARGV[6] rules (lib/rules.lua; '' none)   ARGV[7] shape (lib/groups.lua)
 -- ARGV[8] n (members, 1..party_max); then n times: user, rule values
---         ('|'), avoid (','), balance value ('' none), attrs
+--         ('|'), avoid (','), balance value ('' none), attrs; then
+--         optionally '1': a re-scan, which never files the ticket anew
 -- Replies (own: the caller's ticket's state, 'claimed' or 'waiting', then
 -- its token, score and deadline):
 --   {'queued', ticket, token, score, deadline, stale_removed, more}
@@ -22,6 +23,8 @@
 --   {'claimed', ticket, token, group}  the caller's ticket is in a group
 --       another call made; that call's node settles it
 --   {'duplicate', user, other_ticket}  a member is in another live ticket
+--   {'gone', ticket}  a re-scan found the ticket neither waiting nor
+--       claimed (settled, or lapsed): the caller's node asks the database
 --   {'invalid', what}
 gbind(KEYS)
 local ticket, node = ARGV[1], ARGV[2]
@@ -53,6 +56,7 @@ for i = 1, n do
   members[i] = {user = user, rk = rk, avoid = avoid, bal = bal,
                 attrs = attrs}
 end
+local rescan = ARGV[9 + n * 5] == '1'
 local rules = nil
 if rs ~= '' then
   if #rs > 1024 or string.find(rs, '%z') then return invalid('rules') end
@@ -115,6 +119,7 @@ if own and own.made ~= '' then
   local made = group_tickets(own.made)
   if made then return group_reply(own.made, '0', own, made) end
 end
+if not own and rescan then return {'gone', ticket} end
 if own and own.state == 'claimed' then
   own.deadline = now + ttl -- a re-scan counts as presence
   redis.call('HSET', G_TIX, own.ticket, gencode(own))

@@ -1,4 +1,5 @@
 #include "messages/engine_types.hpp"
+#include "messages/party_types.hpp"
 
 namespace mm {
 
@@ -33,6 +34,21 @@ const char* to_string(finalize_outcome x) noexcept {
       return "cancelled";
     default:
       return "refused";
+  }
+}
+
+const char* to_string(party_phase x) noexcept {
+  switch (x) {
+    case party_phase::open:
+      return "open";
+    case party_phase::claiming:
+      return "claiming";
+    case party_phase::queued:
+      return "queued";
+    case party_phase::finalizing:
+      return "finalizing";
+    default:
+      return "matched";
   }
 }
 

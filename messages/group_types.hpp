@@ -37,12 +37,15 @@ struct group_ticket_spec {
   std::string rules; ///< the queue's rule set spec, '' none
   std::string shape; ///< the queue's shape spec (core/shape.hpp)
   std::vector<party_member> members;
+  /// A re-scan of a ticket filed before: answers `gone` rather than filing
+  /// it anew when it is neither waiting nor claimed (settled or lapsed).
+  bool rescan = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_ticket_spec& x) {
   return f(caf::meta::type_name("group_ticket_spec"), x.queue, x.ticket, x.node,
-           x.ttl_ms, x.rules, x.shape, x.members);
+           x.ttl_ms, x.rules, x.shape, x.members, x.rescan);
 }
 
 /// A member of a claimed ticket, as the match needs it.
@@ -76,6 +79,7 @@ enum class group_claim_outcome : uint8_t {
   queued,           ///< no match within the window: the ticket waits
   matched,          ///< the call made `group` (the caller in it or not)
   claimed_by_other, ///< another call put the caller's ticket in `group`
+  gone,             ///< a re-scan: the ticket is neither waiting nor claimed
 };
 
 /// What the group claim answers.

@@ -306,6 +306,7 @@ unsigned api_router::status_of(errc code) noexcept {
   switch (code) {
     case errc::invalid_argument:
     case errc::invalid_attribute:
+    case errc::party_too_large:
       return 400;
     case errc::not_found:
     case errc::unknown_queue:
@@ -319,6 +320,7 @@ unsigned api_router::status_of(errc code) noexcept {
     case errc::in_flight:
     case errc::cancelled:
     case errc::too_many_queues:
+    case errc::in_party:
       return 409;
     case errc::store_unavailable:
     case errc::store_auth_failed:

@@ -75,6 +75,8 @@ outcome<script_call> group_claim_call(const group_ticket_spec& spec,
       return invalid("member " + m.user + " is in the party twice");
     args.insert(args.end(), {m.user, m.rk, m.avoid, m.balance, m.attrs});
   }
+  if (spec.rescan)
+    args.emplace_back("1");
   return make_group(script_id::group_claim, spec.queue, std::move(args));
 }
 
@@ -104,6 +106,13 @@ outcome<group_claim_result> parse_group_claim(const store_reply& reply) {
     r.token = x[2];
     r.group = x[3];
     r.in_group = true;
+    return r;
+  }
+  if (x[0] == "gone") {
+    if (!has(x, 2))
+      return short_reply(x);
+    r.outcome = group_claim_outcome::gone;
+    r.ticket = x[1];
     return r;
   }
   if (x[0] == "duplicate") {

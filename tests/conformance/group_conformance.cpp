@@ -104,6 +104,41 @@ std::vector<std::string> users_of(const group_claim_result& r) {
   return out;
 }
 
+TEST_P(group_conformance, a_rescan_never_files_a_settled_ticket_again) {
+  // A party's heartbeat is a re-scan: it keeps a waiting ticket's place and
+  // finds a claimed one, but a ticket whose group was settled (or that
+  // lapsed) answers `gone`, never a new ticket (the party asks the
+  // database instead: it may be matched).
+  auto sh = shape_of(R"({"players": {"min": 2, "max": 2}, "party_max": 2})");
+  auto first = claim(gspec("ta", {"a"}, sh));
+  ASSERT_OK(first);
+  auto re = gspec("ta", {"a"}, sh);
+  re.rescan = true;
+  auto again = claim(re);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->outcome, group_claim_outcome::queued);
+  EXPECT_EQ(again->score, first->score);
+  auto b = claim(gspec("tb", {"b"}, sh));
+  ASSERT_OK(b);
+  ASSERT_EQ(b->outcome, group_claim_outcome::matched);
+  auto held = claim(re);
+  ASSERT_OK(held);
+  EXPECT_EQ(held->outcome, group_claim_outcome::claimed_by_other);
+  auto rel = client_->call(codec::group_release_call(q_, b->group),
+                           codec::parse_group_settle);
+  ASSERT_OK(rel);
+  auto gone = claim(re);
+  ASSERT_OK(gone);
+  EXPECT_EQ(gone->outcome, group_claim_outcome::gone);
+  EXPECT_TRUE(waiting().empty());
+  auto fresh = gspec("tx", {"x"}, sh);
+  fresh.rescan = true;
+  auto never = claim(fresh);
+  ASSERT_OK(never);
+  EXPECT_EQ(never->outcome, group_claim_outcome::gone);
+  EXPECT_TRUE(waiting().empty());
+}
+
 TEST_P(group_conformance, a_full_lobby_is_made_in_one_call) {
   auto sh = shape_of(R"({"players": {"min": 3, "max": 3}})");
   auto a = claim(gspec("ta", {"a"}, sh));
