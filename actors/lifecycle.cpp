@@ -366,6 +366,38 @@ lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
       run_ends(self);
       return rp;
     },
+    [self](leave_atom, std::string& session_id, std::string& user,
+           std::string& reason) -> caf::result<leave_result> {
+      auto rp = self->make_response_promise<leave_result>();
+      auto res = std::make_shared<outcome<leave_record>>(
+        failure{errc::protocol_error, "the store did not answer"});
+      with_store(
+        self,
+        [res, session_id, user, reason](match_store& s) {
+          *res = s.leave_session(session_id, user, reason);
+        },
+        [self, res, rp, user]() mutable {
+          if (!*res) {
+            rp.deliver(as_error(res->error()));
+            return;
+          }
+          auto& r = **res;
+          leave_result out{r.session.session_id,
+                           r.session.queue,
+                           user,
+                           0,
+                           r.left_now,
+                           r.session.status != session_status::active};
+          for (auto& m : r.session.members)
+            out.remaining += m.active ? 1 : 0;
+          if (r.left_now && self->state.cfg.relay)
+            self->send(self->state.cfg.relay, tick_atom_v); // tell them now
+          count_ended(self, r.ended_now ? 1 : 0);
+          rp.deliver(std::move(out));
+        },
+        [rp](const caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
     [self](state_atom, std::string& user) -> caf::result<std::string> {
       auto& st = self->state;
       if (st.cfg.database_down

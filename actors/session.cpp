@@ -208,6 +208,32 @@ caf::result<end_result> end_session(ses_ptr self, std::string session_id,
   return rp;
 }
 
+/// The user leaves its group session `session_id` (lifecycle actor).
+caf::result<leave_result> leave_session(ses_ptr self, std::string session_id,
+                                        std::string reason) {
+  auto& d = self->state;
+  if (!d.links.lifecycle)
+    return caf::make_error(errc::shutting_down,
+                           "sessions cannot be left on this engine");
+  auto rp = self->make_response_promise<leave_result>();
+  ++d.ends_pending;
+  self
+    ->request(d.links.lifecycle,
+              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
+              leave_atom_v, session_id, d.base_user, std::move(reason))
+    .then(
+      [self, rp](leave_result& r) mutable {
+        --self->state.ends_pending;
+        session_over(self, r.session_id, "left");
+        rp.deliver(std::move(r));
+      },
+      [self, rp](caf::error& err) mutable {
+        --self->state.ends_pending;
+        rp.deliver(std::move(err));
+      });
+  return rp;
+}
+
 // -- a store that did not answer ----------------------------------------------
 
 bool store_trouble(const caf::error& err) {
@@ -262,6 +288,10 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
     [self](end_atom, std::string& session_id, std::string& reason) {
       touch(self);
       return end_session(self, std::move(session_id), std::move(reason));
+    },
+    [self](leave_atom, std::string& session_id, std::string& reason) {
+      touch(self);
+      return leave_session(self, std::move(session_id), std::move(reason));
     },
     [self](deliver_atom, match_event& ev) {
       auto& d = self->state;

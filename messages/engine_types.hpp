@@ -113,6 +113,23 @@ typename Inspector::result_type inspect(Inspector& f, match_event& x) {
            x.type, x.others);
 }
 
+/// What a member's leave of a group session answered (session /
+/// lifecycle `leave_atom`). The same state for every leave of one member.
+struct leave_result {
+  std::string session_id;
+  std::string queue;
+  std::string user;
+  uint32_t remaining = 0; ///< members still in the session
+  bool left_now = false;  ///< false: the member had left before
+  bool ended = false;     ///< the session is over (too few stay, or ended)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, leave_result& x) {
+  return f(caf::meta::type_name("leave_result"), x.session_id, x.queue, x.user,
+           x.remaining, x.left_now, x.ended);
+}
+
 /// What became of one delivery of a match event to sessions (directory ->
 /// relay, gateway -> directory, peer gateway -> gateway). Counts users.
 struct delivery_report {

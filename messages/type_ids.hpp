@@ -97,6 +97,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (mm::party_queue_request))
   CAF_ADD_ATOM(matchmaker, mm, create_atom, "create")
   CAF_ADD_ATOM(matchmaker, mm, leave_atom, "leave")
+  CAF_ADD_TYPE_ID(matchmaker, (mm::leave_result))
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -192,6 +193,9 @@ using session_actor = caf::typed_actor<
   // `not_found` for an unknown one, `shutting_down` on an engine without a
   // lifecycle actor.
   caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
+  // (session, reason): the user leaves its group session `session` (the
+  // others play on while enough stay). Idempotent. Refusals as for end.
+  caf::replies_to<leave_atom, std::string, std::string>::with<leave_result>,
   // Timers: heartbeat, the grace time after a heartbeat answered gone, the
   // join's give_up_after_s (by join number), the idle release (a session
   // that is not live and had no request for its idle_release_ms stops;
@@ -375,6 +379,11 @@ using lifecycle_actor = caf::typed_actor<
   // again).
   caf::replies_to<end_atom, std::string, std::string,
                   std::string>::with<end_result>,
+  // (session, user, reason): a member leaves a group session (free at
+  // once; the session ends when fewer than its min_players stay; a pair's
+  // leave ends the pair). Idempotent. Refusals as for `end_atom`.
+  caf::replies_to<leave_atom, std::string, std::string,
+                  std::string>::with<leave_result>,
   // (user): the user's active session id, "" when the user is free;
   // `store_unavailable` when the database did not answer. Idempotent.
   caf::replies_to<state_atom, std::string>::with<std::string>,
@@ -413,6 +422,8 @@ using client_link_actor = caf::typed_actor<
   // (session, reason): ends the user's match session through its session
   // actor. Idempotent (one final state per session).
   caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
+  // (session, reason): the user leaves its group session. Idempotent.
+  caf::replies_to<leave_atom, std::string, std::string>::with<leave_result>,
   // Timer: presence check.
   caf::reacts_to<tick_atom>,
   // A WebSocket of the user opened (from matchd's bridge): the link keeps

@@ -1,4 +1,6 @@
 #include "app/matchd/api.hpp"
+#include "app/matchd/api_util.hpp"
+#include "app/matchd/party_api.hpp"
 
 #include "core/ticket_id.hpp"
 
@@ -17,16 +19,9 @@
 
 namespace mm {
 
+using namespace api_detail;
+
 namespace {
-
-using json = nlohmann::json;
-
-/// The JSON text of `j`. What a client sent (a path, a method) may be
-/// echoed in a detail: bytes that are not UTF-8 become U+FFFD instead of
-/// an exception.
-std::string text(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 std::vector<std::string> split_path(const std::string& path) {
   std::vector<std::string> out;
@@ -67,81 +62,6 @@ int64_t unix_now() {
   return duration_cast<seconds>(system_clock::now().time_since_epoch()).count();
 }
 
-api_reply ok(json body) {
-  return api_reply{200, text(body)};
-}
-
-api_reply refusal(const failure& f) {
-  auto r = api_router::error(api_router::status_of(f.code), to_string(f.code),
-                             f.detail);
-  if (f.code == errc::in_session) {
-    // The refusal names the session the user must end (or wait out) first.
-    json j{{"error", to_string(f.code)},
-           {"detail", "the user is in an active match session"},
-           {"session_id", f.detail}};
-    r.body = text(j);
-  }
-  if (f.code == errc::store_unavailable)
-    r.headers.emplace_back("Retry-After", "1");
-  return r;
-}
-
-/// Reads a string field; false (and `err` set) when absent-but-required or
-/// not a string.
-bool string_field(const json& body, const char* key, bool required,
-                  std::string& out, api_reply& err) {
-  auto i = body.find(key);
-  if (i == body.end()) {
-    if (!required)
-      return true;
-    err = api_router::error(400, "invalid_argument",
-                            std::string{key} + ": required");
-    return false;
-  }
-  if (!i->is_string()) {
-    err = api_router::error(400, "invalid_argument",
-                            std::string{key} + ": must be a string");
-    return false;
-  }
-  out = i->get<std::string>();
-  return true;
-}
-
-/// Answers 500 `internal` for an exception caught at a handler boundary and
-/// logs it (rate-limited).
-void internal_error(const reply_fn& reply, const char* what) {
-  static log_limit limit{5, std::chrono::seconds(10)};
-  static auto lg = logger("http");
-  uint64_t suppressed = 0;
-  if (limit.admit(suppressed)) {
-    if (suppressed > 0)
-      lg->error("{} similar handler errors suppressed", suppressed);
-    lg->error("request: exception caught at the handler boundary: {}", what);
-  }
-  reply(api_router::error(500, "internal", "the request could not be handled"));
-}
-
-/// `f`, but an exception it throws becomes a 500 answer (engine callbacks
-/// run on the engine's threads: nothing may leave them).
-template <class T, class F>
-std::function<void(T)> guarded(const reply_fn& reply, F f) {
-  return [reply, f](T x) {
-    try {
-      f(std::move(x));
-    } catch (const std::exception& e) {
-      internal_error(reply, e.what());
-    } catch (...) {
-      internal_error(reply, "unknown exception");
-    }
-  };
-}
-
-api_reply bad_id(const char* what) {
-  return api_router::error(400, "invalid_argument",
-                           std::string{what}
-                             + ": must be 1-128 bytes of [A-Za-z0-9_.:@-]");
-}
-
 // -- the route table ----------------------------------------------------------
 
 enum class route_id {
@@ -156,6 +76,7 @@ enum class route_id {
   swipe,
   end,
   events,
+  party,        // answered by serve_party (app/matchd/party_api.hpp)
   console_page, // answered by console_routes (docs/console.md) ...
   console_asset,
   console_stats,
@@ -165,6 +86,7 @@ enum class route_id {
 struct route_entry {
   route_id id;
   api_route spec;
+  party_route party = party_route::create; ///< of a `party` route
 };
 
 // Every route the router answers: dispatch below, api_routes() and the
@@ -186,6 +108,27 @@ const route_entry route_table[] = {
   {route_id::end,
    {"POST", "/v1/users/{user}/sessions/{session}/end", false, true}},
   {route_id::events, {"GET", "/v1/users/{user}/events", true, true}},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/sessions/{session}/leave", false, true},
+   party_route::leave_session},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/parties", false, true},
+   party_route::create},
+  {route_id::party,
+   {"GET", "/v1/users/{user}/parties/{party}", false, true},
+   party_route::state},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/parties/{party}/members", false, true},
+   party_route::join},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/parties/{party}/leave", false, true},
+   party_route::leave},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/parties/{party}/tickets", false, true},
+   party_route::queue},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/parties/{party}/cancel", false, true},
+   party_route::cancel},
   // The web console: console_routes answers them (its own operator token
   // for the stats) when it is on; off, they are unknown routes.
   {route_id::console_page, {"GET", "/console", false, false}},
@@ -472,6 +415,16 @@ void api_router::serve(const std::string& method, const std::string& target,
         else
           reply(refusal(res.error()));
       });
+  if (route == route_id::party) {
+    // An empty body reads as {} (create, leave and cancel need none).
+    json pj = body.empty() ? json::object() : json::parse(body, nullptr, false);
+    if (pj.is_discarded() || !pj.is_object()) {
+      reply(error(400, "malformed_json", "the body must be a JSON object"));
+      return;
+    }
+    serve_party(*port_, m.route->party, user, m.params, pj, *ctx_, reply);
+    return;
+  }
   if (route == route_id::ticket_get || route == route_id::ticket_cancel
       || route == route_id::heartbeat) {
     const auto& ticket = m.params[1];

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -46,7 +47,41 @@ struct end_view {
   bool ended_now = false; ///< false: it had ended before this request
 };
 
+/// A party as the API shows it (docs/groups.md, "Parties").
+struct party_view {
+  std::string party;
+  std::string code;
+  std::string leader;
+  std::vector<std::string> members;
+  std::string phase; ///< open, claiming, queued, finalizing, matched
+  std::string queue;
+  std::string ticket;
+  std::string session_id;
+  std::string detail;
+  uint64_t version = 0;
+};
+
+/// What a member's leave of a group session answered.
+struct leave_view {
+  std::string session_id;
+  std::string queue;
+  uint32_t remaining = 0; ///< members still in the session
+  bool left_now = false;  ///< false: the user had left before
+  bool ended = false;     ///< the session is over
+};
+
+/// A leader's request to queue a party.
+struct party_ticket {
+  std::string queue;
+  std::string ticket;
+  /// Each member's attributes (JSON object text) by user.
+  std::map<std::string, std::string> attrs;
+  uint32_t give_up_after_s = 0;
+};
+
 using ticket_cb = std::function<void(outcome<ticket_view>)>;
+using party_cb = std::function<void(outcome<party_view>)>;
+using leave_cb = std::function<void(outcome<leave_view>)>;
 using end_cb = std::function<void(outcome<end_view>)>;
 using swipe_cb = std::function<void(outcome<swipe_view>)>;
 
@@ -92,6 +127,32 @@ class engine_port {
   virtual void end(const std::string& user, const std::string& session,
                    const std::string& reason, end_cb cb)
     = 0;
+
+  /// `user` leaves its group session `session` (the others play on while
+  /// enough stay). Idempotent. `forbidden` for a non-member, `not_found`
+  /// for an unknown session. The default refuses (`not_found`).
+  virtual void leave(const std::string& user, const std::string& session,
+                     const std::string& reason, leave_cb cb);
+
+  /// Parties (docs/groups.md). Each answers the party as `user` sees it or
+  /// a refusal: `in_party`, `duplicate_ticket` (create, join);
+  /// `forbidden` (a wrong code, not a member, not the leader);
+  /// `not_found` (an unknown party); `party_too_large`, `in_session`,
+  /// `invalid_attribute`, `invalid_argument` (queue); `in_flight` (a join
+  /// while the party is queued). The defaults refuse (`not_found`).
+  /// Create: not idempotent. Join, leave, queue (per queue and ticket),
+  /// cancel and state: idempotent.
+  virtual void party_create(const std::string& user, party_cb cb);
+  virtual void party_join(const std::string& user, const std::string& party,
+                          const std::string& code, party_cb cb);
+  virtual void party_leave(const std::string& user, const std::string& party,
+                           party_cb cb);
+  virtual void party_queue(const std::string& user, const std::string& party,
+                           const party_ticket& t, party_cb cb);
+  virtual void party_cancel(const std::string& user, const std::string& party,
+                            party_cb cb);
+  virtual void party_state(const std::string& user, const std::string& party,
+                           party_cb cb);
 };
 
 /// A reply to a request: status and JSON body.

@@ -3,6 +3,8 @@
 #include <functional>
 
 #include <caf/all.hpp>
+
+#include "core/ticket_id.hpp"
 #include <nlohmann/json.hpp>
 
 #include "actors/engine.hpp"
@@ -324,6 +326,14 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
         end_atom_v, std::move(session), std::move(reason));
       return rp;
     },
+    [self](leave_atom, std::string& session, std::string& reason) {
+      auto rp = self->make_response_promise<leave_result>();
+      ask_session<leave_result>(
+        self, [rp](leave_result& r) mutable { rp.deliver(std::move(r)); },
+        [rp](caf::error& err) mutable { rp.deliver(std::move(err)); },
+        leave_atom_v, std::move(session), std::move(reason));
+      return rp;
+    },
     [self](state_atom, std::string& ticket) -> caf::result<session_state> {
       auto& d = self->state;
       if (!owns(d, ticket))
@@ -396,19 +406,46 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
 } // namespace
 
 std::string event_json(const match_event& ev) {
+  auto p = json::parse(ev.payload, nullptr, false);
+  if (ev.type == party_updated_event && p.is_object()) {
+    // The party as its members see it (docs/api.md, "Parties").
+    p["type"] = ev.type;
+    p["event_id"] = ev.event_id;
+    return text(p);
+  }
   json j{{"type", ev.type},
          {"event_id", ev.event_id},
          {"session_id", ev.session_id},
          {"queue", ev.queue},
          {"users", {ev.user_a, ev.user_b}},
          {"tickets", {ev.ticket_a, ev.ticket_b}}};
-  if (ev.type == session_ended_event) {
-    // Who ended it and why, from the outbox row's payload.
-    auto p = json::parse(ev.payload, nullptr, false);
-    if (p.is_object()) {
-      j["ended_by"] = p.value("ended_by", std::string{});
-      j["reason"] = p.value("reason", std::string{});
+  if (!ev.others.empty() && p.is_object() && p.contains("users")
+      && p["users"].is_array()) {
+    // A group: every member, its ticket (as its client named it) and team.
+    json users = json::array();
+    json tickets = json::array();
+    for (auto& u : p["users"]) {
+      if (!u.is_object())
+        continue;
+      auto user = u.value("user", std::string{});
+      users.push_back(user);
+      tickets.push_back(
+        client_ticket_of(u.value("ticket", std::string{}), user));
     }
+    j["users"] = users;
+    j["tickets"] = tickets;
+    if (p.contains("teams"))
+      j["teams"] = p["teams"];
+  }
+  if (p.is_object() && ev.type == "session.member_left") {
+    j["user"] = p.value("user", std::string{});
+    j["reason"] = p.value("reason", std::string{});
+    j["remaining"] = p.value("remaining", 0);
+  }
+  if (ev.type == session_ended_event && p.is_object()) {
+    // Who ended it and why, from the outbox row's payload.
+    j["ended_by"] = p.value("ended_by", std::string{});
+    j["reason"] = p.value("reason", std::string{});
   }
   return text(j);
 }

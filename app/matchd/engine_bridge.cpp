@@ -35,6 +35,12 @@ ticket_view to_view(const session_state& st) {
                      st.session_id, st.detail, st.windows};
 }
 
+party_view to_view(const party_info& p) {
+  return party_view{
+    p.party, p.code,   p.leader,     p.members, to_string(p.phase),
+    p.queue, p.ticket, p.session_id, p.detail,  p.version};
+}
+
 /// The client links by user, shared with the links' exit hooks (a link
 /// stops when its user is idle: client_link.hpp) and with the request
 /// actors (a request that finds its link stopped gets a fresh one).
@@ -178,6 +184,47 @@ class bridge_impl : public engine_bridge {
       [cb](const failure& f) { cb(f); }, end_atom_v, session, reason);
   }
 
+  void leave(const std::string& user, const std::string& session,
+             const std::string& reason, leave_cb cb) override {
+    ask_link<leave_result>(
+      user,
+      [cb](leave_result& r) {
+        cb(leave_view{r.session_id, r.queue, r.remaining, r.left_now, r.ended});
+      },
+      [cb](const failure& f) { cb(f); }, leave_atom_v, session, reason);
+  }
+
+  void party_create(const std::string& user, party_cb cb) override {
+    ask_parties(user, std::move(cb), create_atom_v, user);
+  }
+
+  void party_join(const std::string& user, const std::string& party,
+                  const std::string& code, party_cb cb) override {
+    ask_parties(user, std::move(cb), join_atom_v, user, party, code);
+  }
+
+  void party_leave(const std::string& user, const std::string& party,
+                   party_cb cb) override {
+    ask_parties(user, std::move(cb), leave_atom_v, user, party);
+  }
+
+  void party_queue(const std::string& user, const std::string& party,
+                   const party_ticket& t, party_cb cb) override {
+    ask_parties(user, std::move(cb), join_atom_v,
+                party_queue_request{user, party, t.queue, t.ticket, t.attrs,
+                                    t.give_up_after_s});
+  }
+
+  void party_cancel(const std::string& user, const std::string& party,
+                    party_cb cb) override {
+    ask_parties(user, std::move(cb), cancel_atom_v, user, party);
+  }
+
+  void party_state(const std::string& user, const std::string& party,
+                   party_cb cb) override {
+    ask_parties(user, std::move(cb), state_atom_v, user, party);
+  }
+
   void attach(const std::string& user) override {
     ask_link<bool>(
       user, [](bool) {}, [](const failure&) {}, attach_atom_v);
@@ -250,6 +297,20 @@ class bridge_impl : public engine_bridge {
                   .then([ok](T& x) { ok(x); },
                         [bad](caf::error& e) { bad(to_failure(e)); });
               });
+    });
+  }
+
+  /// Asks the party hub. The user gets a link (and a session) here first:
+  /// its party's events travel to its session, and on to its WebSockets.
+  template <class... Ts>
+  void ask_parties(const std::string& user, party_cb cb, Ts... xs) {
+    links_->get(user);
+    auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
+    auto hub = eng_->parties();
+    sys_.spawn([=](caf::event_based_actor* self) {
+      self->request(hub, timeout, xs...)
+        .then([cb](party_info& p) { cb(to_view(p)); },
+              [cb](caf::error& err) { cb(to_failure(err)); });
     });
   }
 

@@ -86,7 +86,7 @@ ws_request parse_ws_request(std::string_view text, const std::string& user) {
       r.target += "/heartbeat";
     return r;
   }
-  if (op == "end") {
+  if (op == "end" || op == "leave") {
     std::string session;
     if (!id_field(j, "session", session))
       return refuse(std::move(r), "invalid_argument", id_detail("session"));
@@ -95,7 +95,36 @@ ws_request parse_ws_request(std::string_view text, const std::string& user) {
                     "body: the JSON object of the HTTP route");
     r.what = ws_request::kind::http;
     r.method = "POST";
-    r.target = base + "/sessions/" + session + "/end";
+    r.target = base + "/sessions/" + session + "/" + op;
+    return r;
+  }
+  if (op == "party_create") {
+    r.what = ws_request::kind::http;
+    r.method = "POST";
+    r.target = base + "/parties";
+    r.body = "{}";
+    return r;
+  }
+  // The party routes: "party" names it; join and queue take a body.
+  static const std::pair<const char*, const char*> party_ops[]
+    = {{"party_state", ""},
+       {"party_join", "/members"},
+       {"party_leave", "/leave"},
+       {"party_queue", "/tickets"},
+       {"party_cancel", "/cancel"}};
+  for (auto& [name, tail] : party_ops) {
+    if (op != name)
+      continue;
+    std::string party;
+    if (!id_field(j, "party", party))
+      return refuse(std::move(r), "invalid_argument", id_detail("party"));
+    bool needs_body = op == "party_join" || op == "party_queue";
+    if (!with_body(needs_body))
+      return refuse(std::move(r), "malformed_json",
+                    "body: the JSON object of the HTTP route");
+    r.what = ws_request::kind::http;
+    r.method = op == "party_state" ? "GET" : "POST";
+    r.target = base + "/parties/" + party + tail;
     return r;
   }
   if (op == "auth") {

@@ -52,6 +52,9 @@ class api_e2e : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     std::vector<std::string> args{"--secret", secret,        "--client-ttl",
                                   "2000",     "--log-level", "warn"};
+    // Each test's own queue, declared (the node serves no other); known
+    // before extra_args, which may name it (a rules file).
+    queue_ = unique("q");
     for (auto& a : extra_args())
       args.push_back(a);
     if (GetParam() == "redis_pg") {
@@ -60,8 +63,6 @@ class api_e2e : public ::testing::TestWithParam<std::string> {
       args.push_back("--postgres");
       args.push_back(pg_conninfo(fresh_database("api_e2e")));
     }
-    // Each test's own queue, declared (the node serves no other).
-    queue_ = unique("q");
     args.push_back("--queues");
     args.push_back(queue_);
     auto log = std::string{::testing::TempDir()} + "matchd_e2e_" + GetParam()

@@ -38,6 +38,7 @@ session_actor::behavior_type recorder(session_actor::pointer, inbox_ptr inbox) {
     [](tick_atom, uint64_t) {},
     [](grace_atom, uint64_t) {},
     [](end_atom, std::string&, std::string&) { return end_result{}; },
+    [](leave_atom, std::string&, std::string&) { return leave_result{}; },
     [](give_up_atom, uint64_t) {},
     [](settle_atom, uint64_t) {},
     [](retry_atom, uint64_t) {},

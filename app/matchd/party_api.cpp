@@ -1,0 +1,203 @@
+#include "app/matchd/party_api.hpp"
+
+namespace mm {
+
+// -- engine_port's defaults: an engine without parties ------------------------
+
+namespace {
+
+failure no_parties() {
+  return failure{errc::not_found, "parties are not served here"};
+}
+
+} // namespace
+
+void engine_port::leave(const std::string&, const std::string&,
+                        const std::string&, leave_cb cb) {
+  cb(no_parties());
+}
+
+void engine_port::party_create(const std::string&, party_cb cb) {
+  cb(no_parties());
+}
+
+void engine_port::party_join(const std::string&, const std::string&,
+                             const std::string&, party_cb cb) {
+  cb(no_parties());
+}
+
+void engine_port::party_leave(const std::string&, const std::string&,
+                              party_cb cb) {
+  cb(no_parties());
+}
+
+void engine_port::party_queue(const std::string&, const std::string&,
+                              const party_ticket&, party_cb cb) {
+  cb(no_parties());
+}
+
+void engine_port::party_cancel(const std::string&, const std::string&,
+                               party_cb cb) {
+  cb(no_parties());
+}
+
+void engine_port::party_state(const std::string&, const std::string&,
+                              party_cb cb) {
+  cb(no_parties());
+}
+
+namespace api_detail {
+
+std::string to_json(const party_view& p) {
+  json j{{"party", p.party},     {"code", p.code},   {"leader", p.leader},
+         {"members", p.members}, {"phase", p.phase}, {"version", p.version}};
+  for (auto [key, value] :
+       {std::pair{"queue", &p.queue}, std::pair{"ticket", &p.ticket},
+        std::pair{"session_id", &p.session_id}, std::pair{"detail", &p.detail}})
+    if (!value->empty())
+      j[key] = *value;
+  return text(j);
+}
+
+namespace {
+
+/// Parses the leader's ticket: queue, ticket, attrs (an object of each
+/// member's attribute object), give_up_after_s. False with `err` set.
+bool read_ticket(const json& body, const api_context& ctx, party_ticket& t,
+                 api_reply& err) {
+  if (!string_field(body, "queue", true, t.queue, err)
+      || !string_field(body, "ticket", true, t.ticket, err))
+    return false;
+  if (!valid_api_id(t.queue)) {
+    err = bad_id("queue");
+    return false;
+  }
+  if (!ctx.queues.empty() && ctx.queues.count(t.queue) == 0) {
+    err = api_router::error(404, "unknown_queue",
+                            "unknown queue '" + t.queue + "'");
+    return false;
+  }
+  if (!valid_api_id(t.ticket)) {
+    err = bad_id("ticket");
+    return false;
+  }
+  if (auto a = body.find("attrs"); a != body.end()) {
+    if (!a->is_object()) {
+      err = api_router::error(400, "invalid_argument",
+                              "attrs: an object of each member's attributes");
+      return false;
+    }
+    for (auto& [member, value] : a->items()) {
+      auto one = value.is_object() ? text(value) : std::string{};
+      if (!valid_api_id(member) || one.empty() || one.size() > 4096
+          || one.find('\0') != std::string::npos) {
+        err = api_router::error(400, "invalid_argument",
+                                "attrs." + member
+                                  + ": an object of at most 4096 bytes");
+        return false;
+      }
+      t.attrs[member] = std::move(one);
+    }
+  }
+  if (auto g = body.find("give_up_after_s"); g != body.end()) {
+    if (!g->is_number_integer() || g->get<int64_t>() < 1
+        || g->get<int64_t>() > 86400) {
+      err = api_router::error(400, "invalid_argument",
+                              "give_up_after_s: an integer from 1 to 86400");
+      return false;
+    }
+    t.give_up_after_s = static_cast<uint32_t>(g->get<int64_t>());
+  }
+  return true;
+}
+
+} // namespace
+
+void serve_party(engine_port& port, party_route route, const std::string& user,
+                 const std::vector<std::string>& params, const json& body,
+                 const api_context& ctx, const reply_fn& reply) {
+  auto on_party
+    = guarded<outcome<party_view>>(reply, [reply](outcome<party_view> res) {
+        if (res)
+          reply(api_reply{200, to_json(*res)});
+        else
+          reply(refusal(res.error()));
+      });
+  if (route == party_route::create) {
+    port.party_create(user, on_party);
+    return;
+  }
+  const auto& id = params.at(1); // the party, or the session
+  if (!valid_api_id(id)) {
+    reply(bad_id(route == party_route::leave_session ? "session" : "party"));
+    return;
+  }
+  api_reply err;
+  switch (route) {
+    case party_route::state:
+      port.party_state(user, id, on_party);
+      return;
+    case party_route::join: {
+      std::string code;
+      if (!string_field(body, "code", true, code, err)) {
+        reply(err);
+        return;
+      }
+      if (code.empty() || code.size() > 64) {
+        reply(api_router::error(400, "invalid_argument", "code: 1-64 bytes"));
+        return;
+      }
+      port.party_join(user, id, code, on_party);
+      return;
+    }
+    case party_route::leave:
+      port.party_leave(user, id, on_party);
+      return;
+    case party_route::cancel:
+      port.party_cancel(user, id, on_party);
+      return;
+    case party_route::queue: {
+      if (ctx.draining.load()) {
+        reply(api_router::error(503, "shutting_down", "the node is draining"));
+        return;
+      }
+      party_ticket t;
+      if (!read_ticket(body, ctx, t, err)) {
+        reply(err);
+        return;
+      }
+      port.party_queue(user, id, t, on_party);
+      return;
+    }
+    default:
+      break;
+  }
+  // leave_session
+  std::string reason = "left";
+  if (!string_field(body, "reason", false, reason, err)) {
+    reply(err);
+    return;
+  }
+  if (reason.empty() || reason.size() > 256) {
+    reply(api_router::error(400, "invalid_argument", "reason: 1-256 bytes"));
+    return;
+  }
+  port.leave(
+    user, id, reason,
+    guarded<outcome<leave_view>>(reply, [reply](outcome<leave_view> r) {
+      if (!r) {
+        reply(refusal(r.error()));
+        return;
+      }
+      json out{{"session_id", r->session_id},
+               {"queue", r->queue},
+               {"remaining", r->remaining},
+               {"left_now", r->left_now},
+               {"state", r->ended ? "ended" : "active"}};
+      reply(api_reply{200, text(out)});
+    }));
+}
+
+} // namespace api_detail
+
+} // namespace mm
