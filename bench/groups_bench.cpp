@@ -46,8 +46,8 @@ using clock_type = std::chrono::steady_clock;
 
 struct options {
   std::string store = "redis"; ///< redis | embedded
-  std::string db = "postgres";  ///< postgres | memory
-  std::string pg;               ///< admin conninfo
+  std::string db = "postgres"; ///< postgres | memory
+  std::string pg;              ///< admin conninfo
   std::string redis_host = "127.0.0.1";
   uint16_t redis_port = 0;
   size_t users = 20000;
@@ -78,7 +78,7 @@ struct tally {
   // session -> its users and their teams (from the match.created payload)
   std::map<std::string, std::vector<std::pair<std::string, int>>> sessions;
   std::map<std::string, size_t> told; // session -> deliveries to members
-  std::map<std::string, std::string> session_of;    // user -> session
+  std::map<std::string, std::string> session_of; // user -> session
   size_t double_booked = 0;
 };
 
@@ -123,9 +123,11 @@ void start_party(driver_actor* self, size_t p) {
   auto ticket = "t" + std::to_string(p);
   if (members.size() == 1) {
     join_request r{st.queue, ticket,
-                   st.groups ? skill_attrs(st.out->skill[leader]) : std::string{}};
-    self->request(st.eng->session(leader, sub), std::chrono::seconds(60),
-                  join_atom_v, std::move(r))
+                   st.groups ? skill_attrs(st.out->skill[leader])
+                             : std::string{}};
+    self
+      ->request(st.eng->session(leader, sub), std::chrono::seconds(60),
+                join_atom_v, std::move(r))
       .then([](session_state&) {},
             [self](caf::error& e) { failed(self, to_string(e)); });
     return;
@@ -243,8 +245,8 @@ mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
     std::mt19937_64 rng{opt.seed};
     std::uniform_int_distribution<int> size{1, 3};
     std::uniform_int_distribution<int> skill{1000, 2000};
-    auto prefix
-      = std::string{groups ? "g" : "p"} + std::to_string(getpid()) + "-";
+    auto prefix = std::string{groups ? "g" : "p"} + std::to_string(getpid())
+                  + "-";
     size_t made = 0;
     while (made < opt.users) {
       size_t n = groups ? static_cast<size_t>(size(rng)) : 1;
@@ -281,7 +283,8 @@ mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
       all_joined_at = now;
     if (all_joined
         && (now - last_change > std::chrono::milliseconds(opt.quiet_ms)
-            || now - all_joined_at > std::chrono::duration<double>(opt.drain_s)))
+            || now - all_joined_at
+                 > std::chrono::duration<double>(opt.drain_s)))
       break;
     if (!all_joined
         && now - last_change > std::chrono::duration<double>(opt.drain_s)) {

@@ -61,13 +61,19 @@ struct load_options {
     return prefix + std::to_string(i);
   }
 
-  /// The queue virtual user `i` joins: with one queue `default` (the queue
+  /// The queue virtual user `i` joins: `queue` when set, else with one
+  /// queue `default` (the queue
   /// a matchd serves when its configuration names none), else
   /// q{i % queues} (that matchd needs --queues q0,...,q{queues-1}).
   std::string queue_name(std::size_t i) const {
+    if (!queue.empty())
+      return queue;
     return queues <= 1 ? std::string{"default"}
                        : "q" + std::to_string(i % queues);
   }
+
+  /// Every user joins this queue (`--queue`); empty: as `queues` says.
+  std::string queue;
 };
 
 /// Runs the load and prints the report; returns the process exit code: 0

@@ -55,6 +55,7 @@
 #include "app/common/token.hpp"
 #include "app/matchctl/explain.hpp"
 #include "app/matchctl/load.hpp"
+#include "app/matchctl/load/group_load.hpp"
 
 namespace {
 
@@ -355,6 +356,8 @@ int main(int argc, char** argv) {
                  "(matchd --queues q0,...,q{K-1})")
     ->capture_default_str()
     ->check(CLI::PositiveNumber);
+  load_cmd->add_option("--queue", lo.queue,
+                       "every user joins this queue (instead of --queues)");
   load_cmd
     ->add_option("--concurrency", lo.concurrency, "users in progress at most")
     ->capture_default_str()
@@ -401,6 +404,22 @@ int main(int argc, char** argv) {
   load_cmd->add_flag("--reuse-tickets", lo.reuse_tickets,
                      "with --cycles: every other join reuses the ticket id "
                      "of the session that ended");
+  // Groups (docs/groups.md): a queue with a shape, parties of a size range.
+  std::string players, party_size;
+  mm::group_load_options glo;
+  load_cmd->add_option("--players", players,
+                       "a group queue: N or MIN-MAX players a match (as the "
+                       "node's rules declare; with --party-size)");
+  load_cmd
+    ->add_option("--teams", glo.teams,
+                 "with --players: teams a match (0: one lobby)")
+    ->check(CLI::Range(0, 32));
+  load_cmd->add_option("--party-size", party_size,
+                       "with --players: each party's size, N or A-B "
+                       "(uniform; default 1)");
+  load_cmd->add_flag("--skill", glo.skill,
+                     "with --players: send {\"skill\": 1000..2000} as each "
+                     "member's attributes");
   bool over_http = false, over_socket = false;
   auto* http_flag = load_cmd->add_flag(
     "--http", over_http,
@@ -490,6 +509,18 @@ int main(int argc, char** argv) {
         && lo.concurrency + lo.connections * lo.urls.size() + 64 > lim.rlim_cur)
       std::cerr << "matchctl load: warning: --concurrency " << lo.concurrency
                 << " may exceed the descriptor limit " << lim.rlim_cur << "\n";
+    if (!players.empty() || !party_size.empty()) {
+      if (!mm::parse_range(players.empty() ? "2" : players, glo.min_players,
+                           glo.max_players)
+          || glo.min_players < 2
+          || !mm::parse_range(party_size.empty() ? "1" : party_size,
+                              glo.party_min, glo.party_max)) {
+        std::cerr << "matchctl load: --players N or MIN-MAX (2..64), "
+                     "--party-size N or A-B (1..64)\n";
+        return 1;
+      }
+      return mm::run_group_load(lo, glo);
+    }
     return mm::run_load(lo);
   }
   return 1;

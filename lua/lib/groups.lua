@@ -239,41 +239,78 @@ local function tickets_compatible(rules, a, b, now)
   return true
 end
 
+-- Can ticket `c` join `group` (of `players` players, party sizes `sizes`)?
+local function fits(c, group, sizes, players, sh, rules, now)
+  local n = #c.members
+  if players + n > sh.max then return false end
+  for _, g in ipairs(group) do
+    if not tickets_compatible(rules, g, c, now) then return false end
+  end
+  sizes[#sizes + 1] = n
+  local ok = packable(sizes, sh.teams, sh.size)
+  sizes[#sizes] = nil
+  return ok
+end
+
+-- When the first pass stops short of a full match (parties that fit no
+-- more, e.g. 2+3+2+2 of a 5-vs-5), a bounded search for the earliest
+-- tickets in FIFO order that fill it: depth first, taking a ticket before
+-- skipping it; without rules tickets of one size are alike, so one of each
+-- size is tried per step. At most SEARCH_STEPS candidates are looked at in
+-- one claim, over all its anchors (`budget.left`).
+local SEARCH_STEPS = 2000
+local function fill_exactly(cands, a, sh, rules, now, budget)
+  local group, sizes = {cands[a]}, {#cands[a].members}
+  local players = #cands[a].members
+  local function dfs(i)
+    if players == sh.max then return true end
+    local tried = {}
+    for j = i, #cands do
+      budget.left = budget.left - 1
+      if budget.left < 0 then return false end
+      local c = cands[j]
+      local n = #c.members
+      if not (rules == nil and tried[n])
+          and fits(c, group, sizes, players, sh, rules, now) then
+        tried[n] = true
+        group[#group + 1], sizes[#sizes + 1] = c, n
+        players = players + n
+        if dfs(j + 1) then return true end
+        group[#group], sizes[#sizes] = nil, nil
+        players = players - n
+      end
+    end
+    return false
+  end
+  if dfs(a + 1) then return group end
+  return nil
+end
+
 -- The match to make from live waiting tickets in FIFO order: starting from
 -- the oldest (then the next, when the oldest cannot be part of one within
 -- the window), adds every ticket that fits — room left, compatible with
 -- every member so far, parties still placeable whole in the teams — until
 -- the match is full, or, when the oldest of it has waited `fill` ms, of at
--- least `min` players. Returns the tickets, or nil.
+-- least `min` players; a full match found by the bounded search above
+-- goes before a short one. Returns the tickets, or nil.
 local MAX_ANCHORS = 8
 local function form_group(cands, sh, rules, now)
+  local budget = {left = SEARCH_STEPS}
   for a = 1, math.min(#cands, MAX_ANCHORS) do
     local group, sizes, players = {cands[a]}, {#cands[a].members},
       #cands[a].members
     for i = a + 1, #cands do
       if players == sh.max then break end
       local c = cands[i]
-      local n = #c.members
-      if players + n <= sh.max then
-        local ok = true
-        for _, g in ipairs(group) do
-          if not tickets_compatible(rules, g, c, now) then
-            ok = false
-            break
-          end
-        end
-        if ok then
-          sizes[#sizes + 1] = n
-          if packable(sizes, sh.teams, sh.size) then
-            group[#group + 1] = c
-            players = players + n
-          else
-            sizes[#sizes] = nil
-          end
-        end
+      if fits(c, group, sizes, players, sh, rules, now) then
+        group[#group + 1] = c
+        sizes[#sizes + 1] = #c.members
+        players = players + #c.members
       end
     end
     if players == sh.max then return group end
+    local exact = fill_exactly(cands, a, sh, rules, now, budget)
+    if exact then return exact end
     if players >= sh.min and now - tonumber(cands[a].since) >= sh.fill then
       return group
     end

@@ -5,6 +5,9 @@
 #       zero double bookings, zero lost users, every event delivered to both.
 #   cluster_test.sh kill    MATCHCTL   the same with node 3 SIGKILLed in the
 #       middle, then node 3 restarted with the same id taking traffic again.
+#   cluster_test.sh groups  MATCHCTL   a 5-vs-5 queue (q0) with parties of
+#       1..3, each party on one node and the parties over all three: every
+#       match whole, no party split, every member told (docs/groups.md).
 set -euo pipefail
 mode=$1 matchctl=$2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,6 +24,15 @@ export MATCHD_OUTBOX_LEASE=8000
 # The nodes serve the loads' queues q0..q99 (matchctl load --queues 100, 4).
 MATCHD_QUEUES=$(seq -s, -f 'q%g' 0 99)
 export MATCHD_QUEUES
+if [ "$mode" = groups ]; then
+  cat >"$dir/rules.json" <<'JSON'
+{"q0": {"attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
+        "shape": {"players": {"min": 10, "max": 10},
+                  "teams": {"count": 2, "size": 5}, "party_max": 3,
+                  "balance": "skill"}}}
+JSON
+  export MATCHD_RULES="$dir/rules.json"
+fi
 "$cluster" start "$dir" 3
 secret=$(cat "$dir/secret")
 urls=()
@@ -74,6 +86,31 @@ PY
   [ "$cross" -gt 0 ] || fail "no match across nodes"
   wait_delivered
   echo "PASS (load)"
+  exit 0
+fi
+
+if [ "$mode" = groups ]; then
+  set +e
+  "$matchctl" load "${urls[@]}" --secret "$secret" --users 6000 --rate 1000 \
+    --queues 100 --players 10 --teams 2 --party-size 1-3 --skill \
+    --prefix "$prefix" --no-progress --settle-ms 8000 >"$dir/groups.out" 2>&1
+  rc=$?
+  set -e
+  tail -n 3 "$dir/groups.out"
+  [ "$rc" = 0 ] || fail "matchctl load (groups) exited $rc"
+  grep -q '^verdict=ok ' "$dir/groups.out" || fail "group verdict"
+  matched=$(sed -n 's/^verdict=ok .* matched=\([0-9]*\) .*/\1/p' "$dir/groups.out")
+  [ "${matched:-0}" -ge 5900 ] || fail "only ${matched:-0} of 6000 matched"
+  double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members GROUP BY user_id HAVING count(*) > 1) d")
+  sizes=$(q "SELECT count(*) FROM (SELECT session_id FROM session_members GROUP BY session_id HAVING count(*) <> 10) s")
+  # Matches whose members came through more than one node (matchctl knows).
+  cross=$(sed -n 's/.* cross_node_sessions=\([0-9]*\).*/\1/p' "$dir/groups.out")
+  echo "database: $double users in two sessions, $sizes sessions not of 10, $cross across nodes"
+  [ "$double" = 0 ] || fail "double bookings"
+  [ "$sizes" = 0 ] || fail "partial matches in the database"
+  [ "${cross:-0}" -gt 0 ] || fail "no match across nodes"
+  wait_delivered
+  echo "PASS (groups)"
   exit 0
 fi
 

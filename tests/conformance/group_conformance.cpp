@@ -198,6 +198,37 @@ TEST_P(group_conformance, parties_stay_whole_in_one_team) {
   EXPECT_EQ(waiting(), std::vector<std::string>{"p3"});
 }
 
+TEST_P(group_conformance, a_match_the_first_pass_misses_is_searched_for) {
+  // 2 teams of 5 from parties of 2 and 3: taking every ticket that fits in
+  // FIFO order stops at 2 + 3 + 2 + 2 = 9 players, yet 2 + 3 + 2 + 3 fills
+  // the match. Without the search these tickets would wait for a single
+  // that may never come (found by bench/run groups: every party of one
+  // matched, hundreds of pairs and trios left waiting).
+  auto sh = shape_of(R"({"players": {"min": 10, "max": 10},
+                         "teams": {"count": 2, "size": 5}, "party_max": 3})");
+  ASSERT_OK(claim(gspec("p1", {"a1", "a2"}, sh)));
+  ASSERT_OK(claim(gspec("p2", {"b1", "b2", "b3"}, sh)));
+  ASSERT_OK(claim(gspec("p3", {"c1", "c2"}, sh)));
+  ASSERT_OK(claim(gspec("p4", {"d1", "d2"}, sh)));
+  auto p5 = claim(gspec("p5", {"e1", "e2"}, sh));
+  ASSERT_OK(p5);
+  EXPECT_EQ(p5->outcome, group_claim_outcome::queued);
+  auto p6 = claim(gspec("p6", {"f1", "f2", "f3"}, sh));
+  ASSERT_OK(p6);
+  ASSERT_EQ(p6->outcome, group_claim_outcome::matched);
+  std::map<uint32_t, int> team_size;
+  std::set<std::string> tickets;
+  for (auto& t : p6->tickets) {
+    team_size[t.team] += static_cast<int>(t.members.size());
+    tickets.insert(t.ticket);
+  }
+  // The earliest tickets in FIFO order that fill it, parties whole.
+  EXPECT_EQ(tickets, (std::set<std::string>{"p1", "p2", "p3", "p6"}));
+  EXPECT_EQ(team_size[1], 5);
+  EXPECT_EQ(team_size[2], 5);
+  EXPECT_EQ(waiting(), (std::vector<std::string>{"p4", "p5"}));
+}
+
 TEST_P(group_conformance, the_oldest_tickets_go_first) {
   auto sh = shape_of(R"({"players": {"min": 3, "max": 3}})");
   // Five singles filed one by one: the first claim that can make a lobby

@@ -1,0 +1,518 @@
+// `matchctl load` with groups (app/matchctl/load/group_load.hpp): one io
+// thread drives every party's WebSockets; the checker runs over what the
+// members saw.
+
+#include "app/matchctl/load/group_load.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/common/http_client.hpp"
+#include "app/common/token.hpp"
+
+namespace mm {
+
+bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi) {
+  auto dash = text.find('-');
+  try {
+    size_t used = 0;
+    auto a = std::stoul(text.substr(0, dash), &used);
+    if (used != text.substr(0, dash).size())
+      return false;
+    auto b = a;
+    if (dash != std::string::npos) {
+      auto rest = text.substr(dash + 1);
+      b = std::stoul(rest, &used);
+      if (used != rest.size())
+        return false;
+    }
+    if (a < 1 || b < a || b > 64)
+      return false;
+    lo = static_cast<uint32_t>(a);
+    hi = static_cast<uint32_t>(b);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+namespace {
+
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+using reply_fn = std::function<void(unsigned, const json&)>;
+
+struct member {
+  std::string user;
+  std::string auth;
+  int skill = 0;
+  size_t node = 0; ///< the URL its party talks to
+  std::shared_ptr<ws_client> ws;
+  bool open = false;
+  bool closed_early = false; ///< the socket ended before the user was done
+  bool done = false;         ///< matched, or given up: the socket may close
+  uint32_t next_id = 0;
+  std::map<uint32_t, reply_fn> calls;
+  std::string session; ///< from its first match.created
+  std::set<std::string> roster;
+  json teams;
+  size_t extra_sessions = 0; ///< match.created of another session
+};
+
+struct party_run {
+  std::vector<size_t> members; // indices into `users`, the leader first
+  std::string id;              // at the hub ('' for a party of one)
+  std::string ticket;
+  size_t opened = 0;
+  size_t matched = 0;
+  bool queued = false;  // the queue request was answered 2xx
+  bool waiting = false; // the final look found it still waiting
+  bool finished = false;
+};
+
+class group_runner {
+ public:
+  group_runner(const load_options& o, const group_load_options& g,
+               std::vector<http_endpoint> where)
+    : o_(o), g_(g), where_(std::move(where)), tick_(io_) {
+    std::mt19937_64 rng{o.seed};
+    std::uniform_int_distribution<uint32_t> size{g.party_min, g.party_max};
+    std::uniform_int_distribution<int> skill{1000, 2000};
+    auto exp = std::chrono::duration_cast<std::chrono::seconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count()
+               + o.token_ttl_s;
+    while (users_.size() < o.users) {
+      party_run p;
+      auto n = std::min<size_t>(size(rng), o.users - users_.size());
+      for (size_t i = 0; i < n; ++i) {
+        member m;
+        m.user = o.user_name(users_.size());
+        m.auth = "Bearer " + sign_token(o.secret, m.user, exp);
+        m.skill = skill(rng);
+        p.members.push_back(users_.size());
+        users_.push_back(std::move(m));
+      }
+      p.ticket = "gt-" + o.prefix + std::to_string(parties_.size());
+      parties_.push_back(std::move(p));
+    }
+  }
+
+  group_check run() {
+    start_ = clock_type::now();
+    pace();
+    io_.run();
+    return check();
+  }
+
+ private:
+  // -- pacing and the end -----------------------------------------------------
+
+  void pace() {
+    if (final_)
+      return;
+    auto elapsed = std::chrono::duration<double>(clock_type::now() - start_);
+    while (next_ < parties_.size()
+           && active_users_ < std::max<size_t>(1, o_.concurrency)
+           && (o_.rate <= 0
+               || static_cast<double>(started_users_)
+                    < o_.rate * elapsed.count() + 1)) {
+      start_party(next_++);
+    }
+    auto now = clock_type::now();
+    if (next_ == parties_.size() && active_users_ == 0) {
+      finish_run();
+      return;
+    }
+    if (next_ == parties_.size()
+        && now - last_progress_ > std::chrono::milliseconds(o_.settle_ms)) {
+      final_look();
+      return;
+    }
+    tick_.expires_after(std::chrono::milliseconds(10));
+    tick_.async_wait([this](const error_code& ec) {
+      if (!ec)
+        pace();
+    });
+  }
+
+  /// Asks about every party that was queued and not matched, then ends.
+  void final_look() {
+    final_ = true;
+    for (size_t p = 0; p < parties_.size(); ++p) {
+      auto& pr = parties_[p];
+      if (pr.finished || !pr.queued || pr.matched == pr.members.size())
+        continue;
+      auto leader = pr.members.front();
+      json msg = pr.id.empty() ? json{{"op", "state"}, {"ticket", pr.ticket}}
+                               : json{{"op", "party_state"}, {"party", pr.id}};
+      ++looks_;
+      call(leader, std::move(msg), [this, p](unsigned status, const json& b) {
+        auto phase = b.value(parties_[p].id.empty() ? "state" : "phase",
+                             std::string{});
+        parties_[p].waiting = status == 200
+                              && (phase == "queued" || phase == "claiming"
+                                  || phase == "finalizing");
+        if (--looks_ == 0)
+          finish_run();
+      });
+    }
+    if (looks_ == 0)
+      finish_run();
+    else {
+      tick_.expires_after(std::chrono::seconds(15));
+      tick_.async_wait([this](const error_code& ec) {
+        if (!ec)
+          finish_run();
+      });
+    }
+  }
+
+  void finish_run() {
+    if (over_)
+      return;
+    over_ = true;
+    tick_.cancel();
+    for (auto& m : users_)
+      if (m.ws)
+        m.ws->abort();
+  }
+
+  // -- one party ---------------------------------------------------------------
+
+  void start_party(size_t p) {
+    auto& pr = parties_[p];
+    started_users_ += pr.members.size();
+    active_users_ += pr.members.size();
+    for (auto i : pr.members) {
+      auto& m = users_[i];
+      // A party's members on one node; parties spread over the nodes.
+      m.node = p % where_.size();
+      m.ws = std::make_shared<ws_client>(
+        io_, where_[m.node], "/v1/users/" + m.user + "/events", m.auth);
+      ws_handlers h;
+      h.on_open = [this, p, i] {
+        users_[i].open = true;
+        if (++parties_[p].opened == parties_[p].members.size())
+          form(p);
+      };
+      h.on_message = [this, p, i](std::string_view text) {
+        on_message(p, i, text);
+      };
+      h.on_close = [this, p, i](const ws_close_info&) {
+        auto& m = users_[i];
+        m.open = false;
+        if (!m.done) {
+          m.closed_early = true;
+          fail_calls(i);
+          give_up(p);
+        }
+      };
+      m.ws->start(std::move(h));
+    }
+  }
+
+  json attrs_of(size_t i) const {
+    return g_.skill ? json{{"skill", users_[i].skill}} : json::object();
+  }
+
+  /// Every member's socket is open: alone, the join; else the party.
+  void form(size_t p) {
+    auto& pr = parties_[p];
+    auto leader = pr.members.front();
+    auto queue = o_.queue_name(0);
+    if (pr.members.size() == 1) {
+      json body{{"queue", queue}, {"ticket", pr.ticket}};
+      if (g_.skill)
+        body["attrs"] = attrs_of(leader);
+      call(leader, {{"op", "join"}, {"body", body}},
+           [this, p](unsigned status, const json& b) { queued(p, status, b); });
+      return;
+    }
+    call(leader, {{"op", "party_create"}},
+         [this, p](unsigned status, const json& b) {
+           if (status != 200) {
+             error(p, "party_create", status, b);
+             return;
+           }
+           auto& pr = parties_[p];
+           pr.id = b.value("party", "");
+           auto code = b.value("code", "");
+           auto left = std::make_shared<size_t>(pr.members.size() - 1);
+           for (size_t k = 1; k < pr.members.size(); ++k)
+             call(pr.members[k],
+                  {{"op", "party_join"},
+                   {"party", pr.id},
+                   {"body", {{"code", code}}}},
+                  [this, p, left](unsigned st, const json& jb) {
+                    if (st != 200) {
+                      error(p, "party_join", st, jb);
+                      return;
+                    }
+                    if (--*left == 0)
+                      queue_party(p);
+                  });
+         });
+  }
+
+  void queue_party(size_t p) {
+    auto& pr = parties_[p];
+    json attrs = json::object();
+    for (auto i : pr.members)
+      attrs[users_[i].user] = attrs_of(i);
+    json body{{"queue", o_.queue_name(0)}, {"ticket", pr.ticket}};
+    if (g_.skill)
+      body["attrs"] = attrs;
+    call(pr.members.front(),
+         {{"op", "party_queue"}, {"party", pr.id}, {"body", body}},
+         [this, p](unsigned status, const json& b) { queued(p, status, b); });
+  }
+
+  void queued(size_t p, unsigned status, const json& b) {
+    if (status != 200) {
+      error(p, "queue", status, b);
+      return;
+    }
+    parties_[p].queued = true;
+    ++answered_;
+  }
+
+  void error(size_t p, const char* what, unsigned status, const json& b) {
+    if (errors_++ < 5)
+      std::cerr << "matchctl load: " << what << ": " << status << " "
+                << b.dump() << "\n";
+    give_up(p);
+  }
+
+  /// The party is over for this run: its sockets close.
+  void give_up(size_t p) {
+    auto& pr = parties_[p];
+    if (pr.finished)
+      return;
+    pr.finished = true;
+    active_users_ -= std::min(active_users_, pr.members.size());
+    last_progress_ = clock_type::now();
+    for (auto i : pr.members) {
+      users_[i].done = true;
+      if (users_[i].ws)
+        users_[i].ws->close();
+    }
+  }
+
+  void on_message(size_t p, size_t i, std::string_view text) {
+    auto j = json::parse(text, nullptr, false);
+    if (!j.is_object())
+      return;
+    auto type = j.value("type", "");
+    auto& m = users_[i];
+    if (type == "reply") {
+      auto id = j.value("id", uint32_t{0});
+      auto it = m.calls.find(id);
+      if (it == m.calls.end())
+        return;
+      auto cb = std::move(it->second);
+      m.calls.erase(it);
+      cb(j.value("status", 0u), j.contains("body") ? j["body"] : json{});
+      return;
+    }
+    if (type != "match.created")
+      return;
+    auto sid = j.value("session_id", "");
+    if (!m.session.empty()) {
+      if (sid != m.session)
+        ++m.extra_sessions;
+      return;
+    }
+    m.session = sid;
+    if (j.contains("users"))
+      for (auto& u : j["users"])
+        if (u.is_string())
+          m.roster.insert(u.get<std::string>());
+    m.teams = j.contains("teams") ? j["teams"] : json::array();
+    last_match_ = clock_type::now();
+    last_progress_ = last_match_;
+    auto& pr = parties_[p];
+    if (++pr.matched == pr.members.size())
+      give_up(p); // done: every member heard its match
+  }
+
+  void call(size_t i, json msg, reply_fn cb) {
+    auto& m = users_[i];
+    auto id = ++m.next_id;
+    msg["id"] = id;
+    if (!m.ws || !m.ws->send(msg.dump())) {
+      cb(0, json{{"error", "socket closed"}});
+      return;
+    }
+    m.calls.emplace(id, std::move(cb));
+  }
+
+  void fail_calls(size_t i) {
+    auto calls = std::move(users_[i].calls);
+    users_[i].calls.clear();
+    for (auto& [id, cb] : calls)
+      cb(0, json{{"error", "socket closed"}});
+  }
+
+  // -- the checker -------------------------------------------------------------
+
+  group_check check() const {
+    group_check c;
+    c.users = users_.size();
+    c.parties = parties_.size();
+    c.errors = errors_;
+    // Each session as its first observer saw it.
+    std::map<std::string, const member*> first;
+    std::map<std::string, std::string> team_of_user; // from teams
+    for (auto& m : users_) {
+      c.double_bookings += m.extra_sessions;
+      if (m.session.empty())
+        continue;
+      ++c.matched_users;
+      auto [it, added] = first.emplace(m.session, &m);
+      if (!added
+          && (it->second->roster != m.roster || it->second->teams != m.teams))
+        ++c.double_bookings; // observers disagree on the session
+    }
+    c.sessions = first.size();
+    std::map<std::string, const member*> by_user;
+    for (auto& m : users_)
+      by_user[m.user] = &m;
+    for (auto& [sid, m] : first) {
+      auto n = m->roster.size();
+      if (n < g_.min_players || n > g_.max_players)
+        ++c.partial_matches;
+      if (g_.teams > 0) {
+        size_t in_teams = 0, lo = SIZE_MAX, hi = 0;
+        if (m->teams.is_array())
+          for (size_t k = 0; k < m->teams.size(); ++k) {
+            const auto& t = m->teams[k];
+            lo = std::min(lo, t.size());
+            hi = std::max(hi, t.size());
+            in_teams += t.size();
+            for (auto& u : t)
+              if (u.is_string())
+                team_of_user[u.get<std::string>()] = sid + "/"
+                                                     + std::to_string(k);
+          }
+        if (!m->teams.is_array() || m->teams.size() != g_.teams || in_teams != n
+            || hi != lo || hi > g_.max_players / g_.teams)
+          ++c.partial_matches;
+      }
+      std::set<size_t> nodes;
+      for (auto& u : m->roster)
+        if (auto it = by_user.find(u); it != by_user.end())
+          nodes.insert(it->second->node);
+      c.cross_node_sessions += nodes.size() > 1 ? 1 : 0;
+      for (auto& u : m->roster) {
+        auto it = by_user.find(u);
+        if (it == by_user.end()) {
+          ++c.partial_matches; // a user this run does not know
+          continue;
+        }
+        if (it->second->session != sid && !it->second->closed_early)
+          ++c.undelivered_events;
+      }
+    }
+    for (auto& pr : parties_) {
+      std::set<std::string> where, teams;
+      size_t matched = 0;
+      for (auto i : pr.members) {
+        auto& m = users_[i];
+        if (m.session.empty())
+          continue;
+        ++matched;
+        where.insert(m.session);
+        if (g_.teams > 0)
+          teams.insert(team_of_user[m.user]);
+      }
+      if ((matched != 0 && matched != pr.members.size()) || where.size() > 1
+          || teams.size() > 1)
+        ++c.split_parties;
+      if (matched == 0 && pr.queued) {
+        if (pr.waiting)
+          c.waiting += pr.members.size();
+        else
+          c.lost_users += pr.members.size();
+      }
+    }
+    return c;
+  }
+
+ public:
+  double users_per_s(const group_check& c) const {
+    auto s = std::chrono::duration<double>(last_match_ - start_).count();
+    return s > 0 ? c.matched_users / s : 0;
+  }
+
+  size_t answered() const {
+    return answered_;
+  }
+
+ private:
+  const load_options& o_;
+  group_load_options g_;
+  std::vector<http_endpoint> where_;
+  asio::io_context io_;
+  asio::steady_timer tick_;
+  std::vector<member> users_;
+  std::vector<party_run> parties_;
+  size_t next_ = 0;
+  size_t started_users_ = 0;
+  size_t active_users_ = 0;
+  size_t answered_ = 0;
+  size_t errors_ = 0;
+  size_t looks_ = 0;
+  bool final_ = false;
+  bool over_ = false;
+  clock_type::time_point start_;
+  clock_type::time_point last_match_;
+  clock_type::time_point last_progress_ = clock_type::now();
+};
+
+} // namespace
+
+int run_group_load(const load_options& opts, const group_load_options& g) {
+  if (opts.urls.empty())
+    return 1;
+  asio::io_context resolver_io;
+  std::vector<http_endpoint> where;
+  for (auto& u : opts.urls) {
+    http_endpoint ep;
+    std::string err;
+    if (!resolve_endpoint(resolver_io, u, ep, err)) {
+      std::cerr << "matchctl load: " << err << "\n";
+      return 1;
+    }
+    where.push_back(std::move(ep));
+  }
+  group_runner runner{opts, g, std::move(where)};
+  auto c = runner.run();
+  std::printf("groups: players %u-%u, teams %u, parties of %u-%u on queue %s\n",
+              g.min_players, g.max_players, g.teams, g.party_min, g.party_max,
+              opts.queue_name(0).c_str());
+  std::printf("verdict=%s users=%zu parties=%zu matched=%zu sessions=%zu "
+              "waiting=%zu errors=%zu users_per_s=%.0f double_bookings=%zu "
+              "partial_matches=%zu split_parties=%zu undelivered_events=%zu "
+              "lost_users=%zu cross_node_sessions=%zu\n",
+              c.verdict(), c.users, c.parties, c.matched_users, c.sessions,
+              c.waiting, c.errors, runner.users_per_s(c), c.double_bookings,
+              c.partial_matches, c.split_parties, c.undelivered_events,
+              c.lost_users, c.cross_node_sessions);
+  std::fflush(stdout);
+  if (runner.answered() == 0)
+    return 1;
+  return c.verdict()[0] == 'o' ? 0 : 2;
+}
+
+} // namespace mm

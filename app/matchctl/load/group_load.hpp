@@ -1,0 +1,77 @@
+#pragma once
+
+// `matchctl load --players ... [--teams N] [--party-size A-B]`: virtual
+// parties on a queue with a shape (docs/groups.md), and the checker of
+// group matches. Each party's members open their event WebSockets; a party
+// of one joins with its ticket, a larger one is created by its leader, its
+// members join with the invite code and the leader queues it, all as
+// requests on the WebSockets (docs/api.md "Requests on the WebSocket").
+// Every member waits for its match.created. At the end the parties still
+// unmatched are asked about; then the checker counts, over what the
+// members observed:
+// - double_bookings: a user told of two sessions, or a session whose
+//   members' events disagree on its users or teams;
+// - partial_matches: a session of fewer than --players' min or more than
+//   its max users, or (with --teams) teams of unequal size;
+// - split_parties: a party whose members are in different sessions or
+//   teams, or only some of whom are matched;
+// - undelivered_events: a user of a session (by anyone's event) whose open
+//   WebSocket never got its match.created;
+// - lost_users: a member of a party that was queued, is not matched and
+//   is not waiting any more.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "app/matchctl/load.hpp"
+
+namespace mm {
+
+/// The shape `matchctl load` drives (what the node's rules declare).
+struct group_load_options {
+  uint32_t min_players = 2;
+  uint32_t max_players = 2;
+  uint32_t teams = 0;     ///< 0: one lobby
+  uint32_t party_min = 1; ///< each party's size: uniform in [min, max]
+  uint32_t party_max = 1;
+  /// Send {"skill": uniform 1000..2000} as each member's attributes.
+  bool skill = false;
+};
+
+/// The counters of the group checker.
+struct group_check {
+  std::size_t users = 0, parties = 0, matched_users = 0, sessions = 0;
+  std::size_t waiting = 0, errors = 0;
+  std::size_t double_bookings = 0, partial_matches = 0, split_parties = 0;
+  std::size_t undelivered_events = 0, lost_users = 0;
+  /// Sessions whose members came through more than one node (not a
+  /// violation: shows that the run crossed nodes).
+  std::size_t cross_node_sessions = 0;
+
+  /// "ok" or "violations".
+  const char* verdict() const noexcept {
+    return double_bookings + partial_matches + split_parties
+                 + undelivered_events + lost_users
+               == 0
+             ? "ok"
+             : "violations";
+  }
+};
+
+/// Parses "N" or "A-B" into [lo, hi] (1 <= lo <= hi <= 64). False when
+/// malformed. Idempotent (a pure function).
+bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi);
+
+/// Runs `opts.users` users in parties on queue `opts.queue_name(0)` (party
+/// p's members all on node `opts.urls[p % urls]`) and prints the report;
+/// the last line is
+///   verdict=ok users=.. parties=.. matched=.. sessions=.. waiting=..
+///   errors=.. users_per_s=.. double_bookings=.. partial_matches=..
+///   split_parties=.. undelivered_events=.. lost_users=..
+///   cross_node_sessions=..
+/// Returns 0 (ok), 2 (violations) or 1 (nothing answered). Not idempotent:
+/// it drives real traffic.
+int run_group_load(const load_options& opts, const group_load_options& g);
+
+} // namespace mm

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `matchctl load` with groups against one matchd on the embedded stores
+# (docs/groups.md; cluster_groups_test runs three nodes on Redis +
+# PostgreSQL): 3,000 users in parties of 1..3 on a 5-vs-5 queue, and 600
+# in parties of 1..2 on a lobby of 3..6 players made short after 1 s; the
+# checker's verdict ok (no double booking, partial match, split party,
+# undelivered event or lost user). A --players that disagrees with the
+# node's shape is reported as partial matches: the checker can fail.
+#   groups_load_test.sh MATCHD MATCHCTL
+set -euo pipefail
+matchd=$1 matchctl=$2
+work=$(mktemp -d /tmp/groups_load.XXXXXX)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+# shellcheck source=../support/free_port.sh
+. "$(dirname "$0")/../support/free_port.sh"
+fail() { echo "FAIL: $*"; [ -f "$work/matchd.log" ] && tail -20 "$work/matchd.log"; exit 1; }
+secret="groups-load-secret-0123456789"
+cat >"$work/rules.json" <<'JSON'
+{"duel": {"attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
+          "shape": {"players": {"min": 10, "max": 10},
+                    "teams": {"count": 2, "size": 5}, "party_max": 3,
+                    "balance": "skill"}},
+ "lobby": {"shape": {"players": {"min": 3, "max": 6}, "party_max": 2,
+                     "fill_after_s": 1}}}
+JSON
+port=$(free_port)
+"$matchd" --listen "127.0.0.1:$port" --secret "$secret" --queues duel,lobby \
+  --rules "$work/rules.json" --heartbeat 500 --log-level warn \
+  >"$work/matchd.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do
+  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  sleep 0.05
+done
+curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || fail "matchd not ready"
+
+run() { # matchctl load ARGS...; prints the last line, sets rc
+  set +e
+  last=$("$matchctl" load --url "http://127.0.0.1:$port" --secret "$secret" \
+           --no-progress "$@" 2>"$work/err" | tail -n 1)
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "$last"
+}
+field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$last"; }
+
+run --queue duel --users 3000 --rate 1000 --players 10 --teams 2 \
+  --party-size 1-3 --skill --prefix "d$$-" --settle-ms 3000
+[ "$rc" = 0 ] && grep -q '^verdict=ok ' <<<"$last" || fail "duel: exit $rc: $last"
+[ "$(field matched)" -ge 2990 ] || fail "duel: too few matched: $last"
+
+# A lobby of 3..6: full ones at once, short ones after 1 s (fill_after_s).
+run --queue lobby --users 600 --rate 1000 --players 3-6 --party-size 1-2 \
+  --prefix "l$$-" --settle-ms 4000
+[ "$rc" = 0 ] && grep -q '^verdict=ok ' <<<"$last" || fail "lobby: exit $rc: $last"
+[ "$(field matched)" -ge 597 ] || fail "lobby: too few matched: $last"
+
+# The checker can fail: sessions of 10 counted against --players 8.
+run --queue duel --users 200 --rate 1000 --players 8 --teams 2 \
+  --party-size 1-3 --skill --prefix "x$$-" --settle-ms 2000
+[ "$rc" = 2 ] && [ "$(field partial_matches)" -gt 0 ] \
+  || fail "a wrong --players was not reported: exit $rc: $last"
+echo "groups_load_test: ok"
