@@ -142,6 +142,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   group_finalizer_config gcfg;
   gcfg.cancels = fcfg.cancels;
   gcfg.relay = e->relay_;
+  gcfg.push_lease_ms = fcfg.push_lease_ms;
   gcfg.worker_timeout_ms = fcfg.worker_timeout_ms;
   gcfg.metrics = cfg.metrics;
   e->group_finalizer_ = spawn_group_finalizer(sys, e->match_store_, e->broker_,

@@ -8,13 +8,16 @@
 
 #include "actors/group_finalizer.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/peer_events.hpp"
 #include "actors/worker_bound.hpp"
 #include "core/log_limit.hpp"
 #include "core/logger.hpp"
@@ -40,6 +43,7 @@ struct group_job {
   bool created = false;
   std::vector<std::string> removed; ///< tickets that must leave the queue
   std::string detail;
+  std::optional<match_event> event; ///< created: pushed to the relay
 };
 
 using group_job_ptr = std::shared_ptr<group_job>;
@@ -111,6 +115,8 @@ void run_group(match_store& store, const cancel_registry& cancels,
     job.kind = group_job::committed;
     job.session_id = r->session_id;
     job.created = r->created;
+    if (r->created)
+      job.event = event_of(*r);
     if (hook && r->created)
       hook(checkpoint::after_commit, g);
     return;
@@ -149,8 +155,10 @@ void run_group(match_store& store, const cancel_registry& cancels,
 group_worker_actor::behavior_type
 group_worker(group_worker_actor::pointer,
              std::shared_ptr<match_store_factory> factory,
-             std::shared_ptr<cancel_registry> cancels, hook_fn hook) {
+             std::shared_ptr<cancel_registry> cancels, hook_fn hook,
+             uint32_t push_lease_ms) {
   std::shared_ptr<match_store> store = factory->connect();
+  store->set_commit_lease(push_lease_ms);
   return {
     [store, cancels, hook](group_job_ptr& job) {
       run_group(*store, *cancels, hook, *job);
@@ -163,7 +171,8 @@ struct group_finalizer_state {
   group_finalizer_config cfg;
   queue_broker_actor broker;
   std::unique_ptr<match_store> inline_store; ///< non-blocking store
-  group_worker_actor worker;                 ///< blocking store
+  std::vector<group_worker_actor> workers;   ///< blocking store
+  size_t next_worker = 0;
   static inline const char* name = "mm.group_finalizer";
 };
 
@@ -191,19 +200,38 @@ void settle(gfin_ptr self, group_job_ptr job, verdict_promise rp) {
     v.committed = true;
     if (auto& m = st.cfg.metrics; m && job->created)
       m->matches.fetch_add(1, std::memory_order_relaxed);
-    if (st.cfg.relay)
-      self->send(st.cfg.relay, tick_atom_v);
+    // Its event leased to this node's relay (push_lease_ms) goes to it
+    // once the group left the queue, as a pair's does; else the relay
+    // fetches it.
+    auto push = [self, job] {
+      auto& relay = self->state.cfg.relay;
+      if (!relay)
+        return;
+      if (job->event && self->state.cfg.push_lease_ms > 0)
+        self->send(relay, deliver_atom_v,
+                   std::vector<match_event>{std::move(*job->event)});
+      else
+        self->send(relay, tick_atom_v);
+    };
     self->request(st.broker, bound, release_atom_v, ref)
-      .then([rp, v](group_settle_result&) mutable { rp.deliver(v); },
-            [rp, v, f = log_failed("release")](caf::error& err) mutable {
-              f(err);
-              rp.deliver(v);
-            });
+      .then(
+        [rp, v, push](group_settle_result&) mutable {
+          push();
+          rp.deliver(v);
+        },
+        [rp, v, push, f = log_failed("release")](caf::error& err) mutable {
+          f(err);
+          push();
+          rp.deliver(v);
+        });
     return;
   }
   if (job->kind == group_job::conflict)
     if (auto& m = st.cfg.metrics)
       m->conflicts.fetch_add(1, std::memory_order_relaxed);
+  if (job->kind == group_job::unavailable || job->kind == group_job::invalid)
+    MM_LOG_LIMITED(gfin_log(), warn, "group {} of {} not committed: {}",
+                   ref.group, ref.queue, job->detail);
   self->request(st.broker, bound, requeue_atom_v, ref, job->removed)
     .then([rp, v](group_settle_result&) mutable { rp.deliver(v); },
           [rp, v, f = log_failed("requeue")](caf::error& err) mutable {
@@ -221,12 +249,20 @@ group_finalizer_impl(gfin_ptr self,
     cfg.cancels = std::make_shared<cancel_registry>();
   st.cfg = cfg;
   st.broker = std::move(broker);
+  if (!st.cfg.relay)
+    st.cfg.push_lease_ms = 0; // nobody to push to: the events stay free
   auto probe = factory->connect();
-  if (probe->blocking())
-    st.worker = self->spawn<caf::detached + caf::linked>(
-      group_worker, factory, cfg.cancels, cfg.at_checkpoint);
-  else
+  if (probe->blocking()) {
+    // Groups of distinct users commit side by side (a user is in one
+    // claimed group at a time: the claim is atomic).
+    for (uint32_t i = 0; i < std::max<uint32_t>(1, cfg.workers); ++i)
+      st.workers.push_back(self->spawn<caf::detached + caf::linked>(
+        group_worker, factory, cfg.cancels, cfg.at_checkpoint,
+        st.cfg.push_lease_ms));
+  } else {
     st.inline_store = std::move(probe);
+    st.inline_store->set_commit_lease(st.cfg.push_lease_ms);
+  }
   return {
     [self](finalize_atom, group_commit& g) {
       auto& st = self->state;
@@ -239,8 +275,9 @@ group_finalizer_impl(gfin_ptr self,
         settle(self, std::move(job), rp);
         return rp;
       }
+      auto& worker = st.workers[st.next_worker++ % st.workers.size()];
       self
-        ->request(st.worker, worker_bound(st.cfg.worker_timeout_ms),
+        ->request(worker, worker_bound(st.cfg.worker_timeout_ms),
                   std::move(job))
         .then([self, rp](group_job_ptr& done) { settle(self, done, rp); },
               [self](caf::error& err) {

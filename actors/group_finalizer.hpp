@@ -25,14 +25,22 @@ struct group_finalizer_config {
   /// The cancels of this node (share the pair finalizer's): a ticket with a
   /// cancel of any of its members is withdrawn at the next checkpoint.
   std::shared_ptr<cancel_registry> cancels;
-  /// Woken after a commit so the members hear of it at once. May be empty.
+  /// Gets each committed group's event at once (or a wake-up to fetch it).
+  /// May be empty.
   outbox_relay_actor relay;
+  /// The events are written leased to `relay` for this long and pushed to
+  /// it, as the pair finalizer's (finalizer_config::push_lease_ms); 0: they
+  /// are written free and the relay fetches them.
+  uint32_t push_lease_ms = 0;
   /// Test hook, called at every checkpoint of every group (from the thread
   /// that runs the commit): simulations register cancels here.
   std::function<void(checkpoint, const group_commit&)> at_checkpoint;
   /// Bound on one commit of the database worker; a worker silent for
   /// longer is stuck and this actor stops (actors/worker_bound.hpp). 0: none.
   uint32_t worker_timeout_ms = 60000;
+  /// Database connections (detached workers) committing groups side by
+  /// side, for a blocking store. At least 1.
+  uint32_t workers = 4;
   /// `matches` and `conflicts` count groups here. Null: nothing counted.
   std::shared_ptr<engine_metrics> metrics;
 };
@@ -45,9 +53,10 @@ struct group_finalizer_config {
 /// (its tickets leave) and the answer names the session. Otherwise the
 /// group is requeued: the cancelled tickets and those with a member in
 /// another active session are removed, every other ticket goes back at its
-/// original score; a database that cannot be reached removes nobody. One
-/// group at a time; a blocking store runs on one detached worker, the
-/// in-memory store inline (deterministic under the CAF test coordinator).
+/// original score; a database that cannot be reached removes nobody. A
+/// blocking store commits on `workers` detached workers, one group each at
+/// a time; the in-memory store inline (deterministic under the CAF test
+/// coordinator).
 /// Not idempotent: every call spawns another actor.
 group_finalizer_actor
 spawn_group_finalizer(caf::actor_system& sys,

@@ -571,36 +571,36 @@ void queue_party(party_ptr self, party_queue_request& r, info_promise rp) {
     begin();
     return;
   }
-  // Asked one by one (parties are small); the first busy member refuses.
-  auto users = std::make_shared<std::vector<std::string>>(d.members);
-  auto next = std::make_shared<std::function<void(size_t)>>();
-  *next = [self, users, next, begin, rp](size_t i) mutable {
-    if (i == users->size()) {
-      begin();
-      *next = nullptr; // breaks the cycle
-      return;
-    }
-    auto user = (*users)[i];
-    self
-      ->request(self->state.links.lifecycle, bound(self->state), state_atom_v,
-                user)
+  // Every member asked at once (the lifecycle actor batches the lookups);
+  // a busy member refuses, naming itself.
+  struct pending {
+    size_t left = 0;
+    bool refused = false;
+  };
+  auto p = std::make_shared<pending>();
+  p->left = d.members.size();
+  for (auto& user : d.members)
+    self->request(d.links.lifecycle, bound(d), state_atom_v, user)
       .then(
-        [self, next, i, user, rp](std::string& session) mutable {
+        [self, p, user, begin, rp](std::string& session) mutable {
+          if (p->refused)
+            return;
           if (!session.empty()) {
+            p->refused = true;
             refuse(self, rp,
                    caf::make_error(errc::in_session,
                                    user + " is in session " + session));
-            *next = nullptr;
             return;
           }
-          (*next)(i + 1);
+          if (--p->left == 0)
+            begin();
         },
-        [self, next, rp](caf::error& err) mutable {
+        [self, p, rp](caf::error& err) mutable {
+          if (p->refused)
+            return;
+          p->refused = true;
           refuse(self, rp, std::move(err));
-          *next = nullptr;
         });
-  };
-  (*next)(0);
 }
 
 // -- members ------------------------------------------------------------------

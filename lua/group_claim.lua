@@ -162,25 +162,62 @@ end
 -- are removed (problem 2, I6) and counted (problem 3). The caller's record
 -- is written below; its fresh deadline is the one that counts here.
 local window = redis.call('ZRANGE', G_WAIT, 0, scan - 1)
-local cands, stale = {}, 0
-if #window > 0 then
-  local raws = redis.call('HMGET', G_TIX, unpack(window))
-  for i, id in ipairs(window) do
-    local t = (id == ticket) and own or gdecode(raws[i] or nil)
-    if not t then
-      redis.call('ZREM', G_WAIT, id)
-      stale = stale + 1
-    elseif t.deadline < now then
-      gremove(t)
-      stale = stale + 1
-    else
-      cands[#cands + 1] = t
+-- Past a full window, the newest waiting tickets are candidates too (after
+-- the oldest): a head of parties that cannot fill a match among
+-- themselves (parties of two for teams of five) is completed by the
+-- parties that arrive, instead of blocking everything behind it.
+-- (A stale one there is left for a window or a sweep: the counts of
+-- stale tickets are the window's, problem 3.)
+local from_tail = {}
+if #window == scan then
+  local seen, tail = {}, redis.call('ZRANGE', G_WAIT, -TAIL, -1)
+  for _, id in ipairs(window) do seen[id] = true end
+  for _, id in ipairs(tail) do
+    if not seen[id] then
+      window[#window + 1] = id
+      from_tail[id] = true
     end
   end
 end
-local stale_s = int_s(stale)
+-- Candidates are decoded when the search first looks at them (most
+-- claims fill a match from the first few): `get(i)` answers the live
+-- ticket of slot i, or nil (a stale one of the window is removed and
+-- counted then).
+local slots, stale, own_in = {}, 0, false
+if #window > 0 then
+  local raws = redis.call('HMGET', G_TIX, unpack(window))
+  for i, id in ipairs(window) do
+    own_in = own_in or id == ticket
+    slots[i] = {id = id, raw = raws[i], tail = from_tail[id]}
+    if id == ticket then slots[i].t = own end
+  end
+end
+-- And the caller's own waiting ticket, last.
+if not own_in and own.state ~= 'claimed' then
+  slots[#slots + 1] = {id = ticket, t = own}
+end
+local function get(i)
+  local s = slots[i]
+  if s.t ~= nil then return s.t or nil end
+  local t = gdecode(s.raw or nil)
+  if s.tail and (not t or t.deadline < now) then
+    s.t = false -- a stale one at the tail: left for a window or a sweep
+  elseif not t then
+    redis.call('ZREM', G_WAIT, s.id)
+    stale = stale + 1
+    s.t = false
+  elseif t.deadline < now then
+    gremove(t)
+    stale = stale + 1
+    s.t = false
+  else
+    s.t = t
+  end
+  return s.t or nil
+end
 
-local group = form_group(cands, sh, rules, now)
+local group = form_group(#slots, get, sh, rules, now)
+local stale_s = int_s(stale)
 local teams = group and assign_teams(group, sh.teams, sh.size, sh.balanced)
 if teams then
   local gid = 'g' .. int_s(redis.call('INCR', G_SEQ))

@@ -257,27 +257,35 @@ end
 -- tickets in FIFO order that fill it: depth first, taking a ticket before
 -- skipping it; without rules tickets of one size are alike, so one of each
 -- size is tried per step. At most SEARCH_STEPS candidates are looked at in
--- one claim, over all its anchors (`budget.left`).
-local SEARCH_STEPS = 2000
-local function fill_exactly(cands, a, sh, rules, now, budget)
-  local group, sizes = {cands[a]}, {#cands[a].members}
-  local players = #cands[a].members
+-- one claim, over all its anchors (`budget.left`). `get(i)`: the live
+-- ticket of candidate i (of n), or nil.
+local SEARCH_STEPS = 400
+local function fill_exactly(n, get, a, sh, rules, now, budget)
+  local anchor = get(a)
+  local group, sizes = {anchor}, {#anchor.members}
+  local players = #anchor.members
   local function dfs(i)
     if players == sh.max then return true end
-    local tried = {}
-    for j = i, #cands do
+    local tried, ntried = {}, 0
+    for j = i, n do
+      -- Every party size tried at this depth: nothing new further on.
+      if rules == nil and ntried >= sh.party then return false end
       budget.left = budget.left - 1
       if budget.left < 0 then return false end
-      local c = cands[j]
-      local n = #c.members
-      if not (rules == nil and tried[n])
-          and fits(c, group, sizes, players, sh, rules, now) then
-        tried[n] = true
-        group[#group + 1], sizes[#sizes + 1] = c, n
-        players = players + n
+      local c = get(j)
+      local k = c and #c.members
+      -- Without rules a ticket fits or not by its size alone.
+      local fresh = c and not (rules == nil and tried[k])
+      if fresh then
+        tried[k] = true
+        ntried = ntried + 1
+      end
+      if fresh and fits(c, group, sizes, players, sh, rules, now) then
+        group[#group + 1], sizes[#sizes + 1] = c, k
+        players = players + k
         if dfs(j + 1) then return true end
         group[#group], sizes[#sizes] = nil, nil
-        players = players - n
+        players = players - k
       end
     end
     return false
@@ -286,33 +294,45 @@ local function fill_exactly(cands, a, sh, rules, now, budget)
   return nil
 end
 
--- The match to make from live waiting tickets in FIFO order: starting from
--- the oldest (then the next, when the oldest cannot be part of one within
--- the window), adds every ticket that fits — room left, compatible with
--- every member so far, parties still placeable whole in the teams — until
--- the match is full, or, when the oldest of it has waited `fill` ms, of at
--- least `min` players; a full match found by the bounded search above
--- goes before a short one. Returns the tickets, or nil.
+-- The match to make from live waiting tickets in FIFO order (`get(i)`, i
+-- = 1..n: the live ticket of candidate i, or nil): starting from the
+-- oldest (then the next, when the oldest cannot be part of one within the
+-- window), adds every ticket that fits — room left, compatible with every
+-- member so far, parties still placeable whole in the teams — until the
+-- match is full, or, when the oldest of it has waited `fill` ms, of at
+-- least `min` players; a full match found by the bounded search above goes
+-- before a short one. Returns the tickets, or nil.
 local MAX_ANCHORS = 8
-local function form_group(cands, sh, rules, now)
+-- Newest waiting tickets a claim reads besides its window (group_claim).
+local TAIL = 16
+local function form_group(n, get, sh, rules, now)
   local budget = {left = SEARCH_STEPS}
-  for a = 1, math.min(#cands, MAX_ANCHORS) do
-    local group, sizes, players = {cands[a]}, {#cands[a].members},
-      #cands[a].members
-    for i = a + 1, #cands do
-      if players == sh.max then break end
-      local c = cands[i]
-      if fits(c, group, sizes, players, sh, rules, now) then
-        group[#group + 1] = c
-        sizes[#sizes + 1] = #c.members
-        players = players + #c.members
+  local anchors = 0
+  -- Without rules, a later anchor of a size that failed has fewer
+  -- candidates of the same kinds and waited less: it fails too.
+  local failed = {}
+  for a = 1, n do
+    local first = get(a)
+    if first and not (rules == nil and failed[#first.members]) then
+      anchors = anchors + 1
+      if anchors > MAX_ANCHORS then break end
+      local group, sizes, players = {first}, {#first.members}, #first.members
+      for i = a + 1, n do
+        if players == sh.max then break end
+        local c = get(i)
+        if c and fits(c, group, sizes, players, sh, rules, now) then
+          group[#group + 1] = c
+          sizes[#sizes + 1] = #c.members
+          players = players + #c.members
+        end
       end
-    end
-    if players == sh.max then return group end
-    local exact = fill_exactly(cands, a, sh, rules, now, budget)
-    if exact then return exact end
-    if players >= sh.min and now - tonumber(cands[a].since) >= sh.fill then
-      return group
+      if players == sh.max then return group end
+      local exact = fill_exactly(n, get, a, sh, rules, now, budget)
+      if exact then return exact end
+      if players >= sh.min and now - tonumber(first.since) >= sh.fill then
+        return group
+      end
+      failed[#first.members] = true
     end
   end
   return nil
