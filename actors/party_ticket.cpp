@@ -1,6 +1,7 @@
 // The party's ticket (actors/party.hpp): the claim and its re-scans, the
 // commit of the groups its claims make, a member's truthful cancel, and the
-// checks before the leader's ticket is filed.
+// checks before the leader's ticket is filed. The I1-I12 it cites are
+// those of docs/design.md.
 
 #include <algorithm>
 #include <chrono>

@@ -26,7 +26,9 @@ if [ -n "${1:-}" ]; then
   changed=$(git diff --name-only "$1" -- '*.cpp' '*.hpp' | grep -E "$rooms" || true)
   files=$( { grep '\.cpp$' <<<"$changed" || true
              for h in $(grep '\.hpp$' <<<"$changed" || true); do
-               c=${h%.hpp}.cpp; [ -f "$c" ] && echo "$c"; done; } | sort -u)
+               # (a header without a .cpp beside it adds nothing, and must
+               # not end the script under pipefail)
+               c=${h%.hpp}.cpp; if [ -f "$c" ]; then echo "$c"; fi; done; } | sort -u)
 else
   files=$(git ls-files '*.cpp' | grep -E "$rooms" | sort)
 fi

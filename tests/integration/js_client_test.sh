@@ -9,7 +9,11 @@ matchd=$1 client_dir=$2
 work=$(mktemp -d /tmp/js_client.XXXXXX)
 port=$(free_port)
 secret="js-client-test-secret-0123456789"
+# "trio": a lobby of 2..3 players, parties of up to 2 (docs/groups.md).
+echo '{"trio": {"shape": {"players": {"min": 2, "max": 3}, "party_max": 2,
+  "fill_after_s": 600}}}' >"$work/rules.json"
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node js-test \
+  --queues default,trio --rules "$work/rules.json" \
   --log-level warn >"$work/matchd.log" 2>&1 &
 pid=$!
 cleanup() { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"; }

@@ -149,7 +149,43 @@ export class MatchmakerClient {
   heartbeat(ticket: string): Promise<TicketView>;
   endSession(session: string, reason?: string): Promise<EndView>;
   swipe(to: string, action?: 'LIKE' | 'DISLIKE'): Promise<SwipeView>;
+  leaveSession(session: string, reason?: string): Promise<LeaveView>;
+  createParty(): Promise<PartyView>;
+  joinParty(party: string, code: string): Promise<PartyView>;
+  party(party: string): Promise<PartyView>;
+  queueParty(party: string, queue: string, opts?: PartyTicketOptions): Promise<PartyView>;
+  cancelParty(party: string): Promise<PartyView>;
+  leaveParty(party: string): Promise<PartyView>;
   events(handlers?: StreamHandlers): EventStream;
+}
+
+/** A party as its members see it (docs/api.md, "Parties"). */
+export interface PartyView {
+  party: string;
+  code: string;
+  leader: string;
+  members: string[];
+  phase: 'open' | 'claiming' | 'queued' | 'finalizing' | 'matched';
+  queue?: string;
+  ticket?: string;
+  session_id?: string;
+  detail?: string;
+  version: number;
+}
+
+export interface PartyTicketOptions {
+  ticket?: string;
+  /** Each member's attribute object, by user. */
+  attrs?: Record<string, Record<string, unknown>>;
+  giveUpAfterS?: number;
+}
+
+export interface LeaveView {
+  session_id: string;
+  queue: string;
+  remaining: number;
+  left_now: boolean;
+  state: 'active' | 'ended';
 }
 
 export function newTicketId(): string;

@@ -152,6 +152,58 @@ export class MatchmakerClient {
     return this._request('POST', `${this._userPath()}/sessions/${segment(session, 'session')}/end`, body);
   }
 
+  /**
+   * Leaves the group session `session`: the user is free at once, the
+   * others play on while enough stay (every member gets
+   * session.member_left). Answers {session_id, queue, remaining, left_now,
+   * state}; idempotent.
+   */
+  leaveSession(session, reason) {
+    const body = reason === undefined ? {} : { reason };
+    return this._request('POST', `${this._userPath()}/sessions/${segment(session, 'session')}/leave`, body);
+  }
+
+  /**
+   * Creates a party led by the user (docs/groups.md). Answers the party:
+   * {party, code, leader, members, phase, version, ...}; hand `code` to
+   * those who may join.
+   */
+  createParty() {
+    return this._request('POST', `${this._userPath()}/parties`, {});
+  }
+
+  /** Joins `party` with its invite `code`. */
+  joinParty(party, code) {
+    return this._request('POST', `${this._userPath()}/parties/${segment(party, 'party')}/members`, { code });
+  }
+
+  /** The party as a member sees it. */
+  party(party) {
+    return this._request('GET', `${this._userPath()}/parties/${segment(party, 'party')}`);
+  }
+
+  /**
+   * The leader queues the party on `queue` (a queue with a shape).
+   * Options: `ticket` (default a fresh id), `attrs` (each member's
+   * attribute object, by user), `giveUpAfterS`.
+   */
+  queueParty(party, queue, opts = {}) {
+    const body = { queue: segment(queue, 'queue'), ticket: segment(opts.ticket || newTicketId(), 'ticket') };
+    if (opts.attrs !== undefined) body.attrs = opts.attrs;
+    if (opts.giveUpAfterS !== undefined) body.give_up_after_s = opts.giveUpAfterS;
+    return this._request('POST', `${this._userPath()}/parties/${segment(party, 'party')}/tickets`, body);
+  }
+
+  /** Cancels the party's ticket; answers once certain (open, or matched). */
+  cancelParty(party) {
+    return this._request('POST', `${this._userPath()}/parties/${segment(party, 'party')}/cancel`, {});
+  }
+
+  /** Leaves the party (a queued ticket is cancelled first). */
+  leaveParty(party) {
+    return this._request('POST', `${this._userPath()}/parties/${segment(party, 'party')}/leave`, {});
+  }
+
   /** Swipes `to` with `action` "LIKE" or "DISLIKE". */
   swipe(to, action = 'LIKE') {
     return this._request('POST', `${this._userPath()}/swipes`, { to: segment(to, 'to'), action });

@@ -183,3 +183,39 @@ test('backoff grows by the factor up to the cap, with bounded jitter', () => {
   assert.equal(backoffDelay(0, b, () => 0), 80);
   assert.equal(backoffDelay(0, b, () => 1), 120);
 });
+
+test('a party and a user alone make a lobby of three; a member leaves', async () => {
+  const ann = client('ann');
+  const bob = client('bob');
+  const cid = client('cid');
+  const [sa, sb, sc] = [ann.events(), bob.events(), cid.events()];
+  try {
+    await Promise.all([sa.opened(), sb.opened(), sc.opened()]);
+    const made = await ann.createParty();
+    assert.equal(made.leader, ann.user);
+    await assert.rejects(bob.joinParty(made.party, 'wrong-code'), (err) => err.status === 403);
+    const joined = await bob.joinParty(made.party, made.code);
+    assert.deepEqual(joined.members, [ann.user, bob.user]);
+    const updated = await sb.next((ev) => ev.type === 'party.updated' && ev.members.length === 2);
+    assert.equal(updated.party, made.party);
+    const queued = await ann.queueParty(made.party, 'trio', { ticket: 'pt-1' });
+    assert.equal(queued.phase, 'queued');
+    const alone = await cid.join('trio', { ticket: 'c-1' });
+    assert.ok(['claiming', 'queued', 'finalizing', 'matched'].includes(alone.state), alone.state);
+    const [ma, mb, mc] = await Promise.all([sa.next(isMatch()), sb.next(isMatch()), sc.next(isMatch())]);
+    assert.equal(ma.session_id, mb.session_id);
+    assert.equal(ma.session_id, mc.session_id);
+    assert.deepEqual([...ma.users].sort(), [ann.user, bob.user, cid.user].sort());
+    assert.equal((await bob.party(made.party)).phase, 'matched');
+    const left = await cid.leaveSession(ma.session_id, 'bye');
+    assert.equal(left.left_now, true);
+    assert.equal(left.remaining, 2);
+    const gone = await sa.next((ev) => ev.type === 'session.member_left');
+    assert.equal(gone.user, cid.user);
+    assert.equal(gone.remaining, 2);
+  } finally {
+    sa.close();
+    sb.close();
+    sc.close();
+  }
+});
