@@ -5,7 +5,11 @@
 //     token USER [--jwt [--aud A] [--iss I]]
 //     join --user U --queue Q --ticket T [--attrs A]
 //     cancel|state|heartbeat --user U --ticket T
-//     end --user U --session S [--reason R]
+//     end|leave --user U --session S [--reason R]
+//     party create --user U
+//     party join --user U --party P --code C
+//     party state|cancel|leave --user U --party P
+//     party queue --user U --party P --queue Q --ticket T [--attrs JSON]
 //     swipe --user U --to V --action LIKE|DISLIKE
 //     watch --user U [--count N] [--timeout-ms MS]
 //     load [--users N] [--rate R] ... (see `matchctl load --help`)
@@ -35,6 +39,7 @@
 // invariants held but too few joins were answered 2xx, 1 on usage errors
 // or when nothing answered at all (no server there).
 
+#include <map>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -298,6 +303,35 @@ int main(int argc, char** argv) {
     ->required()
     ->check(CLI::IsMember({"LIKE", "DISLIKE"}));
 
+  // leave: a member leaves its group session; party: parties
+  // (docs/groups.md): create, join, state, queue, cancel, leave.
+  auto* leave_cmd = app.add_subcommand("leave", "leave a group session");
+  leave_cmd->add_option("--user", user)->required();
+  leave_cmd->add_option("--session", session)->required();
+  std::string leave_reason = "left";
+  leave_cmd->add_option("--reason", leave_reason)->capture_default_str();
+  auto* party_cmd = app.add_subcommand("party", "parties of users");
+  party_cmd->require_subcommand(1);
+  std::string party, code, member_attrs;
+  std::map<std::string, CLI::App*> party_cmds;
+  for (auto [name, what] : {std::pair{"create", "create a party led by --user"},
+                            std::pair{"join", "join --party with its --code"},
+                            std::pair{"state", "read a party"},
+                            std::pair{"queue", "the leader queues the party"},
+                            std::pair{"cancel", "cancel the party's ticket"},
+                            std::pair{"leave", "leave the party"}}) {
+    auto* cmd = party_cmd->add_subcommand(name, what);
+    cmd->add_option("--user", user)->required();
+    if (std::string{name} != "create")
+      cmd->add_option("--party", party)->required();
+    party_cmds[name] = cmd;
+  }
+  party_cmds["join"]->add_option("--code", code)->required();
+  party_cmds["queue"]->add_option("--queue", queue)->required();
+  party_cmds["queue"]->add_option("--ticket", ticket)->required();
+  party_cmds["queue"]->add_option(
+    "--attrs", member_attrs, "each member's attributes: a JSON object by user");
+
   // explain: a dry run of a queue's rules (app/matchctl/explain.hpp)
   mm::explain_options ex;
   auto* explain_cmd = app.add_subcommand(
@@ -490,6 +524,39 @@ int main(int argc, char** argv) {
                        "/v1/users/" + mm::path_escape(user) + "/sessions/"
                          + mm::path_escape(session) + "/end",
                        compact(body));
+  }
+  if (leave_cmd->parsed()) {
+    json body{{"reason", leave_reason}};
+    return one_request(c, verb::post, user,
+                       "/v1/users/" + mm::path_escape(user) + "/sessions/"
+                         + mm::path_escape(session) + "/leave",
+                       compact(body));
+  }
+  if (party_cmd->parsed()) {
+    auto base = "/v1/users/" + mm::path_escape(user) + "/parties";
+    if (party_cmds["create"]->parsed())
+      return one_request(c, verb::post, user, base, "{}");
+    base += "/" + mm::path_escape(party);
+    if (party_cmds["state"]->parsed())
+      return one_request(c, verb::get, user, base, {});
+    if (party_cmds["join"]->parsed())
+      return one_request(c, verb::post, user, base + "/members",
+                         compact(json{{"code", code}}));
+    if (party_cmds["cancel"]->parsed())
+      return one_request(c, verb::post, user, base + "/cancel", "{}");
+    if (party_cmds["leave"]->parsed())
+      return one_request(c, verb::post, user, base + "/leave", "{}");
+    json body{{"queue", queue}, {"ticket", ticket}};
+    if (!member_attrs.empty()) {
+      auto obj = json::parse(member_attrs, nullptr, false);
+      if (obj.is_discarded() || !obj.is_object()) {
+        std::cerr << "matchctl party queue: --attrs must be a JSON object "
+                     "of each member's attributes\n";
+        return 1;
+      }
+      body["attrs"] = obj;
+    }
+    return one_request(c, verb::post, user, base + "/tickets", compact(body));
   }
   if (swipe_cmd->parsed()) {
     json body{{"to", to}, {"action", action}};

@@ -35,6 +35,28 @@ for _ in $(seq 200); do
 done
 curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || fail "matchd not ready"
 
+# The one-off party commands (docs/matchd.md): a party of two on the
+# lobby (3..6) waits (nobody else is there yet), a member cancels it
+# truthfully, then leaves.
+mc() { "$matchctl" --url "http://127.0.0.1:$port" --secret "$secret" "$@"; }
+body() { tail -n 1; }
+made=$(mc party create --user "pa$$" | body)
+party=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["party"])' "$made")
+code=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["code"])' "$made")
+mc party join --user "pb$$" --party "$party" --code "$code" | body | grep -q '"members"' \
+  || fail "party join"
+mc party queue --user "pa$$" --party "$party" --queue lobby --ticket pt | body \
+  | grep -q '"phase":"queued"' || fail "party queue"
+mc party state --user "pb$$" --party "$party" | body | grep -q '"phase":"queued"' \
+  || fail "party state"
+mc party cancel --user "pb$$" --party "$party" | body \
+  | grep -q "\"detail\":\"cancelled by pb$$\"" || fail "party cancel"
+mc party leave --user "pb$$" --party "$party" | body \
+  | grep -q "\"members\":\[\"pa$$\"\]" || fail "party leave"
+if mc party state --user "pb$$" --party "$party" >/dev/null; then
+  fail "a member who left still reads the party"
+fi
+
 run() { # matchctl load ARGS...; prints the last line, sets rc
   set +e
   last=$("$matchctl" load --url "http://127.0.0.1:$port" --secret "$secret" \
