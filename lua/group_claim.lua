@@ -196,10 +196,13 @@ end
 if not own_in and own.state ~= 'claimed' then
   slots[#slots + 1] = {id = ticket, t = own}
 end
+-- Without rules the search reads a candidate's size alone (gpeek); with
+-- rules it needs every member's rule values (gdecode).
 local function get(i)
   local s = slots[i]
   if s.t ~= nil then return s.t or nil end
-  local t = gdecode(s.raw or nil)
+  local t
+  if rules == nil then t = gpeek(s.raw or nil) else t = gdecode(s.raw or nil) end
   if s.tail and (not t or t.deadline < now) then
     s.t = false -- a stale one at the tail: left for a window or a sweep
   elseif not t then
@@ -207,7 +210,9 @@ local function get(i)
     stale = stale + 1
     s.t = false
   elseif t.deadline < now then
-    gremove(t)
+    local full = t
+    if t.peek then full = gdecode(t.raw) end
+    if full then gremove(full) else redis.call('ZREM', G_WAIT, s.id) end
     stale = stale + 1
     s.t = false
   else
@@ -217,6 +222,15 @@ local function get(i)
 end
 
 local group = form_group(#slots, get, sh, rules, now)
+if group then -- the match's tickets in full
+  for i, t in ipairs(group) do
+    if t.peek then
+      local full = gdecode(t.raw)
+      if not full then return invalid('ticket record') end
+      group[i] = full
+    end
+  end
+end
 local stale_s = int_s(stale)
 local teams = group and assign_teams(group, sh.teams, sh.size, sh.balanced)
 if teams then

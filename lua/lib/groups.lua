@@ -85,6 +85,24 @@ local function gdecode(s)
   return t
 end
 
+-- What the search needs of a record, without decoding it (the members,
+-- their rule values and attributes stay in `raw` until the ticket is in a
+-- match): ticket, state, deadline, since and the party size. nil when it
+-- is not a record.
+local PEEK = '^\2([^%z]*)%z[^%z]*%z[^%z]*%z[^%z]*%z([^%z]*)%z([^%z]*)%z' ..
+  '[^%z]*%z([^%z]*)%z[^%z]*%z[^%z]*%z[^%z]*%z([^%z]*)%z'
+local function gpeek(s)
+  if not s then return nil end
+  local ticket, state, deadline, since, n = string.match(s, PEEK)
+  if not ticket then return nil end
+  return {peek = true, raw = s, ticket = ticket, state = state,
+          deadline = tonumber(deadline) or 0, since = since,
+          n = tonumber(n) or 0}
+end
+
+-- A ticket's party size (a peeked one's or a decoded one's).
+local function gsize(t) return t.n or #t.members end
+
 local function gload(id)
   return gdecode(redis.call('HGET', G_TIX, id))
 end
@@ -114,6 +132,22 @@ end
 -- (Largest first, with backtracking: a match holds few tickets.)
 local function packable(sizes, teams, size)
   if teams == 0 then return true end
+  if teams == 2 then
+    -- Two teams: some parties must sum to between total - size and size
+    -- (the sums one team can reach, without a closure or a sort).
+    local total, reach = 0, {[0] = true}
+    for _, s in ipairs(sizes) do
+      total = total + s
+      for v = size, s, -1 do
+        if reach[v - s] then reach[v] = true end
+      end
+    end
+    if total > 2 * size then return false end
+    for v = math.max(0, total - size), size do
+      if reach[v] then return true end
+    end
+    return false
+  end
   local sorted = {}
   for i, s in ipairs(sizes) do sorted[i] = s end
   table.sort(sorted, function(a, b) return a > b end)
@@ -241,7 +275,7 @@ end
 
 -- Can ticket `c` join `group` (of `players` players, party sizes `sizes`)?
 local function fits(c, group, sizes, players, sh, rules, now)
-  local n = #c.members
+  local n = gsize(c)
   if players + n > sh.max then return false end
   for _, g in ipairs(group) do
     if not tickets_compatible(rules, g, c, now) then return false end
@@ -262,8 +296,8 @@ end
 local SEARCH_STEPS = 400
 local function fill_exactly(n, get, a, sh, rules, now, budget)
   local anchor = get(a)
-  local group, sizes = {anchor}, {#anchor.members}
-  local players = #anchor.members
+  local group, sizes = {anchor}, {gsize(anchor)}
+  local players = gsize(anchor)
   local function dfs(i)
     if players == sh.max then return true end
     local tried, ntried = {}, 0
@@ -273,7 +307,7 @@ local function fill_exactly(n, get, a, sh, rules, now, budget)
       budget.left = budget.left - 1
       if budget.left < 0 then return false end
       local c = get(j)
-      local k = c and #c.members
+      local k = c and gsize(c)
       -- Without rules a ticket fits or not by its size alone.
       local fresh = c and not (rules == nil and tried[k])
       if fresh then
@@ -313,17 +347,17 @@ local function form_group(n, get, sh, rules, now)
   local failed = {}
   for a = 1, n do
     local first = get(a)
-    if first and not (rules == nil and failed[#first.members]) then
+    if first and not (rules == nil and failed[gsize(first)]) then
       anchors = anchors + 1
       if anchors > MAX_ANCHORS then break end
-      local group, sizes, players = {first}, {#first.members}, #first.members
+      local group, sizes, players = {first}, {gsize(first)}, gsize(first)
       for i = a + 1, n do
         if players == sh.max then break end
         local c = get(i)
         if c and fits(c, group, sizes, players, sh, rules, now) then
           group[#group + 1] = c
-          sizes[#sizes + 1] = #c.members
-          players = players + #c.members
+          sizes[#sizes + 1] = gsize(c)
+          players = players + gsize(c)
         end
       end
       if players == sh.max then return group end
@@ -332,7 +366,7 @@ local function form_group(n, get, sh, rules, now)
       if players >= sh.min and now - tonumber(first.since) >= sh.fill then
         return group
       end
-      failed[#first.members] = true
+      failed[gsize(first)] = true
     end
   end
   return nil
