@@ -16,12 +16,6 @@
 
 namespace mm::party_detail {
 
-bool store_trouble(const caf::error& err) {
-  return err == caf::sec::request_timeout
-         || (err.category() == caf::atom("mm")
-             && err.code() == static_cast<uint8_t>(errc::store_unavailable));
-}
-
 caf::timespan bound(const party_data& d) {
   return std::chrono::milliseconds(d.cfg.request_timeout_ms);
 }

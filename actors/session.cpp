@@ -5,7 +5,6 @@
 #include <functional>
 
 #include <caf/all.hpp>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/session_data.hpp"
@@ -152,8 +151,6 @@ void fail(ses_ptr self, const caf::error& err) {
   finish(self, session_phase::failed, {}, what);
 }
 
-/// The user's session `session_id` ended (its `session.ended` event, or our
-/// own end): if it is the one we are matched in, the user is free again.
 void session_over(ses_ptr self, const std::string& session_id,
                   const std::string& reason) {
   auto& d = self->state;
@@ -168,63 +165,29 @@ void session_over(ses_ptr self, const std::string& session_id,
   publish(self);
 }
 
-/// A group's match.created (a party's ticket, not this session's join):
-/// the user is in that session now; an idle or ended join shows it.
-void group_matched(ses_ptr self, const match_event& ev) {
-  auto& d = self->state;
-  d.free_known = false;
-  if (live(d.st.phase) || d.st.session_id == ev.session_id)
-    return;
-  d.st.queue = ev.queue;
-  d.st.token.clear();
-  d.st.detail = "matched with a group";
-  d.st.session_id = ev.session_id;
-  enter(self, session_phase::matched);
-}
-
-/// Ends `session_id` through the lifecycle actor on behalf of this user.
-caf::result<end_result> end_session(ses_ptr self, std::string session_id,
-                                    std::string reason) {
+/// Asks the lifecycle actor to end (`end_atom`) or leave (`leave_atom`)
+/// `session_id` on behalf of this user (`what` names it in a refusal);
+/// once it answered, the user is free of that session (`why` of the
+/// answer says how). Someone waits on us meanwhile (no idle release).
+template <class Result, class Atom, class Why>
+caf::result<Result> lifecycle_call(ses_ptr self, Atom atom, const char* what,
+                                   std::string session_id, std::string reason,
+                                   Why why) {
   auto& d = self->state;
   if (!d.links.lifecycle)
     return caf::make_error(errc::shutting_down,
-                           "sessions cannot be ended on this engine");
-  auto rp = self->make_response_promise<end_result>();
+                           std::string{"sessions cannot be "} + what
+                             + " on this engine");
+  auto rp = self->make_response_promise<Result>();
   ++d.ends_pending;
   self
     ->request(d.links.lifecycle,
-              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms), end_atom_v,
-              session_id, d.base_user, std::move(reason))
+              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms), atom,
+              std::move(session_id), d.base_user, std::move(reason))
     .then(
-      [self, rp](end_result& r) mutable {
+      [self, rp, why](Result& r) mutable {
         --self->state.ends_pending;
-        session_over(self, r.session_id, r.reason);
-        rp.deliver(std::move(r));
-      },
-      [self, rp](caf::error& err) mutable {
-        --self->state.ends_pending;
-        rp.deliver(std::move(err));
-      });
-  return rp;
-}
-
-/// The user leaves its group session `session_id` (lifecycle actor).
-caf::result<leave_result> leave_session(ses_ptr self, std::string session_id,
-                                        std::string reason) {
-  auto& d = self->state;
-  if (!d.links.lifecycle)
-    return caf::make_error(errc::shutting_down,
-                           "sessions cannot be left on this engine");
-  auto rp = self->make_response_promise<leave_result>();
-  ++d.ends_pending;
-  self
-    ->request(d.links.lifecycle,
-              std::chrono::milliseconds(d.cfg.lifecycle_timeout_ms),
-              leave_atom_v, session_id, d.base_user, std::move(reason))
-    .then(
-      [self, rp](leave_result& r) mutable {
-        --self->state.ends_pending;
-        session_over(self, r.session_id, "left");
+        session_over(self, r.session_id, why(r));
         rp.deliver(std::move(r));
       },
       [self, rp](caf::error& err) mutable {
@@ -235,12 +198,6 @@ caf::result<leave_result> leave_session(ses_ptr self, std::string session_id,
 }
 
 // -- a store that did not answer ----------------------------------------------
-
-bool store_trouble(const caf::error& err) {
-  return err == caf::sec::request_timeout
-         || (err.category() == caf::atom("mm")
-             && err.code() == static_cast<uint8_t>(errc::store_unavailable));
-}
 
 void retry_store_later(ses_ptr self) {
   auto& d = self->state;
@@ -287,11 +244,15 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
     },
     [self](end_atom, std::string& session_id, std::string& reason) {
       touch(self);
-      return end_session(self, std::move(session_id), std::move(reason));
+      return lifecycle_call<end_result>(
+        self, end_atom_v, "ended", std::move(session_id), std::move(reason),
+        [](const end_result& r) { return r.reason; });
     },
     [self](leave_atom, std::string& session_id, std::string& reason) {
       touch(self);
-      return leave_session(self, std::move(session_id), std::move(reason));
+      return lifecycle_call<leave_result>(
+        self, leave_atom_v, "left", std::move(session_id), std::move(reason),
+        [](const leave_result&) { return std::string{"left"}; });
     },
     [self](deliver_atom, match_event& ev) {
       auto& d = self->state;
@@ -323,17 +284,8 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
         session_over(self, ev.session_id, "ended");
         return;
       }
-      if (ev.type == "match.created" && !ev.others.empty()) {
-        group_matched(self, ev);
+      if (group_event(self, ev))
         return;
-      }
-      if (ev.type == "session.member_left") {
-        // Free at once when the member who left is this user.
-        auto j = nlohmann::json::parse(ev.payload, nullptr, false);
-        if (j.is_object() && j.value("user", "") == d.base_user)
-          session_over(self, ev.session_id, "left");
-        return;
-      }
       auto mine = (ev.user_a == d.st.user && d.tickets.count(ev.ticket_a))
                   || (ev.user_b == d.st.user && d.tickets.count(ev.ticket_b));
       if (mine)

@@ -137,11 +137,6 @@ void fail(ses_ptr self, const caf::error& err);
 constexpr uint32_t store_retry_min_ms = 100;
 constexpr uint32_t store_retry_max_ms = 2000;
 
-/// True for `store_unavailable` and for a request to the broker that timed
-/// out: the store command may have run, so what it did is read again
-/// rather than reported as failed.
-bool store_trouble(const caf::error& err);
-
 /// The bound on a request to the broker (every request has one: a broker
 /// that is gone never answers what it held).
 inline caf::timespan store_timeout(const session_data& d) {
@@ -213,5 +208,17 @@ void join_as_party(ses_ptr self, join_request& r, state_promise rp);
 /// A party.updated event for this user: mirrored when it is the party of
 /// the join under way.
 void party_event(ses_ptr self, const match_event& ev);
+
+/// A group session's events that concern this user alone: its
+/// match.created (the user is in that session now, whatever its own join
+/// did) and a session.member_left naming it (free at once). True when
+/// `ev` was one of them (actors/session_party.cpp).
+bool group_event(ses_ptr self, const match_event& ev);
+
+/// The user's session `session_id` ended (its `session.ended` event, our
+/// own end or leave): if it is the one we are matched in, the user is free
+/// again (`reason` goes into the state's detail).
+void session_over(ses_ptr self, const std::string& session_id,
+                  const std::string& reason);
 
 } // namespace mm::session_detail

@@ -1,6 +1,7 @@
 // A join of a queue with a shape (docs/groups.md): the session queues its
 // user as a party of one at the party hub and mirrors that party's phases,
-// so the user's state, cancel and events look as for any other join.
+// so the user's state, cancel and events look as for any other join; and
+// the group sessions' events that concern the user alone.
 //
 //   idle/done ──join──► (hub: party of one) ──► claiming/queued/finalizing
 //                                                  │ party.updated
@@ -112,6 +113,28 @@ void party_event(ses_ptr self, const match_event& ev) {
   d.party_version = version;
   mirror(self, j.value("phase", ""), j.value("session_id", ""),
          j.value("detail", ""));
+}
+
+bool group_event(ses_ptr self, const match_event& ev) {
+  auto& d = self->state;
+  if (ev.type == "match.created" && !ev.others.empty()) {
+    d.free_known = false;
+    if (live(d.st.phase) || d.st.session_id == ev.session_id)
+      return true; // a join of ours: its party tells how it ended
+    d.st.queue = ev.queue;
+    d.st.token.clear();
+    d.st.detail = "matched with a group";
+    d.st.session_id = ev.session_id;
+    enter(self, session_phase::matched);
+    return true;
+  }
+  if (ev.type == "session.member_left") {
+    auto j = nlohmann::json::parse(ev.payload, nullptr, false);
+    if (j.is_object() && j.value("user", "") == d.base_user)
+      session_over(self, ev.session_id, "left");
+    return true;
+  }
+  return false;
 }
 
 session_actor::behavior_type grouped_b(ses_ptr self) {

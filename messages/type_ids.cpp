@@ -2,6 +2,7 @@
 
 #include <caf/actor_system_config.hpp>
 #include <caf/message.hpp>
+#include <caf/sec.hpp>
 
 namespace mm {
 
@@ -23,6 +24,12 @@ void register_types(caf::actor_system_config& cfg) {
 
 caf::error to_error(const failure& f) {
   return caf::make_error(f.code, f.detail);
+}
+
+bool store_trouble(const caf::error& err) {
+  return err == caf::sec::request_timeout
+         || (err.category() == caf::atom("mm")
+             && err.code() == static_cast<uint8_t>(errc::store_unavailable));
 }
 
 } // namespace mm

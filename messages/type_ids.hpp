@@ -441,4 +441,9 @@ void register_types(caf::actor_system_config& cfg);
 /// Turns a store-layer failure into a CAF error of category "mm".
 caf::error to_error(const failure& f);
 
+/// True for `store_unavailable` and for a request that timed out: the
+/// store command may have run, so what it did is read again rather than
+/// reported as failed (sessions, parties). Idempotent (a pure function).
+bool store_trouble(const caf::error& err);
+
 } // namespace mm

@@ -259,22 +259,29 @@ void merge_samples(run_extras& run, const virtual_users& u) {
 
 } // namespace
 
+bool resolve_urls(const std::vector<http_url>& urls,
+                  std::vector<http_endpoint>& out) {
+  asio::io_context resolver_io;
+  for (auto& u : urls) {
+    http_endpoint ep;
+    std::string err;
+    if (!resolve_endpoint(resolver_io, u, ep, err)) {
+      std::cerr << "matchctl load: " << err << "\n";
+      return false;
+    }
+    out.push_back(std::move(ep));
+  }
+  return true;
+}
+
 int run_load(const load_options& opts) {
   shared_state st;
   std::vector<user_record> recs(opts.users);
   unsigned threads = std::max(1u, opts.threads);
 
-  asio::io_context resolver_io;
   std::vector<http_endpoint> endpoints;
-  for (auto& u : opts.urls) {
-    http_endpoint ep;
-    std::string err;
-    if (!resolve_endpoint(resolver_io, u, ep, err)) {
-      std::cerr << "matchctl load: " << err << "\n";
-      return 1;
-    }
-    endpoints.push_back(std::move(ep));
-  }
+  if (!resolve_urls(opts.urls, endpoints))
+    return 1;
 
   // Only --cycles needs the sessions in flight across users.
   session_ledger ledger;

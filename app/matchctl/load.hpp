@@ -76,6 +76,11 @@ struct load_options {
   std::string queue;
 };
 
+/// Resolves every URL of `urls` into `out` (in order); false, and the
+/// reason on stderr, when one does not resolve. Not idempotent (DNS).
+bool resolve_urls(const std::vector<http_url>& urls,
+                  std::vector<http_endpoint>& out);
+
 /// Runs the load and prints the report; returns the process exit code: 0
 /// verdict ok and availability at least `min_availability`, 2 violations,
 /// 3 availability below it, 1 when nothing answered at all. Not
