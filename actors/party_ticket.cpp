@@ -79,8 +79,16 @@ void commit(party_ptr self, const group_claim_result& r, bool ours) {
   self->request(d.links.finalizer, caf::infinite, finalize_atom_v, std::move(g))
     .then(
       [self, gen, ours](group_verdict& v) {
-        if (ours)
+        if (ours) {
           on_verdict(self, gen, v);
+          return;
+        }
+        // Older tickets went back to their places: with ours they may now
+        // make a match that no other claim will look for until a re-scan.
+        // (Any generation: the claim that made the group queued ours.)
+        auto& d = self->state;
+        if (!v.committed && d.phase == party_phase::queued && !d.cancelling)
+          claim(self, true);
       },
       [self, gen, ours](caf::error& err) {
         // The group finalizer is a core actor: the engine stops without it.

@@ -34,7 +34,14 @@ std::string rules_json() {
     "shape": {"players": {"min": 4, "max": 4},
               "teams": {"count": 2, "size": 2}, "party_max": 2,
               "balance": "skill"}})";
-  std::string out = "{\"g\": " + shape;
+  // Two players (parties up to 2: not the pair claim) whose skill window
+  // widens from 10 to 1010 after 1 s.
+  std::string out = R"({"w": {
+    "attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
+    "rules": [{"kind": "distance", "attribute": "skill", "base": 10,
+               "step": 1000, "every_s": 1, "cap": 5000}],
+    "shape": {"players": {"min": 2, "max": 2}, "party_max": 2}},
+    "g": )" + shape;
   for (int k = 0; k < rounds; ++k)
     out += ", \"g" + std::to_string(k) + "\": " + shape;
   return out + "}";
@@ -59,7 +66,8 @@ struct fixture : sim::engine_fixture<> {
   std::shared_ptr<inbox> box = std::make_shared<inbox>();
   subscriber_actor rec;
 
-  fixture() : sim::engine_fixture<>(party_engine_config()) {
+  explicit fixture(engine_config cfg = party_engine_config())
+    : sim::engine_fixture<>(std::move(cfg)) {
     auto b = box;
     rec = sys.spawn(
       [b](subscriber_actor::pointer) -> subscriber_actor::behavior_type {
@@ -431,6 +439,57 @@ CAF_TEST(a user alone joins a queue with a shape through its session) {
                                   join_request{"g", "t2", skill_of(5)});
   CAF_REQUIRE(again);
   CAF_CHECK_EQUAL(again->phase, session_phase::matched);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+namespace {
+
+/// Re-scans 10 s apart: only arrivals and verdicts make claims in a test.
+struct slow_fixture : fixture {
+  static engine_config config() {
+    auto cfg = party_engine_config();
+    cfg.session.heartbeat_ms = 10000;
+    cfg.session.ttl_ms = 30000;
+    return cfg;
+  }
+  slow_fixture() : fixture(config()) {
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(party_slow_tests, slow_fixture)
+
+CAF_TEST(a claimer left out of an undone group claims again at once) {
+  // a and b become compatible only after 1 s; c's claim then makes the
+  // oldest pair a+b and leaves c waiting. b is busy in another session, so
+  // that group is refused and a goes back to its place: c must look again
+  // now (a+c), not at its next re-scan 10 s later.
+  auto qa = queue_on("w", "a", "", "ta", {{"a", skill_of(0)}});
+  if (!qa)
+    CAF_FAIL("queue a: " << sys.render(qa.error()));
+  CAF_REQUIRE(queue_on("w", "b", "", "tb", {{"b", skill_of(500)}}));
+  auto db = eng->match_store()->connect();
+  match_request busy;
+  busy.queue = "other";
+  busy.user_a = "b";
+  busy.ticket_a = "x1";
+  busy.attrs_a = "{}";
+  busy.user_b = "z";
+  busy.ticket_b = "x2";
+  busy.attrs_b = "{}";
+  auto made = db->commit_matches({busy});
+  CAF_REQUIRE_EQUAL(made.size(), 1u);
+  CAF_REQUIRE(made[0]);
+  auto busy_session = made[0]->session_id;
+  advance(1500);
+  CAF_REQUIRE(session_of("a").empty());
+  CAF_REQUIRE(queue_on("w", "c", "", "tc", {{"c", skill_of(5)}}));
+  advance(1000);
+  CAF_CHECK_EQUAL(session_of("b"), busy_session);
+  CAF_CHECK(!session_of("a").empty());
+  CAF_CHECK_EQUAL(session_of("a"), session_of("c"));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
