@@ -101,6 +101,8 @@ if [ "$mode" = groups ]; then
   grep -q '^verdict=ok ' "$dir/groups.out" || fail "group verdict"
   matched=$(sed -n 's/^verdict=ok .* matched=\([0-9]*\) .*/\1/p' "$dir/groups.out")
   [ "${matched:-0}" -ge 5900 ] || fail "only ${matched:-0} of 6000 matched"
+  left=$(sed -n 's/.* matches_left=\([0-9]*\).*/\1/p' "$dir/groups.out")
+  [ "${left:-x}" = 0 ] || fail "a full match left waiting (matches_left=${left:-?})"
   double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members GROUP BY user_id HAVING count(*) > 1) d")
   sizes=$(q "SELECT count(*) FROM (SELECT session_id FROM session_members GROUP BY session_id HAVING count(*) <> 10) s")
   # Matches whose members came through more than one node (matchctl knows).

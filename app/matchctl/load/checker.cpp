@@ -6,6 +6,7 @@
 #include "app/matchctl/load/checker.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -243,6 +244,47 @@ checker_result check_cycles(const std::vector<user_record>& users,
     count_if_lost(res, example, r, ui, explained, told_off);
   }
   return res;
+}
+
+namespace {
+
+/// Takes from `count` (parties by size) one full match of `teams` teams of
+/// `size` players (one lobby: teams 1); false, `count` unchanged, if none.
+/// Each team is filled with sizes not larger than the last one taken.
+bool take_match(std::vector<size_t>& count, uint32_t teams, uint32_t size) {
+  std::function<bool(uint32_t, uint32_t, uint32_t)> fill
+    = [&](uint32_t team, uint32_t room, uint32_t largest) -> bool {
+    if (room == 0)
+      return team + 1 == teams || fill(team + 1, size, count.size() - 1);
+    for (uint32_t k = std::min<uint32_t>(largest, room); k >= 1; --k) {
+      if (count[k] == 0)
+        continue;
+      --count[k];
+      if (fill(team, room - k, k))
+        return true;
+      ++count[k];
+    }
+    return false;
+  };
+  return fill(0, size, count.size() - 1);
+}
+
+} // namespace
+
+std::size_t full_matches_of(std::vector<uint32_t> sizes, uint32_t teams,
+                            uint32_t max_players) {
+  teams = std::max<uint32_t>(teams, 1);
+  uint32_t size = max_players / teams;
+  if (size == 0)
+    return 0;
+  std::vector<size_t> count(size + 1, 0);
+  for (auto n : sizes)
+    if (n >= 1 && n <= size)
+      ++count[n];
+  std::size_t made = 0;
+  while (take_match(count, teams, size))
+    ++made;
+  return made;
 }
 
 } // namespace mm

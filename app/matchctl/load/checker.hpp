@@ -85,4 +85,11 @@ checker_result check_cycles(const std::vector<user_record>& users,
                             const session_ledger& ledger, int64_t end_us,
                             int64_t grace_us);
 
+/// How many disjoint full matches of `max_players` in `teams` teams of
+/// max_players / teams (0 teams: one lobby), every party whole in one team,
+/// the parties of `sizes` players can make, found greedily (the group
+/// checker's matches_left). Idempotent (a pure function).
+std::size_t full_matches_of(std::vector<uint32_t> sizes, uint32_t teams,
+                            uint32_t max_players);
+
 } // namespace mm

@@ -19,6 +19,7 @@
 
 #include "app/common/http_client.hpp"
 #include "app/common/token.hpp"
+#include "app/matchctl/load/checker.hpp"
 
 namespace mm {
 
@@ -424,6 +425,7 @@ class group_runner {
           ++c.undelivered_events;
       }
     }
+    std::vector<uint32_t> left; // the sizes of the parties still waiting
     for (auto& pr : parties_) {
       std::set<std::string> where, teams;
       size_t matched = 0;
@@ -440,12 +442,15 @@ class group_runner {
           || teams.size() > 1)
         ++c.split_parties;
       if (matched == 0 && pr.queued) {
-        if (pr.waiting)
+        if (pr.waiting) {
           c.waiting += pr.members.size();
+          left.push_back(static_cast<uint32_t>(pr.members.size()));
+        }
         else
           c.lost_users += pr.members.size();
       }
     }
+    c.matches_left = full_matches_of(std::move(left), g_.teams, g_.max_players);
     return c;
   }
 
@@ -485,17 +490,9 @@ class group_runner {
 int run_group_load(const load_options& opts, const group_load_options& g) {
   if (opts.urls.empty())
     return 1;
-  asio::io_context resolver_io;
   std::vector<http_endpoint> where;
-  for (auto& u : opts.urls) {
-    http_endpoint ep;
-    std::string err;
-    if (!resolve_endpoint(resolver_io, u, ep, err)) {
-      std::cerr << "matchctl load: " << err << "\n";
-      return 1;
-    }
-    where.push_back(std::move(ep));
-  }
+  if (!resolve_urls(opts.urls, where))
+    return 1;
   group_runner runner{opts, g, std::move(where)};
   auto c = runner.run();
   std::printf("groups: players %u-%u, teams %u, parties of %u-%u on queue %s\n",
@@ -504,11 +501,11 @@ int run_group_load(const load_options& opts, const group_load_options& g) {
   std::printf("verdict=%s users=%zu parties=%zu matched=%zu sessions=%zu "
               "waiting=%zu errors=%zu users_per_s=%.0f double_bookings=%zu "
               "partial_matches=%zu split_parties=%zu undelivered_events=%zu "
-              "lost_users=%zu cross_node_sessions=%zu\n",
+              "lost_users=%zu cross_node_sessions=%zu matches_left=%zu\n",
               c.verdict(), c.users, c.parties, c.matched_users, c.sessions,
               c.waiting, c.errors, runner.users_per_s(c), c.double_bookings,
               c.partial_matches, c.split_parties, c.undelivered_events,
-              c.lost_users, c.cross_node_sessions);
+              c.lost_users, c.cross_node_sessions, c.matches_left);
   std::fflush(stdout);
   if (runner.answered() == 0)
     return 1;

@@ -19,6 +19,10 @@
 //   WebSocket never got its match.created;
 // - lost_users: a member of a party that was queued, is not matched and
 //   is not waiting any more.
+// Besides, matches_left: how many full matches the parties still waiting
+// at the end could make by their sizes alone (a missed match when the
+// queue has no rules and the run settled; not in the verdict, as rules
+// the checker does not know may keep those parties apart).
 
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +52,8 @@ struct group_check {
   /// Sessions whose members came through more than one node (not a
   /// violation: shows that the run crossed nodes).
   std::size_t cross_node_sessions = 0;
+  /// Full matches the waiting parties could make by size (see above).
+  std::size_t matches_left = 0;
 
   /// "ok" or "violations".
   const char* verdict() const noexcept {
@@ -69,7 +75,7 @@ bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi);
 ///   verdict=ok users=.. parties=.. matched=.. sessions=.. waiting=..
 ///   errors=.. users_per_s=.. double_bookings=.. partial_matches=..
 ///   split_parties=.. undelivered_events=.. lost_users=..
-///   cross_node_sessions=..
+///   cross_node_sessions=.. matches_left=..
 /// Returns 0 (ok), 2 (violations) or 1 (nothing answered). Not idempotent:
 /// it drives real traffic.
 int run_group_load(const load_options& opts, const group_load_options& g);
