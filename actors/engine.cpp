@@ -149,9 +149,9 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                                               std::move(gcfg));
   // The gateway: routes to other nodes (cluster) and replays a registering
   // user's active match (always).
-  e->gateway_ = spawn_node_gateway(sys, cfg.node, cfg.cluster, e->queue_store_,
-                                   e->match_store_,
-                                   gateway_links{e->directory_, e->finalizer_});
+  e->gateway_ = spawn_node_gateway(
+    sys, cfg.node, cfg.cluster, e->queue_store_, e->match_store_,
+    gateway_links{e->directory_, e->finalizer_, e->party_members_});
   caf::anon_send(e->directory_, attach_atom_v, e->gateway_);
   if (cfg.cluster.enabled() && cfg.cluster.auto_connect) {
     auto& bind = cfg.cluster.bind;
@@ -219,8 +219,12 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                      std::lock_guard<std::mutex> guard{t->mtx};
                      auto i = t->map.find(user);
                      return i == t->map.end() ? session_actor{} : i->second;
-                   }};
+                   },
+                   e->gateway_};
     e->parties_ = spawn_party_hub(sys, std::move(pl), std::move(pc));
+    // The gateway takes its hub from this node only: sent with a sender.
+    caf::scoped_actor host{sys};
+    host->send(e->gateway_, attach_atom_v, e->parties_);
   }
   auto as_actor = [](const auto& h) { return caf::actor_cast<caf::actor>(h); };
   e->watch_

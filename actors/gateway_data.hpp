@@ -53,6 +53,9 @@ struct peer_entry {
   uint32_t calls = 0; ///< calls handed to the link, not answered yet
   bool static_peer = false;
   bool member = false; ///< live in the last membership answer
+  /// The CAF node id of the handle its link holds ('' none): messages
+  /// that must come from this node are checked against it.
+  std::string peer_id;
 };
 
 struct queue_op {
@@ -85,6 +88,7 @@ struct gateway_state {
   std::set<std::string> mapped;
   bool beat_failing = false;
   uint64_t refused = 0; ///< peer messages refused (logged sparsely)
+  party_hub_actor hub;  ///< takes the peers' party calls (attach_atom)
   static inline const char* name = "node_gateway";
 };
 
@@ -99,6 +103,10 @@ void call_queue(gw_ptr self, script_call call,
 
 /// Runs what is queued for the match store (`match_pending`).
 void pump_matches(gw_ptr self);
+
+/// One heartbeat: records ours, learns the live members, forgets the peers
+/// that lapsed; then runs `then` (may be empty).
+void beat(gw_ptr self, std::function<void()> then);
 
 /// True when `p` counts as a live node.
 bool live(const gateway_state& st, const peer_entry& p);
@@ -127,13 +135,23 @@ bool from_here(gw_ptr self);
 /// Logs a refused peer message: the first, then every power of two.
 void refuse(gw_ptr self, const std::string& what);
 
-/// A peer's (user, event): to the directory once the database confirms the
-/// session and the user's part in it; refused (all counts zero, nothing
-/// delivered) otherwise; `failed = 1` when the database cannot answer (the
-/// sending relay tries again).
+/// A peer's (user, event) sent by `src`: to the directory once the
+/// database confirms the session and the user's part in it (a
+/// `party.updated`: once `src` is the gateway of the party's node);
+/// refused (all counts zero, nothing delivered) otherwise; `failed = 1`
+/// when the database cannot answer (the sending relay tries again). (The
+/// sender is read before the response promise is made: making it takes
+/// the sender out of the current message.)
 void deliver_checked(gw_ptr self,
                      caf::typed_response_promise<delivery_report> rp,
-                     std::string user, std::shared_ptr<match_event> ev);
+                     const caf::strong_actor_ptr& src, std::string user,
+                     std::shared_ptr<match_event> ev);
+
+/// A party call (`party_atom, node, call`): from this node's hub (`local`)
+/// to the gateway of `node`, or from a peer to this node's hub
+/// (docs/groups.md, "Parties across nodes").
+void party_call_for(gw_ptr self, caf::typed_response_promise<party_info> rp,
+                    bool local, const std::string& node, party_call c);
 
 /// Asks the finalizer of `node` (a live peer) for a verdict.
 void cancel_at_peer(gw_ptr self, caf::typed_response_promise<cancel_verdict> rp,

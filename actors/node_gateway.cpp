@@ -231,8 +231,8 @@ void map_again(gw_ptr self) {
   }
 }
 
-/// One heartbeat: records ours, learns the live members, forgets the peers
-/// that lapsed; then runs `then` (may be empty).
+} // namespace
+
 void beat(gw_ptr self, std::function<void()> then) {
   auto& st = self->state;
   script_call call{script_id::cluster_beat,
@@ -293,6 +293,8 @@ void beat(gw_ptr self, std::function<void()> then) {
       then();
   });
 }
+
+namespace {
 
 // -- the actor ----------------------------------------------------------------
 
@@ -383,8 +385,9 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
     },
     [self](deliver_atom, std::string& user,
            match_event& ev) -> caf::result<delivery_report> {
+      auto src = self->current_sender(); // the promise takes it
       auto rp = self->make_response_promise<delivery_report>();
-      deliver_checked(self, rp, std::move(user),
+      deliver_checked(self, rp, src, std::move(user),
                       std::make_shared<match_event>(std::move(ev)));
       return rp;
     },
@@ -469,6 +472,11 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
       auto h = caf::actor_cast<node_gateway_actor>(self->current_sender());
       if (!h || node == st.node)
         return;
+      // Known at once (the link's report comes later): the messages that
+      // follow the greeting on its connection are checked against it. The
+      // link keeps a handle it holds already, and so does this.
+      if (auto& p = peer(self, node); p.peer_id.empty())
+        p.peer_id = caf::to_string(h.node());
       hand_over(self, node, std::move(h), hello_atom_v);
     },
     [self](peer_atom, std::string& node, caf::actor& gw) {
@@ -505,8 +513,24 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
       // counts.
       if (i != st.peers.end()
           && self->current_sender()
-               == caf::actor_cast<caf::strong_actor_ptr>(i->second.link))
+               == caf::actor_cast<caf::strong_actor_ptr>(i->second.link)) {
         i->second.phase = r.phase;
+        i->second.peer_id = std::move(r.peer_id);
+      }
+    },
+    [self](party_atom, std::string& node,
+           party_call& c) -> caf::result<party_info> {
+      auto local = from_here(self); // before the promise takes the sender
+      auto rp = self->make_response_promise<party_info>();
+      party_call_for(self, rp, local, node, std::move(c));
+      return rp;
+    },
+    [self](attach_atom, party_hub_actor& hub) {
+      if (!from_here(self)) {
+        refuse(self, "a party hub from another node");
+        return;
+      }
+      self->state.hub = std::move(hub);
     },
   };
 }

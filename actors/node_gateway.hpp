@@ -15,12 +15,16 @@
 namespace mm {
 
 class match_store_factory;
+class party_registry;
 class queue_store_factory;
 
 /// The node-local actors a gateway hands work to.
 struct gateway_links {
   directory_actor directory; ///< events for users on this node
   finalizer_actor finalizer; ///< in-flight cancels of pairs this node owns
+  /// Who is in which party here: a `party.updated` from a party's node
+  /// puts its member in that party here, or takes it out (may be null).
+  std::shared_ptr<party_registry> parties;
 };
 
 /// Spawns the gateway of node `node` (interface in messages/type_ids.hpp).
@@ -54,6 +58,16 @@ struct gateway_links {
 ///   `replay_on_register`, a registration then looks up the user's active
 ///   match (`active_session_of`) and hands its `match.created` event to the
 ///   directory (`deliver_atom, user, event`).
+/// - `party_atom, node, call` (docs/groups.md, "Parties across nodes"):
+///   from this node's party hub, to the gateway of `node`, the live peer
+///   that holds the party (`not_found` when `node` is not live,
+///   `store_unavailable` when it cannot be reached in time); from a peer,
+///   to this node's party hub (attached with `attach_atom, hub`) when the
+///   party is ours (`forbidden` otherwise), a `deliver` only once the
+///   database has its event's session with the calling member in it.
+/// - A `party.updated` event from a peer (`deliver_atom, user, event`) is
+///   taken only from the node its party names, as its gateway's handle
+///   (the link's) says, and keeps `links.parties` in step.
 /// - `hello_atom, node` (from a peer that connected to us): its sender is
 ///   that node's gateway; kept (and monitored) unless one is known already.
 /// - `peer_atom, node, gateway` (from the host): the handle of `node`'s

@@ -4,10 +4,12 @@
 
 #include "actors/gateway_data.hpp"
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/log_limit.hpp"
 
+#include "actors/party_registry.hpp"
 #include "actors/peer_events.hpp"
 
 namespace mm::gateway_detail {
@@ -120,10 +122,148 @@ void refuse(gw_ptr self, const std::string& what) {
                    n);
 }
 
+namespace {
+
+/// The party a `party.updated` event is about ('' none): its id is
+/// "party:<party>:<version>".
+std::string party_of_event(const match_event& ev) {
+  const std::string prefix = "party:";
+  auto end = ev.event_id.rfind(':');
+  if (ev.event_id.compare(0, prefix.size(), prefix) != 0
+      || end == std::string::npos || end <= prefix.size())
+    return {};
+  return ev.event_id.substr(prefix.size(), end - prefix.size());
+}
+
+/// True when `src` is the gateway handle the link of `node` holds.
+bool from_node(gw_ptr self, const caf::strong_actor_ptr& src,
+               const std::string& node) {
+  auto& st = self->state;
+  auto i = st.peers.find(node);
+  return src != nullptr && i != st.peers.end() && !i->second.peer_id.empty()
+         && caf::to_string(src->node()) == i->second.peer_id;
+}
+
+/// A peer's `party.updated` for `user`: taken from the party's own node
+/// only (a party's state is in no database), and this node's registry
+/// follows the members it lists.
+void deliver_party_update(gw_ptr self,
+                          caf::typed_response_promise<delivery_report> rp,
+                          const caf::strong_actor_ptr& src, std::string user,
+                          std::shared_ptr<match_event> ev) {
+  auto& st = self->state;
+  auto party = party_of_event(*ev);
+  auto node = party_node(party);
+  if (party.empty() || node.empty() || node == st.node
+      || !from_node(self, src, node)) {
+    refuse(self, "a party event '" + ev->event_id + "' not from its node");
+    rp.deliver(delivery_report{});
+    return;
+  }
+  if (auto& reg = st.links.parties) {
+    auto j = nlohmann::json::parse(ev->payload, nullptr, false);
+    bool in = false;
+    if (j.is_object() && j.contains("members") && j["members"].is_array())
+      for (auto& m : j["members"])
+        in = in || (m.is_string() && m.get<std::string>() == user);
+    if (in)
+      reg->enter(user, party);
+    else
+      reg->leave(user, party);
+  }
+  rp.delegate(st.links.directory, deliver_atom_v, user, std::move(*ev));
+}
+
+void to_hub(gw_ptr self, caf::typed_response_promise<party_info> rp,
+            party_call c) {
+  auto& st = self->state;
+  if (!st.hub) {
+    rp.deliver(caf::make_error(errc::not_found, "no party " + c.party));
+    return;
+  }
+  rp.delegate(st.hub, party_atom_v, std::move(c));
+}
+
+} // namespace
+
+void party_call_for(gw_ptr self, caf::typed_response_promise<party_info> rp,
+                    bool local, const std::string& node, party_call c) {
+  auto& st = self->state;
+  if (!local) {
+    // A member's call from a peer: for our parties only.
+    if (node != st.node || party_node(c.party) != st.node) {
+      refuse(self, "a party call for another node");
+      rp.deliver(caf::make_error(errc::forbidden,
+                                 "party " + c.party + " is not held by node "
+                                   + st.node + " (asked for " + node + ")"));
+      return;
+    }
+    if (c.op != party_op::deliver) {
+      to_hub(self, rp, std::move(c));
+      return;
+    }
+    if (!(st.match_inline || st.match_worker)) {
+      rp.deliver(party_info{});
+      return;
+    }
+    auto shared = std::make_shared<party_call>(std::move(c));
+    st.match_pending.push_back(match_op{
+      gw_lookup{true, shared->event.session_id},
+      [self, rp, shared](outcome<std::optional<match_record>>& found) mutable {
+        if (!found) {
+          rp.deliver(
+            caf::make_error(errc::store_unavailable,
+                            "event not checked: " + found.error().detail));
+          return;
+        }
+        auto checked = *found
+                         ? as_recorded(shared->user, shared->event, **found)
+                         : std::nullopt;
+        if (!checked) {
+          refuse(self, "a party's event '" + shared->event.event_id
+                         + "': not in the database");
+          rp.deliver(party_info{});
+          return;
+        }
+        shared->event = std::move(*checked);
+        to_hub(self, rp, std::move(*shared));
+      }});
+    pump_matches(self);
+    return;
+  }
+  if (node.empty() || node == st.node) {
+    to_hub(self, rp, std::move(c));
+    return;
+  }
+  auto decide = [self, rp, node, c]() mutable {
+    auto& st = self->state;
+    auto i = st.peers.find(node);
+    if (!st.cfg.enabled() || i == st.peers.end() || !live(st, i->second)) {
+      rp.deliver(
+        caf::make_error(errc::not_found, "no party " + c.party + " (node "
+                                           + node + " is not in the cluster)"));
+      return;
+    }
+    auto pass = [](const caf::error& err) { return err; };
+    call_link(self, rp, node, pass, party_atom_v, node, std::move(c));
+  };
+  auto i = st.peers.find(node);
+  if (st.cfg.enabled() && st.cfg.membership
+      && (i == st.peers.end() || !live(st, i->second)))
+    beat(self, decide); // our view may be older than the node: refresh
+  else
+    decide();
+}
+
 void deliver_checked(gw_ptr self,
                      caf::typed_response_promise<delivery_report> rp,
-                     std::string user, std::shared_ptr<match_event> ev) {
+                     const caf::strong_actor_ptr& src, std::string user,
+                     std::shared_ptr<match_event> ev) {
   auto& st = self->state;
+  if (ev->type == party_updated_event) {
+    deliver_party_update(self, rp, src, std::move(user), std::move(ev));
+    return;
+  }
   if (!(st.match_inline || st.match_worker)) {
     refuse(self, "an event from a peer (no database to check it)");
     rp.deliver(delivery_report{});

@@ -48,6 +48,9 @@ struct party_links {
   /// The live session actor of a user on this node, invalid if none (a
   /// joining member must not be in a join of its own).
   std::function<session_actor(const std::string&)> session_of;
+  /// This node's gateway: calls for parties other nodes hold (may be
+  /// invalid: parties of this node only).
+  node_gateway_actor gateway;
 };
 
 /// Spawns party `id` led by `leader` (already entered in the registry),

@@ -66,6 +66,7 @@ struct link_state {
   cluster_config cfg;
   link_owner_actor owner; ///< the gateway (monitored)
   link_phase phase = link_phase::idle;
+  std::string reported_id;   ///< the handle's node id as last reported
   node_gateway_actor handle; ///< the peer's gateway (monitored)
   bool attempt = false;      ///< a connector is at work
   bool failing = false;      ///< the last attempt failed (logged once)
@@ -129,10 +130,12 @@ void update_phase(link_ptr self) {
   auto& st = self->state;
   auto next = phase_now(self);
   self->become(behavior_of[static_cast<size_t>(next)](self));
-  if (st.phase == next)
+  auto id = st.handle ? caf::to_string(st.handle.node()) : std::string{};
+  if (st.phase == next && st.reported_id == id)
     return;
   st.phase = next;
-  self->send(st.owner, link_report{st.node, next});
+  st.reported_id = id;
+  self->send(st.owner, link_report{st.node, next, std::move(id)});
 }
 
 /// Calls every waiting call with `h` (invalid: not reachable).
@@ -323,12 +326,14 @@ void forward_event(link_ptr self,
       });
 }
 
-/// Asks the finalizer of the peer `node` (through its gateway `h`) for a
-/// verdict.
-void forward_cancel(link_ptr self,
-                    caf::typed_response_promise<cancel_verdict> rp,
-                    const std::string& node, const inflight_cancel& c,
-                    const node_gateway_actor& h) {
+/// Hands `xs...` to the peer's gateway `h` and its answer (bounded by
+/// `timeout_ms`) to `rp`; `store_unavailable` without a handle. `quiet`:
+/// a timeout or a gone handle is also `store_unavailable` ("did not
+/// answer": the peer may have done it; the calls are idempotent).
+template <class Result, class... Ts>
+void forward_call(link_ptr self, caf::typed_response_promise<Result> rp,
+                  const std::string& node, const node_gateway_actor& h,
+                  uint32_t timeout_ms, bool quiet, Ts... xs) {
   auto& st = self->state;
   if (!h) {
     rp.deliver(caf::make_error(errc::store_unavailable,
@@ -336,13 +341,18 @@ void forward_cancel(link_ptr self,
     return;
   }
   ++st.in_flight;
-  self->request(h, ms(st.cfg.cancel_timeout_ms), cancel_atom_v, node, c)
+  self->request(h, ms(timeout_ms), std::move(xs)...)
     .then(
-      [self, rp](cancel_verdict& v) mutable {
-        rp.deliver(v);
+      [self, rp](Result& x) mutable {
+        rp.deliver(std::move(x));
         call_done(self);
       },
-      [self, rp](caf::error& err) mutable {
+      [self, rp, node, quiet](caf::error& err) mutable {
+        if (quiet
+            && (err == caf::sec::request_timeout
+                || err == caf::sec::request_receiver_down))
+          err = caf::make_error(errc::store_unavailable,
+                                "node " + node + " did not answer");
         rp.deliver(err);
         call_done(self);
       });
@@ -366,7 +376,19 @@ peer_link_actor::behavior_type link_behavior(link_ptr self,
                 inflight_cancel& c) -> caf::result<cancel_verdict> {
       auto rp = self->make_response_promise<cancel_verdict>();
       get(self, [self, rp, node, c](const node_gateway_actor& h) {
-        forward_cancel(self, rp, node, c, h);
+        // The finalizer's verdict for a pair the peer owns.
+        forward_call(self, rp, node, h, self->state.cfg.cancel_timeout_ms,
+                     false, cancel_atom_v, node, c);
+      });
+      return rp;
+    },
+    [self, get](party_atom, std::string& node,
+                party_call& c) -> caf::result<party_info> {
+      auto rp = self->make_response_promise<party_info>();
+      get(self, [self, rp, node, c](const node_gateway_actor& h) {
+        // The peer's gateway gives it to its party hub.
+        forward_call(self, rp, node, h, self->state.cfg.forward_timeout_ms,
+                     true, party_atom_v, node, c);
       });
       return rp;
     },

@@ -22,16 +22,20 @@ enum class link_phase : uint8_t {
   connected,  ///< holds the peer gateway's handle (monitored)
 };
 
-/// Link -> gateway: the link to peer `node` is now in `phase`. Local only:
+/// Link -> gateway: the link to peer `node` is now in `phase` (sent again
+/// when the handle changes). Local only:
 /// not in the type-ID block, so no peer can send it.
 struct link_report {
   std::string node;
   link_phase phase = link_phase::idle;
+  /// The CAF node id (to_string) of the peer's gateway handle held now, ''
+  /// none: what a message from that node carries as its sender's node.
+  std::string peer_id;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, link_report& x) {
-  return f(caf::meta::type_name("link_report"), x.node, x.phase);
+  return f(caf::meta::type_name("link_report"), x.node, x.phase, x.peer_id);
 }
 
 /// Gateway -> link: the peer's gateway is published at `address`
@@ -62,6 +66,10 @@ using peer_link_actor = caf::typed_actor<
   // cannot be reached. Idempotent.
   caf::replies_to<cancel_atom, std::string,
                   inflight_cancel>::with<cancel_verdict>,
+  // (node, call) for the party hub of the peer `node`: its answer (bounded
+  // by `forward_timeout_ms`); `store_unavailable` when the peer cannot be
+  // reached. As idempotent as the call.
+  caf::replies_to<party_atom, std::string, party_call>::with<party_info>,
   // The peer greeted us from this handle: kept unless one is held already.
   // Idempotent.
   caf::reacts_to<hello_atom, node_gateway_actor>,

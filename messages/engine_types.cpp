@@ -52,4 +52,14 @@ const char* to_string(party_phase x) noexcept {
   }
 }
 
+std::string party_id_on(const std::string& nonce, const std::string& node) {
+  return "p" + nonce + "@" + node;
+}
+
+std::string party_node(const std::string& id) {
+  // The nonce is hex: the first '@' starts the node (which may hold '@').
+  auto at = id.find('@');
+  return at == std::string::npos ? std::string{} : id.substr(at + 1);
+}
+
 } // namespace mm

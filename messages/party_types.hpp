@@ -10,6 +10,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "messages/engine_types.hpp"
+
 namespace mm {
 
 /// Where a party's ticket stands.
@@ -66,6 +68,40 @@ typename Inspector::result_type inspect(Inspector& f, party_queue_request& x) {
   return f(caf::meta::type_name("party_queue_request"), x.user, x.party,
            x.queue, x.ticket, x.attrs, x.give_up_after_s);
 }
+
+/// What a member asks of a party held by another node (the hubs hand it
+/// over through the nodes' gateways, docs/groups.md "Parties across
+/// nodes").
+enum class party_op : uint8_t {
+  join,    ///< user joins with `code`
+  leave,   ///< user leaves
+  queue,   ///< the leader queues the party (`queue`)
+  cancel,  ///< user cancels the party's ticket
+  state,   ///< the party as user sees it
+  deliver, ///< a member's match event (`event`) for the party
+};
+
+/// One member's call for party `party` on the node that holds it.
+struct party_call {
+  party_op op = party_op::state;
+  std::string user;
+  std::string party;
+  std::string code;          ///< join
+  party_queue_request queue; ///< queue
+  match_event event;         ///< deliver: checked against the database
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, party_call& x) {
+  return f(caf::meta::type_name("party_call"), x.op, x.user, x.party, x.code,
+           x.queue, x.event);
+}
+
+/// A party's id names the node that holds it: "p<16 hex>@<node>".
+std::string party_id_on(const std::string& nonce, const std::string& node);
+
+/// The node that holds party `id` ('' for an id without one).
+std::string party_node(const std::string& id);
 
 /// The `type` of the event that tells every member how its party changed.
 constexpr const char* party_updated_event = "party.updated";

@@ -98,6 +98,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, create_atom, "create")
   CAF_ADD_ATOM(matchmaker, mm, leave_atom, "leave")
   CAF_ADD_TYPE_ID(matchmaker, (mm::leave_result))
+  // Parties across nodes; appended.
+  CAF_ADD_TYPE_ID(matchmaker, (mm::party_call))
+  CAF_ADD_ATOM(matchmaker, mm, party_atom, "party")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -229,6 +232,54 @@ using finalizer_actor = caf::typed_actor<
   // honoured: the registered cancel refuses the pair if it comes later).
   caf::reacts_to<grace_atom, std::string>>;
 
+/// One party (actors/party.hpp); the hub hands it its members' requests.
+using party_actor = caf::typed_actor<
+  // (user, code): the user joins the open party. Idempotent per member.
+  caf::replies_to<join_atom, std::string, std::string>::with<party_info>,
+  // (user): the member leaves (a live ticket is cancelled first, truthfully:
+  // a match that commits meanwhile is kept). Idempotent.
+  caf::replies_to<leave_atom, std::string>::with<party_info>,
+  // The leader queues the party. Idempotent per (queue, ticket).
+  caf::replies_to<join_atom, party_queue_request>::with<party_info>,
+  // (user): a member cancels the party's ticket; answers once certain
+  // (open: cancelled; matched: too late). Idempotent.
+  caf::replies_to<cancel_atom, std::string>::with<party_info>,
+  // (user): the party as a member sees it (`forbidden` for others).
+  caf::replies_to<state_atom, std::string>::with<party_info>,
+  // A member's match event (match.created, session.ended): the party
+  // learns it matched, or that its session ended. Idempotent.
+  caf::reacts_to<deliver_atom, match_event>,
+  // Timers by state generation: the re-scan (heartbeat), a store retry,
+  // the ticket's give-up time; the idle release of an open party.
+  caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<retry_atom, uint64_t>,
+  caf::reacts_to<give_up_atom, uint64_t>, caf::reacts_to<release_atom>>;
+
+/// Creates parties and routes their members' requests (actors/party_hub.hpp).
+/// Every request names the acting user, who must be the party's member
+/// (`forbidden`), and an existing party (`not_found`).
+using party_hub_actor = caf::typed_actor<
+  // (user): a new party led by `user`; `in_party` when the user is in one,
+  // `duplicate_ticket` while the user's own join is live. Not idempotent.
+  caf::replies_to<create_atom, std::string>::with<party_info>,
+  // (user, party, code): joins with the invite code (`forbidden` for a
+  // wrong one, `in_party` when in another party). Idempotent.
+  caf::replies_to<join_atom, std::string, std::string,
+                  std::string>::with<party_info>,
+  // (user, party): leaves. Idempotent.
+  caf::replies_to<leave_atom, std::string, std::string>::with<party_info>,
+  // The leader queues the party (`party` '': a party of one for this
+  // ticket, which ends with it).
+  caf::replies_to<join_atom, party_queue_request>::with<party_info>,
+  // (user, party): cancels the party's ticket, as party_actor's.
+  caf::replies_to<cancel_atom, std::string, std::string>::with<party_info>,
+  // (user, party): the party's state.
+  caf::replies_to<state_atom, std::string, std::string>::with<party_info>,
+  // (party, event): a member's session passes on a match event.
+  caf::reacts_to<deliver_atom, std::string, match_event>,
+  // A call for a party of this node that came through the gateway (from a
+  // member on another node); answers as the call of the same kind above.
+  caf::replies_to<party_atom, party_call>::with<party_info>>;
+
 /// Routes between the nodes of a cluster (actors/node_gateway.hpp). One per
 /// node; published by the io middleman (over mutual TLS), so every message
 /// below can come from a peer node (all their types are in the block
@@ -263,7 +314,17 @@ using node_gateway_actor = caf::typed_actor<
   // themselves. Idempotent.
   caf::reacts_to<peer_atom, std::string, caf::actor>,
   // The peers as this gateway sees them, by node id.
-  caf::replies_to<peers_atom>::with<std::vector<peer_info>>>;
+  caf::replies_to<peers_atom>::with<std::vector<peer_info>>,
+  // (node, call) for party `call.party`: from this node's party hub, to
+  // the gateway of `node`, which holds it (bounded by
+  // `forward_timeout_ms`; `store_unavailable` when it cannot be reached,
+  // `not_found` when it is not a live node); from a peer, to this node's
+  // hub (a `deliver` only once the database confirms its event). As the
+  // hub's call of the same kind is idempotent.
+  caf::replies_to<party_atom, std::string, party_call>::with<party_info>,
+  // Host -> gateway (from this node): the party hub that takes the peers'
+  // party calls. Idempotent.
+  caf::reacts_to<attach_atom, party_hub_actor>>;
 
 /// Maps users to their session actors on this node (actors/directory.hpp).
 using directory_actor = caf::typed_actor<
@@ -309,51 +370,6 @@ using group_finalizer_actor = caf::typed_actor<
   // (tickets back at their places, cancelled and busy ones removed). Never
   // an error. Idempotent per group (a committed one answers its session).
   caf::replies_to<finalize_atom, group_commit>::with<group_verdict>>;
-
-/// One party (actors/party.hpp); the hub hands it its members' requests.
-using party_actor = caf::typed_actor<
-  // (user, code): the user joins the open party. Idempotent per member.
-  caf::replies_to<join_atom, std::string, std::string>::with<party_info>,
-  // (user): the member leaves (a live ticket is cancelled first, truthfully:
-  // a match that commits meanwhile is kept). Idempotent.
-  caf::replies_to<leave_atom, std::string>::with<party_info>,
-  // The leader queues the party. Idempotent per (queue, ticket).
-  caf::replies_to<join_atom, party_queue_request>::with<party_info>,
-  // (user): a member cancels the party's ticket; answers once certain
-  // (open: cancelled; matched: too late). Idempotent.
-  caf::replies_to<cancel_atom, std::string>::with<party_info>,
-  // (user): the party as a member sees it (`forbidden` for others).
-  caf::replies_to<state_atom, std::string>::with<party_info>,
-  // A member's match event (match.created, session.ended): the party
-  // learns it matched, or that its session ended. Idempotent.
-  caf::reacts_to<deliver_atom, match_event>,
-  // Timers by state generation: the re-scan (heartbeat), a store retry,
-  // the ticket's give-up time; the idle release of an open party.
-  caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<retry_atom, uint64_t>,
-  caf::reacts_to<give_up_atom, uint64_t>, caf::reacts_to<release_atom>>;
-
-/// Creates parties and routes their members' requests (actors/party_hub.hpp).
-/// Every request names the acting user, who must be the party's member
-/// (`forbidden`), and an existing party (`not_found`).
-using party_hub_actor = caf::typed_actor<
-  // (user): a new party led by `user`; `in_party` when the user is in one,
-  // `duplicate_ticket` while the user's own join is live. Not idempotent.
-  caf::replies_to<create_atom, std::string>::with<party_info>,
-  // (user, party, code): joins with the invite code (`forbidden` for a
-  // wrong one, `in_party` when in another party). Idempotent.
-  caf::replies_to<join_atom, std::string, std::string,
-                  std::string>::with<party_info>,
-  // (user, party): leaves. Idempotent.
-  caf::replies_to<leave_atom, std::string, std::string>::with<party_info>,
-  // The leader queues the party (`party` '': a party of one for this
-  // ticket, which ends with it).
-  caf::replies_to<join_atom, party_queue_request>::with<party_info>,
-  // (user, party): cancels the party's ticket, as party_actor's.
-  caf::replies_to<cancel_atom, std::string, std::string>::with<party_info>,
-  // (user, party): the party's state.
-  caf::replies_to<state_atom, std::string, std::string>::with<party_info>,
-  // (party, event): a member's session passes on a match event.
-  caf::reacts_to<deliver_atom, std::string, match_event>>;
 
 /// Serializes work per unordered pair of users (actors/pair_lock.hpp).
 using pair_lock_actor = caf::typed_actor<

@@ -453,8 +453,7 @@ struct slow_fixture : fixture {
     cfg.session.ttl_ms = 30000;
     return cfg;
   }
-  slow_fixture() : fixture(config()) {
-  }
+  slow_fixture() : fixture(config()) {}
 };
 
 } // namespace

@@ -195,10 +195,12 @@ class group_runner {
     auto& pr = parties_[p];
     started_users_ += pr.members.size();
     active_users_ += pr.members.size();
-    for (auto i : pr.members) {
+    for (size_t k = 0; k < pr.members.size(); ++k) {
+      auto i = pr.members[k];
       auto& m = users_[i];
-      // A party's members on one node; parties spread over the nodes.
-      m.node = p % where_.size();
+      // Parties spread over the nodes, and a party's members too: member
+      // k on the node after its leader's by k (one node: all there).
+      m.node = (p + k) % where_.size();
       m.ws = std::make_shared<ws_client>(
         io_, where_[m.node], "/v1/users/" + m.user + "/events", m.auth);
       ws_handlers h;
@@ -251,18 +253,18 @@ class group_runner {
            auto code = b.value("code", "");
            auto left = std::make_shared<size_t>(pr.members.size() - 1);
            for (size_t k = 1; k < pr.members.size(); ++k)
-             call(pr.members[k],
-                  {{"op", "party_join"},
-                   {"party", pr.id},
-                   {"body", {{"code", code}}}},
-                  [this, p, left](unsigned st, const json& jb) {
-                    if (st != 200) {
-                      error(p, "party_join", st, jb);
-                      return;
-                    }
-                    if (--*left == 0)
-                      queue_party(p);
-                  });
+             call_retrying(pr.members[k],
+                           {{"op", "party_join"},
+                            {"party", pr.id},
+                            {"body", {{"code", code}}}},
+                           [this, p, left](unsigned st, const json& jb) {
+                             if (st != 200) {
+                               error(p, "party_join", st, jb);
+                               return;
+                             }
+                             if (--*left == 0)
+                               queue_party(p);
+                           });
          });
   }
 
@@ -274,9 +276,11 @@ class group_runner {
     json body{{"queue", o_.queue_name(0)}, {"ticket", pr.ticket}};
     if (g_.skill)
       body["attrs"] = attrs;
-    call(pr.members.front(),
-         {{"op", "party_queue"}, {"party", pr.id}, {"body", body}},
-         [this, p](unsigned status, const json& b) { queued(p, status, b); });
+    call_retrying(pr.members.front(),
+                  {{"op", "party_queue"}, {"party", pr.id}, {"body", body}},
+                  [this, p](unsigned status, const json& b) {
+                    queued(p, status, b);
+                  });
   }
 
   void queued(size_t p, unsigned status, const json& b) {
@@ -356,6 +360,27 @@ class group_runner {
       return;
     }
     m.calls.emplace(id, std::move(cb));
+  }
+
+  /// `call`, asked again (up to 4 times, 250 ms apart) while the answer
+  /// is 503: a node that could not reach the party's node, or a store
+  /// outage; every party call is idempotent, so a client asks again.
+  void call_retrying(size_t i, json msg, reply_fn cb, int left = 4) {
+    call(i, msg, [this, i, msg, cb, left](unsigned st, const json& b) mutable {
+      if (st != 503 || left == 0) {
+        cb(st, b);
+        return;
+      }
+      ++retries_;
+      auto t = std::make_shared<asio::steady_timer>(io_);
+      t->expires_after(std::chrono::milliseconds(250));
+      t->async_wait([this, i, msg, cb, left, t](const error_code& ec) mutable {
+        if (ec)
+          cb(0, json{{"error", "stopped"}});
+        else
+          call_retrying(i, std::move(msg), std::move(cb), left - 1);
+      });
+    });
   }
 
   void fail_calls(size_t i) {
@@ -441,12 +466,15 @@ class group_runner {
       if ((matched != 0 && matched != pr.members.size()) || where.size() > 1
           || teams.size() > 1)
         ++c.split_parties;
+      std::set<size_t> nodes;
+      for (auto i : pr.members)
+        nodes.insert(users_[i].node);
+      c.cross_node_parties += nodes.size() > 1 ? 1 : 0;
       if (matched == 0 && pr.queued) {
         if (pr.waiting) {
           c.waiting += pr.members.size();
           left.push_back(static_cast<uint32_t>(pr.members.size()));
-        }
-        else
+        } else
           c.lost_users += pr.members.size();
       }
     }
@@ -464,6 +492,10 @@ class group_runner {
     return answered_;
   }
 
+  size_t retries() const {
+    return retries_;
+  }
+
  private:
   const load_options& o_;
   group_load_options g_;
@@ -477,6 +509,7 @@ class group_runner {
   size_t active_users_ = 0;
   size_t answered_ = 0;
   size_t errors_ = 0;
+  size_t retries_ = 0; ///< calls asked again after a 503
   size_t looks_ = 0;
   bool final_ = false;
   bool over_ = false;
@@ -495,17 +528,20 @@ int run_group_load(const load_options& opts, const group_load_options& g) {
     return 1;
   group_runner runner{opts, g, std::move(where)};
   auto c = runner.run();
-  std::printf("groups: players %u-%u, teams %u, parties of %u-%u on queue %s\n",
+  std::printf("groups: players %u-%u, teams %u, parties of %u-%u on queue %s; "
+              "%zu calls asked again after a 503\n",
               g.min_players, g.max_players, g.teams, g.party_min, g.party_max,
-              opts.queue_name(0).c_str());
+              opts.queue_name(0).c_str(), runner.retries());
   std::printf("verdict=%s users=%zu parties=%zu matched=%zu sessions=%zu "
               "waiting=%zu errors=%zu users_per_s=%.0f double_bookings=%zu "
               "partial_matches=%zu split_parties=%zu undelivered_events=%zu "
-              "lost_users=%zu cross_node_sessions=%zu matches_left=%zu\n",
+              "lost_users=%zu cross_node_sessions=%zu cross_node_parties=%zu "
+              "matches_left=%zu\n",
               c.verdict(), c.users, c.parties, c.matched_users, c.sessions,
               c.waiting, c.errors, runner.users_per_s(c), c.double_bookings,
               c.partial_matches, c.split_parties, c.undelivered_events,
-              c.lost_users, c.cross_node_sessions, c.matches_left);
+              c.lost_users, c.cross_node_sessions, c.cross_node_parties,
+              c.matches_left);
   std::fflush(stdout);
   if (runner.answered() == 0)
     return 1;

@@ -4,7 +4,8 @@
 // parties on a queue with a shape (docs/groups.md), and the checker of
 // group matches. Each party's members open their event WebSockets; a party
 // of one joins with its ticket, a larger one is created by its leader, its
-// members join with the invite code and the leader queues it, all as
+// members join with the invite code (each through its own node: member k
+// on the node after its leader's by k) and the leader queues it, all as
 // requests on the WebSockets (docs/api.md "Requests on the WebSocket").
 // Every member waits for its match.created. At the end the parties still
 // unmatched are asked about; then the checker counts, over what the
@@ -52,6 +53,8 @@ struct group_check {
   /// Sessions whose members came through more than one node (not a
   /// violation: shows that the run crossed nodes).
   std::size_t cross_node_sessions = 0;
+  /// Parties whose members came through more than one node (the same).
+  std::size_t cross_node_parties = 0;
   /// Full matches the waiting parties could make by size (see above).
   std::size_t matches_left = 0;
 
@@ -75,7 +78,7 @@ bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi);
 ///   verdict=ok users=.. parties=.. matched=.. sessions=.. waiting=..
 ///   errors=.. users_per_s=.. double_bookings=.. partial_matches=..
 ///   split_parties=.. undelivered_events=.. lost_users=..
-///   cross_node_sessions=.. matches_left=..
+///   cross_node_sessions=.. cross_node_parties=.. matches_left=..
 /// Returns 0 (ok), 2 (violations) or 1 (nothing answered). Not idempotent:
 /// it drives real traffic.
 int run_group_load(const load_options& opts, const group_load_options& g);
