@@ -6,8 +6,13 @@
 #   cluster_test.sh kill    MATCHCTL   the same with node 3 SIGKILLed in the
 #       middle, then node 3 restarted with the same id taking traffic again.
 #   cluster_test.sh groups  MATCHCTL   a 5-vs-5 queue (q0) with parties of
-#       1..3, each party on one node and the parties over all three: every
+#       1..3, a party's members and the parties over all three nodes: every
 #       match whole, no party split, every member told (docs/groups.md).
+#   cluster_test.sh groups_kill MATCHCTL   the same with node 3 SIGKILLed
+#       2 s in, while its claims commit groups: nobody on the surviving
+#       nodes lost or stuck, no double booking, no partial session. Not a
+#       CTest entry yet: its first runs report violations still to be
+#       explained (issue 32; run it by hand).
 set -euo pipefail
 mode=$1 matchctl=$2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -24,7 +29,7 @@ export MATCHD_OUTBOX_LEASE=8000
 # The nodes serve the loads' queues q0..q99 (matchctl load --queues 100, 4).
 MATCHD_QUEUES=$(seq -s, -f 'q%g' 0 99)
 export MATCHD_QUEUES
-if [ "$mode" = groups ]; then
+if [ "$mode" = groups ] || [ "$mode" = groups_kill ]; then
   cat >"$dir/rules.json" <<'JSON'
 {"q0": {"attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
         "shape": {"players": {"min": 10, "max": 10},
@@ -122,6 +127,34 @@ if [ "$mode" = groups ]; then
   [ "${cross:-0}" -gt 0 ] || fail "no match across nodes"
   wait_delivered
   echo "PASS (groups)"
+  exit 0
+fi
+
+if [ "$mode" = groups_kill ]; then
+  # Parties whose member was on node 3 give up with its sockets; every other
+  # one must end matched or still waiting with no match left to make.
+  "$matchctl" load "${urls[@]}" --secret "$secret" --users 4000 --rate 1000 --queues 100 \
+    --players 10 --teams 2 --party-size 1-3 --skill --prefix "$prefix" \
+    --no-progress --settle-ms 12000 >"$dir/groups.out" 2>&1 &
+  loader=$!
+  sleep 2
+  "$cluster" kill "$dir" 3
+  set +e
+  wait "$loader"
+  rc=$?
+  set -e
+  tail -n 3 "$dir/groups.out"
+  [ "$rc" = 0 ] || fail "matchctl load (groups, node killed) exited $rc"
+  grep -q '^verdict=ok ' "$dir/groups.out" || fail "group verdict"
+  left=$(sed -n 's/.* matches_left=\([0-9]*\).*/\1/p' "$dir/groups.out")
+  [ "${left:-x}" = 0 ] || fail "a full match left waiting (matches_left=${left:-?})"
+  double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members WHERE active GROUP BY user_id HAVING count(*) > 1) d")
+  sizes=$(q "SELECT count(*) FROM (SELECT session_id FROM session_members GROUP BY session_id HAVING count(*) <> 10) s")
+  echo "database: $double users in two active sessions, $sizes sessions not of 10"
+  [ "$double" = 0 ] || fail "double bookings"
+  [ "$sizes" = 0 ] || fail "partial matches in the database"
+  wait_delivered
+  echo "PASS (groups_kill)"
   exit 0
 fi
 
