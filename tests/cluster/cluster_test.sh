@@ -101,6 +101,23 @@ PY
   exit 0
 fi
 
+# Field NAME of the group load's last line.
+group_field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" "$dir/groups.out"; }
+# The group load's verdict ok with no full match left waiting; in the
+# database no user in two sessions (of member rows matching FILTER) and
+# every session of 10.
+check_groups() { # FILTER
+  grep -q '^verdict=ok ' "$dir/groups.out" || fail "group verdict"
+  local left double sizes
+  left=$(group_field matches_left)
+  [ "${left:-x}" = 0 ] || fail "a full match left waiting (matches_left=${left:-?})"
+  double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members $1 GROUP BY user_id HAVING count(*) > 1) d")
+  sizes=$(q "SELECT count(*) FROM (SELECT session_id FROM session_members GROUP BY session_id HAVING count(*) <> 10) s")
+  echo "database: $double users in two sessions ($1), $sizes sessions not of 10"
+  [ "$double" = 0 ] || fail "double bookings"
+  [ "$sizes" = 0 ] || fail "partial matches in the database"
+}
+
 if [ "$mode" = groups ]; then
   set +e
   "$matchctl" load "${urls[@]}" --secret "$secret" --users 6000 --rate 1000 \
@@ -110,20 +127,15 @@ if [ "$mode" = groups ]; then
   set -e
   tail -n 3 "$dir/groups.out"
   [ "$rc" = 0 ] || fail "matchctl load (groups) exited $rc"
-  grep -q '^verdict=ok ' "$dir/groups.out" || fail "group verdict"
-  matched=$(sed -n 's/^verdict=ok .* matched=\([0-9]*\) .*/\1/p' "$dir/groups.out")
-  [ "${matched:-0}" -ge 5900 ] || fail "only ${matched:-0} of 6000 matched"
-  left=$(sed -n 's/.* matches_left=\([0-9]*\).*/\1/p' "$dir/groups.out")
-  [ "${left:-x}" = 0 ] || fail "a full match left waiting (matches_left=${left:-?})"
-  parties=$(sed -n 's/.* cross_node_parties=\([0-9]*\).*/\1/p' "$dir/groups.out")
-  [ "${parties:-0}" -gt 0 ] || fail "no party across nodes"
-  double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members GROUP BY user_id HAVING count(*) > 1) d")
-  sizes=$(q "SELECT count(*) FROM (SELECT session_id FROM session_members GROUP BY session_id HAVING count(*) <> 10) s")
+  check_groups ""
+  matched=$(group_field matched)
+  # A floor only: matches_left above is the sharp check (what is left
+  # depends on the order of arrivals; 100 were left in one run).
+  [ "${matched:-0}" -ge 5800 ] || fail "only ${matched:-0} of 6000 matched"
+  [ "$(group_field cross_node_parties)" -gt 0 ] || fail "no party across nodes"
   # Matches whose members came through more than one node (matchctl knows).
-  cross=$(sed -n 's/.* cross_node_sessions=\([0-9]*\).*/\1/p' "$dir/groups.out")
-  echo "database: $double users in two sessions, $sizes sessions not of 10, $cross across nodes"
-  [ "$double" = 0 ] || fail "double bookings"
-  [ "$sizes" = 0 ] || fail "partial matches in the database"
+  cross=$(group_field cross_node_sessions)
+  echo "$cross sessions across nodes"
   [ "${cross:-0}" -gt 0 ] || fail "no match across nodes"
   wait_delivered
   echo "PASS (groups)"
@@ -145,14 +157,7 @@ if [ "$mode" = groups_kill ]; then
   set -e
   tail -n 3 "$dir/groups.out"
   [ "$rc" = 0 ] || fail "matchctl load (groups, node killed) exited $rc"
-  grep -q '^verdict=ok ' "$dir/groups.out" || fail "group verdict"
-  left=$(sed -n 's/.* matches_left=\([0-9]*\).*/\1/p' "$dir/groups.out")
-  [ "${left:-x}" = 0 ] || fail "a full match left waiting (matches_left=${left:-?})"
-  double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members WHERE active GROUP BY user_id HAVING count(*) > 1) d")
-  sizes=$(q "SELECT count(*) FROM (SELECT session_id FROM session_members GROUP BY session_id HAVING count(*) <> 10) s")
-  echo "database: $double users in two active sessions, $sizes sessions not of 10"
-  [ "$double" = 0 ] || fail "double bookings"
-  [ "$sizes" = 0 ] || fail "partial matches in the database"
+  check_groups "WHERE active"
   wait_delivered
   echo "PASS (groups_kill)"
   exit 0
