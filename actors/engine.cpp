@@ -145,6 +145,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   gcfg.push_lease_ms = fcfg.push_lease_ms;
   gcfg.worker_timeout_ms = fcfg.worker_timeout_ms;
   gcfg.metrics = cfg.metrics;
+  gcfg.at_checkpoint = cfg.group_at_checkpoint;
   e->group_finalizer_ = spawn_group_finalizer(sys, e->match_store_, e->broker_,
                                               std::move(gcfg));
   // The gateway: routes to other nodes (cluster) and replays a registering

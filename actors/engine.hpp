@@ -43,6 +43,9 @@ struct engine_config {
   pg_options postgres;
   broker_config broker;
   finalizer_config finalizer;
+  /// Test hook of the group finalizer (group_finalizer_config::at_checkpoint;
+  /// its other settings follow `finalizer`'s). May be empty.
+  std::function<void(checkpoint, const group_commit&)> group_at_checkpoint;
   session_config session; ///< `node` is overwritten with `node` above
   /// Match rules by queue (docs/rules.md; core/rules.hpp parse_rule_book
   /// makes them from JSON). Null or no entry: the queue is plain FIFO.

@@ -252,11 +252,11 @@ const char* const core_names[] = {"broker",  "finalizer", "directory", "relay",
                                   "gateway", "lifecycle", "pair_lock", "swipe"};
 
 /// Test hook (docs/matchd.md, "Failpoints"): MM_FAILPOINT, read once at
-/// start, makes the finalizer SIGKILL this process at one point of a
-/// commit, so tests can crash a node exactly there; or (kill_actor=NAME@MS)
+/// start, makes the finalizers SIGKILL this process at one point of a
+/// commit (of a pair or a group), so tests can crash a node exactly there; or (kill_actor=NAME@MS)
 /// kills one core actor MS ms after start. Empty: no hook. An unknown
 /// failpoint is refused (false).
-bool arm_failpoint(finalizer_config& fc, std::string& armed, actor_kill& kill) {
+bool arm_failpoint(engine_config& ec, std::string& armed, actor_kill& kill) {
   const char* env = std::getenv("MM_FAILPOINT");
   armed = env != nullptr ? env : "";
   if (armed.empty())
@@ -286,13 +286,24 @@ bool arm_failpoint(finalizer_config& fc, std::string& armed, actor_kill& kill) {
   else
     return false;
   auto name = armed;
-  fc.at_checkpoint = [at, name](checkpoint cp, const claim_pair& p) {
-    if (cp != at)
-      return;
-    std::fprintf(stderr, "failpoint %s: pair %s/%s: SIGKILL\n", name.c_str(),
-                 p.claimer_ticket.c_str(), p.claimed.ticket.c_str());
+  auto die = [name](const std::string& what) {
+    std::fprintf(stderr, "failpoint %s: %s: SIGKILL\n", name.c_str(),
+                 what.c_str());
     std::fflush(stderr);
     ::kill(::getpid(), SIGKILL);
+  };
+  ec.finalizer.at_checkpoint = [at, die](checkpoint cp, const claim_pair& p) {
+    if (cp == at)
+      die("pair " + p.claimer_ticket + "/" + p.claimed.ticket);
+  };
+  ec.group_at_checkpoint = [at, die](checkpoint cp, const group_commit& g) {
+    if (cp != at)
+      return;
+    auto what = "group " + g.group + " of " + std::to_string(g.tickets.size())
+                + " tickets:";
+    for (auto& t : g.tickets)
+      what += " " + t.ticket;
+    die(what);
   };
   return true;
 }
@@ -383,7 +394,7 @@ int run(const matchd_config& mc) {
   ec.worker_timeout_ms = mc.worker_timeout_ms;
   std::string failpoint;
   actor_kill kill;
-  if (!arm_failpoint(ec.finalizer, failpoint, kill)) {
+  if (!arm_failpoint(ec, failpoint, kill)) {
     lg->error("MM_FAILPOINT={}: unknown failpoint (kill_before_commit, "
               "kill_after_commit, kill_actor=NAME@MS with NAME one of broker, "
               "finalizer, directory, relay, gateway, lifecycle, pair_lock, "

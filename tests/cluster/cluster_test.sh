@@ -9,10 +9,12 @@
 #       1..3, a party's members and the parties over all three nodes: every
 #       match whole, no party split, every member told (docs/groups.md).
 #   cluster_test.sh groups_kill MATCHCTL   the same with node 3 SIGKILLed
-#       2 s in, while its claims commit groups: nobody on the surviving
-#       nodes lost or stuck, no double booking, no partial session. Not a
-#       CTest entry yet: its first runs report violations still to be
-#       explained (issue 32; run it by hand).
+#       2 s in, while its claims commit groups: nobody of a party that kept
+#       listening lost or stuck, no double booking, no partial session.
+#   cluster_test.sh groups_kill_before_commit MATCHCTL   node 3 kills
+#       itself at its first group commit with the rows written, COMMIT not
+#       sent (MM_FAILPOINT, docs/matchd.md); groups_kill_after_commit: right
+#       after the COMMIT, the queue not yet settled. The same checks.
 set -euo pipefail
 mode=$1 matchctl=$2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -29,7 +31,8 @@ export MATCHD_OUTBOX_LEASE=8000
 # The nodes serve the loads' queues q0..q99 (matchctl load --queues 100, 4).
 MATCHD_QUEUES=$(seq -s, -f 'q%g' 0 99)
 export MATCHD_QUEUES
-if [ "$mode" = groups ] || [ "$mode" = groups_kill ]; then
+case $mode in groups*) grouped=true ;; *) grouped=false ;; esac
+if $grouped; then
   cat >"$dir/rules.json" <<'JSON'
 {"q0": {"attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
         "shape": {"players": {"min": 10, "max": 10},
@@ -132,6 +135,8 @@ if [ "$mode" = groups ]; then
   # A floor only: matches_left above is the sharp check (what is left
   # depends on the order of arrivals; 100 were left in one run).
   [ "${matched:-0}" -ge 5800 ] || fail "only ${matched:-0} of 6000 matched"
+  # No node failed: no party stopped listening (what it missed is excused).
+  [ "$(group_field unobserved)" = 0 ] || fail "parties gave up"
   [ "$(group_field cross_node_parties)" -gt 0 ] || fail "no party across nodes"
   # Matches whose members came through more than one node (matchctl knows).
   cross=$(group_field cross_node_sessions)
@@ -142,24 +147,41 @@ if [ "$mode" = groups ]; then
   exit 0
 fi
 
-if [ "$mode" = groups_kill ]; then
-  # Parties whose member was on node 3 give up with its sockets; every other
-  # one must end matched or still waiting with no match left to make.
+if $grouped; then
+  # Node 3 again, armed: it SIGKILLs itself at its first group commit.
+  failpoint=${mode#groups_}
+  if [ "$failpoint" != kill ]; then
+    "$cluster" kill "$dir" 3 >/dev/null
+    MM_FAILPOINT=$failpoint "$cluster" restart "$dir" 3 >/dev/null
+  fi
+  # Parties with a member on node 3 give up with its sockets (counted as
+  # unobserved); every other one must end matched or still waiting with no
+  # match left to make, and every member of a session must hear of it.
   "$matchctl" load "${urls[@]}" --secret "$secret" --users 4000 --rate 1000 --queues 100 \
     --players 10 --teams 2 --party-size 1-3 --skill --prefix "$prefix" \
     --no-progress --settle-ms 12000 >"$dir/groups.out" 2>&1 &
   loader=$!
-  sleep 2
-  "$cluster" kill "$dir" 3
+  if [ "$failpoint" = kill ]; then
+    sleep 2
+    "$cluster" kill "$dir" 3
+  fi
   set +e
   wait "$loader"
   rc=$?
   set -e
   tail -n 3 "$dir/groups.out"
   [ "$rc" = 0 ] || fail "matchctl load (groups, node killed) exited $rc"
+  if [ "$failpoint" != kill ]; then
+    grep -q "failpoint $failpoint: group .* SIGKILL" "$dir/node3.log" \
+      || fail "node 3 did not die at its failpoint"
+    kill -0 "$(cat "$dir/node3.pid")" 2>/dev/null && fail "node 3 still runs"
+  fi
+  # The kill cut some parties off (else this tested nothing).
+  [ "$(group_field unobserved)" -gt 0 ] || fail "no party lost its node"
+  [ "$(group_field matched)" -ge 500 ] || fail "only $(group_field matched) matched"
   check_groups "WHERE active"
   wait_delivered
-  echo "PASS (groups_kill)"
+  echo "PASS ($mode)"
   exit 0
 fi
 

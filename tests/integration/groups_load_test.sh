@@ -78,6 +78,9 @@ run --queue duel --users 3000 --rate 1000 --players 10 --teams 2 \
 # arrivals); a bug that leaves a possible match waiting shows here.
 [ "$(field matches_left)" = 0 ] || fail "duel: a full match left waiting: $last"
 [ "$(field matched)" -ge 2900 ] || fail "duel: too few matched: $last"
+# Nothing failed, so no party stopped listening (else the checker would
+# excuse what it missed).
+[ "$(field unobserved)" = 0 ] || fail "duel: parties gave up: $last"
 
 # A lobby of 3..6: full ones at once, short ones after 1 s (fill_after_s).
 run --queue lobby --users 600 --rate 1000 --players 3-6 --party-size 1-2 \
@@ -85,6 +88,7 @@ run --queue lobby --users 600 --rate 1000 --players 3-6 --party-size 1-2 \
 [ "$rc" = 0 ] && grep -q '^verdict=ok ' <<<"$last" || fail "lobby: exit $rc: $last"
 [ "$(field matches_left)" = 0 ] || fail "lobby: a full match left waiting: $last"
 [ "$(field matched)" -ge 597 ] || fail "lobby: too few matched: $last"
+[ "$(field unobserved)" = 0 ] || fail "lobby: parties gave up: $last"
 
 # The checker can fail: sessions of 10 counted against --players 8.
 run --queue duel --users 200 --rate 1000 --players 8 --teams 2 \

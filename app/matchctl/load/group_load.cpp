@@ -60,8 +60,7 @@ struct member {
   size_t node = 0; ///< the URL its party talks to
   std::shared_ptr<ws_client> ws;
   bool open = false;
-  bool closed_early = false; ///< the socket ended before the user was done
-  bool done = false;         ///< matched, or given up: the socket may close
+  bool done = false; ///< matched, or given up: the socket may close
   uint32_t next_id = 0;
   std::map<uint32_t, reply_fn> calls;
   std::string session; ///< from its first match.created
@@ -79,6 +78,10 @@ struct party_run {
   bool queued = false;  // the queue request was answered 2xx
   bool waiting = false; // the final look found it still waiting
   bool finished = false;
+  /// Given up before every member heard its match (a socket ended early,
+  /// a call failed): its members stopped listening, so what they did not
+  /// hear is unobserved, not undelivered or lost.
+  bool gave_up = false;
 };
 
 class group_runner {
@@ -215,8 +218,7 @@ class group_runner {
       h.on_close = [this, p, i](const ws_close_info&) {
         auto& m = users_[i];
         m.open = false;
-        if (!m.done) {
-          m.closed_early = true;
+        if (!m.done) { // ended before the user was done
           fail_calls(i);
           give_up(p);
         }
@@ -305,6 +307,7 @@ class group_runner {
     if (pr.finished)
       return;
     pr.finished = true;
+    pr.gave_up = pr.matched < pr.members.size();
     active_users_ -= std::min(active_users_, pr.members.size());
     last_progress_ = clock_type::now();
     for (auto i : pr.members) {
@@ -412,8 +415,12 @@ class group_runner {
     }
     c.sessions = first.size();
     std::map<std::string, const member*> by_user;
+    std::map<const member*, const party_run*> party_of;
     for (auto& m : users_)
       by_user[m.user] = &m;
+    for (auto& pr : parties_)
+      for (auto i : pr.members)
+        party_of[&users_[i]] = &pr;
     for (auto& [sid, m] : first) {
       auto n = m->roster.size();
       if (n < g_.min_players || n > g_.max_players)
@@ -446,7 +453,11 @@ class group_runner {
           ++c.partial_matches; // a user this run does not know
           continue;
         }
-        if (it->second->session != sid && !it->second->closed_early)
+        if (it->second->session == sid)
+          continue;
+        if (party_of[it->second]->gave_up)
+          ++c.unobserved; // it had stopped listening
+        else
           ++c.undelivered_events;
       }
     }
@@ -463,8 +474,10 @@ class group_runner {
         if (g_.teams > 0)
           teams.insert(team_of_user[m.user]);
       }
-      if ((matched != 0 && matched != pr.members.size()) || where.size() > 1
-          || teams.size() > 1)
+      // Only some members heard: a split if they all kept listening (the
+      // others' missing events are counted above as well).
+      bool some = matched != 0 && matched != pr.members.size();
+      if ((some && !pr.gave_up) || where.size() > 1 || teams.size() > 1)
         ++c.split_parties;
       std::set<size_t> nodes;
       for (auto i : pr.members)
@@ -474,8 +487,11 @@ class group_runner {
         if (pr.waiting) {
           c.waiting += pr.members.size();
           left.push_back(static_cast<uint32_t>(pr.members.size()));
-        } else
+        } else if (pr.gave_up) {
+          c.unobserved += pr.members.size();
+        } else {
           c.lost_users += pr.members.size();
+        }
       }
     }
     c.matches_left = full_matches_of(std::move(left), g_.teams, g_.max_players);
@@ -535,13 +551,13 @@ int run_group_load(const load_options& opts, const group_load_options& g) {
   std::printf("verdict=%s users=%zu parties=%zu matched=%zu sessions=%zu "
               "waiting=%zu errors=%zu users_per_s=%.0f double_bookings=%zu "
               "partial_matches=%zu split_parties=%zu undelivered_events=%zu "
-              "lost_users=%zu cross_node_sessions=%zu cross_node_parties=%zu "
-              "matches_left=%zu\n",
+              "lost_users=%zu unobserved=%zu cross_node_sessions=%zu "
+              "cross_node_parties=%zu matches_left=%zu\n",
               c.verdict(), c.users, c.parties, c.matched_users, c.sessions,
               c.waiting, c.errors, runner.users_per_s(c), c.double_bookings,
               c.partial_matches, c.split_parties, c.undelivered_events,
-              c.lost_users, c.cross_node_sessions, c.cross_node_parties,
-              c.matches_left);
+              c.lost_users, c.unobserved, c.cross_node_sessions,
+              c.cross_node_parties, c.matches_left);
   std::fflush(stdout);
   if (runner.answered() == 0)
     return 1;

@@ -20,6 +20,9 @@
 //   WebSocket never got its match.created;
 // - lost_users: a member of a party that was queued, is not matched and
 //   is not waiting any more.
+// A party given up before all its members heard their match (a member's
+// socket ended, a call failed) stopped listening: what it did not hear
+// is counted as unobserved, outside the verdict (a killed node's users).
 // Besides, matches_left: how many full matches the parties still waiting
 // at the end could make by their sizes alone (a missed match when the
 // queue has no rules and the run settled; not in the verdict, as rules
@@ -50,6 +53,8 @@ struct group_check {
   std::size_t waiting = 0, errors = 0;
   std::size_t double_bookings = 0, partial_matches = 0, split_parties = 0;
   std::size_t undelivered_events = 0, lost_users = 0;
+  /// Events and outcomes of parties that had stopped listening (above).
+  std::size_t unobserved = 0;
   /// Sessions whose members came through more than one node (not a
   /// violation: shows that the run crossed nodes).
   std::size_t cross_node_sessions = 0;
@@ -77,7 +82,7 @@ bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi);
 /// the last line is
 ///   verdict=ok users=.. parties=.. matched=.. sessions=.. waiting=..
 ///   errors=.. users_per_s=.. double_bookings=.. partial_matches=..
-///   split_parties=.. undelivered_events=.. lost_users=..
+///   split_parties=.. undelivered_events=.. lost_users=.. unobserved=..
 ///   cross_node_sessions=.. cross_node_parties=.. matches_left=..
 /// Returns 0 (ok), 2 (violations) or 1 (nothing answered). Not idempotent:
 /// it drives real traffic.
