@@ -92,11 +92,10 @@ void publish(party_ptr self, const std::vector<std::string>& also) {
   ev.payload = payload_of(x);
   ev.user_a = to.front();
   ev.others.assign(to.begin() + 1, to.end());
-  self
-    ->request(d.links.directory,
-              std::chrono::milliseconds(d.cfg.request_timeout_ms),
-              deliver_atom_v, std::move(ev))
-    .then([](delivery_report&) {}, [](caf::error&) {});
+  // One way: the party has no use for the delivery report, and a request
+  // would cost a timer and a reply per change (a member who was not
+  // reached asks for the party's state).
+  caf::anon_send(d.links.directory, deliver_atom_v, std::move(ev));
 }
 
 void close(party_ptr self, const std::string& why) {

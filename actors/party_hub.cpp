@@ -1,12 +1,14 @@
 #include "actors/party_hub.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <random>
 #include <unordered_map>
 
 #include <caf/all.hpp>
+#include <sys/random.h>
 
 #include "core/ticket_id.hpp"
 
@@ -18,18 +20,34 @@ struct hub_data {
   party_links links;
   party_config cfg;
   std::unordered_map<std::string, party_actor> parties;
+  /// The same parties by address: a down or exit message finds its party
+  /// without a walk over all of them.
+  std::unordered_map<caf::actor_addr, std::string> ids;
   static inline const char* name = "party_hub";
 };
 
 using hub_ptr = party_hub_actor::stateful_pointer<hub_data>;
 
-/// An invite code: 10 characters of an unambiguous alphabet (50 bits).
+/// An invite code: 10 characters of an unambiguous alphabet (50 bits) from
+/// the kernel's CSPRNG (a secret: a generator seeded once could be
+/// predicted from the codes it handed out).
 std::string invite_code() {
   static const char* alphabet = "23456789abcdefghjkmnpqrstuvwxyz_";
-  std::random_device rd;
+  unsigned char bytes[10];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    auto n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (errno != EINTR) {
+      std::random_device rd; // not expected on Linux >= 3.17
+      for (; got < sizeof bytes; ++got)
+        bytes[got] = static_cast<unsigned char>(rd());
+    }
+  }
   std::string out;
-  for (int i = 0; i < 10; ++i)
-    out += alphabet[rd() % 32];
+  for (auto b : bytes)
+    out += alphabet[b % 32];
   return out;
 }
 
@@ -40,6 +58,7 @@ party_actor make_party(hub_ptr self, const std::string& id,
   auto p = spawn_party(self->system(), id, leader, invite_code(), solo, d.links,
                        d.cfg);
   d.parties.emplace(id, p);
+  d.ids.emplace(p.address(), id);
   self->monitor(p);
   self->link_to(p); // the parties stop with the hub (the exit handler)
   return p;
@@ -222,18 +241,15 @@ party_hub_actor spawn_party_hub(caf::actor_system& sys, party_links links,
     self->set_exit_handler([self](caf::exit_msg& em) {
       if (em.reason == caf::exit_reason::normal)
         return; // a party that closed
-      for (auto& [id, p] : self->state.parties)
-        if (p.address() == em.source)
-          return;
-      self->quit(em.reason);
+      if (self->state.ids.count(em.source) == 0)
+        self->quit(em.reason);
     });
     self->set_down_handler([self](caf::down_msg& dm) {
-      auto& m = self->state.parties;
-      for (auto i = m.begin(); i != m.end(); ++i)
-        if (i->second.address() == dm.source) {
-          m.erase(i);
-          return;
-        }
+      auto& d = self->state;
+      if (auto i = d.ids.find(dm.source); i != d.ids.end()) {
+        d.parties.erase(i->second);
+        d.ids.erase(i);
+      }
     });
     auto create = [self](const std::string& user, bool solo,
                          std::function<void(party_actor)> then,

@@ -9,12 +9,14 @@
 #    options, in the order new, old, old, new; each build counts with its
 #    better run. The old build's e2e_bench is built once from `git archive`
 #    into ~/.cache/mm-bench (about 10 minutes on 2 cores the first time).
-# 2. groups_bench: GROUPS_USERS users in a 1:1 queue, then as many in a
-#    5-vs-5 queue in parties of 1..3 with random skills, on one engine.
+# 2. groups_bench: rounds of GROUPS_USERS users (default 60,000) in a 1:1
+#    queue, a 5-vs-5 queue in parties of 1..3 with random skills, again
+#    the 5-vs-5, again the 1:1 (ABBA, each mode the mean of its rounds),
+#    on one engine.
 # Last lines: pairs_ratio_to_before=X.XX, then groups_bench's
 # groups_balance=X.XXX ... groups_users_ratio_to_pairs=X.XX.
 
-groups_users=${GROUPS_USERS:-20000}
+groups_users=${GROUPS_USERS:-60000}
 groups_before=${GROUPS_BEFORE:-fbd2a48}
 groups_pair_users=${GROUPS_PAIR_USERS:-30000}
 
