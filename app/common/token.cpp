@@ -348,12 +348,29 @@ token_check verify_jwt(const token_policy& policy, const std::string& token,
       return refuse(token_error::wrong_issuer,
                     "iss is not the expected issuer");
   }
+  // Per-queue scope: a token that names queues may join only those.
+  if (auto qs = claims.find("queues"); qs != claims.end()) {
+    if (!qs->is_array() || qs->empty())
+      return refuse(token_error::malformed,
+                    "queues: a non-empty array of queue names");
+    for (auto& q : *qs) {
+      if (!q.is_string() || !valid_client_id(q.get<std::string>()))
+        return refuse(token_error::malformed,
+                      "queues: a non-empty array of queue names");
+      res.queues.push_back(q.get<std::string>());
+    }
+  }
   res.error = token_error::none;
   res.user = std::move(user);
   return res;
 }
 
 } // namespace
+
+bool token_check::may_join(const std::string& queue) const {
+  return queues.empty()
+         || std::find(queues.begin(), queues.end(), queue) != queues.end();
+}
 
 token_check verify_bearer(const token_policy& policy, const std::string& token,
                           int64_t now_unix_s) {

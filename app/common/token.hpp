@@ -56,6 +56,13 @@ struct token_check {
   token_error error = token_error::none;
   std::string user;   ///< set when `error == none`
   std::string detail; ///< why, for the error body; never a secret
+  /// A JWT's `queues` claim: the only queues the token may join (its
+  /// tickets and its party's). Empty: any queue (v1 tokens, JWTs without
+  /// the claim).
+  std::vector<std::string> queues;
+
+  /// Whether the token may join `queue`. Idempotent.
+  bool may_join(const std::string& queue) const;
 };
 
 /// Verifies a v1 `token` against `secret` at `now_unix_s` (constant-time

@@ -422,7 +422,9 @@ void api_router::serve(const std::string& method, const std::string& target,
       reply(error(400, "malformed_json", "the body must be a JSON object"));
       return;
     }
-    serve_party(*port_, m.route->party, user, m.params, pj, *ctx_, reply);
+    serve_party(
+      *port_, m.route->party, user, m.params, pj, *ctx_,
+      [&check](const std::string& q) { return check.may_join(q); }, reply);
     return;
   }
   if (route == route_id::ticket_get || route == route_id::ticket_cancel
@@ -496,6 +498,12 @@ void api_router::serve(const std::string& method, const std::string& target,
     }
     if (!valid_api_id(queue)) {
       reply(bad_id("queue"));
+      return;
+    }
+    if (!check.may_join(queue)) {
+      reply(error(403, "forbidden",
+                  "this token may not join queue '" + queue
+                    + "' (its queues claim)"));
       return;
     }
     if (!ctx_->queues.empty() && ctx_->queues.count(queue) == 0) {

@@ -213,9 +213,22 @@ void console_routes::serve_demo(const std::string& method,
     return;
   }
   auto user = demo_user_id();
-  auto expires = unix_ms() / 1000 + s_.demo_ttl_s;
+  auto now = unix_ms() / 1000;
+  auto expires = now + s_.demo_ttl_s;
+  // A JWT whose queues claim confines it to the demo queue: a visitor of
+  // the page cannot join any other queue with it.
+  json claims{{"sub", user},
+              {"iat", now},
+              {"exp", expires},
+              {"queues", json::array({s_.demo_queue})}};
+  if (!s_.token_audience.empty())
+    claims["aud"] = s_.token_audience;
+  if (!s_.token_issuer.empty())
+    claims["iss"] = s_.token_issuer;
+  auto token = sign_jwt(s_.secret, R"({"alg":"HS256","typ":"JWT"})",
+                        claims.dump());
   json out{{"user", user},
-           {"token", sign_token(s_.secret, user, expires)},
+           {"token", token},
            {"queue", s_.demo_queue},
            {"expires_at", expires}};
   api_reply r{200, text(out)};

@@ -28,6 +28,9 @@ struct console_settings {
   uint32_t demo_ttl_s = 600; ///< lifetime of a demo user's token
   double demo_rate = 5;      ///< demo tokens per second, node-wide (burst 2x)
   std::string secret;        ///< signs the demo users' tokens
+  /// --token-audience / --token-issuer: named in the demo users' JWTs.
+  std::string token_audience;
+  std::string token_issuer;
   std::string node;
   /// The declared queues (shown even before their first join); empty in
   /// open mode.

@@ -577,6 +577,8 @@ int run(const matchd_config& mc) {
     cs.demo_queue = mc.demo_queue;
     cs.demo_ttl_s = mc.demo_ttl_s;
     cs.secret = mc.secret;
+    cs.token_audience = mc.token_audience;
+    cs.token_issuer = mc.token_issuer;
     cs.node = mc.node;
     if (!mc.open_queues)
       cs.queues = mc.queues;

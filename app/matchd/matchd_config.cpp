@@ -561,6 +561,9 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                   == cfg.queues.end())
       complain("demo-queue",
                "'" + cfg.demo_queue + "' is not one of the served --queues");
+    else if (!cfg.accept_jwt_tokens)
+      complain("demo-queue", "demo tokens are JWTs confined to the demo "
+                             "queue: --token-formats must include jwt");
   }
   if (cfg.demo_ttl_s < 60 || cfg.demo_ttl_s > 86400)
     complain("demo-ttl", "must be 60-86400 seconds");

@@ -115,7 +115,9 @@ bool read_ticket(const json& body, const api_context& ctx, party_ticket& t,
 
 void serve_party(engine_port& port, party_route route, const std::string& user,
                  const std::vector<std::string>& params, const json& body,
-                 const api_context& ctx, const reply_fn& reply) {
+                 const api_context& ctx,
+                 const std::function<bool(const std::string&)>& may_join,
+                 const reply_fn& reply) {
   auto on_party
     = guarded<outcome<party_view>>(reply, [reply](outcome<party_view> res) {
         if (res)
@@ -164,6 +166,12 @@ void serve_party(engine_port& port, party_route route, const std::string& user,
       party_ticket t;
       if (!read_ticket(body, ctx, t, err)) {
         reply(err);
+        return;
+      }
+      if (!may_join(t.queue)) {
+        reply(api_router::error(403, "forbidden",
+                                "this token may not join queue '" + t.queue
+                                  + "' (its queues claim)"));
         return;
       }
       port.party_queue(user, id, t, on_party);

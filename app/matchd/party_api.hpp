@@ -4,6 +4,7 @@
 // member's leave of a group session: validation and answers, after the
 // router authenticated the user. Internal to matchd's API.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,14 @@ enum class party_route {
 /// `params` (params[0] the user) and `body` (a JSON object; {} for an empty
 /// body). 400 `invalid_argument` for malformed fields or ids, else the
 /// engine's answer through `port`. `queues`: the queues a party may name
-/// (empty: any; another is 404 `unknown_queue`).
+/// (empty: any; another is 404 `unknown_queue`). `may_join`: whether the
+/// caller's token may join a queue (its scope); a queue request outside it
+/// is 403 `forbidden`.
 void serve_party(engine_port& port, party_route route, const std::string& user,
                  const std::vector<std::string>& params, const json& body,
-                 const api_context& ctx, const reply_fn& reply);
+                 const api_context& ctx,
+                 const std::function<bool(const std::string&)>& may_join,
+                 const reply_fn& reply);
 
 /// The JSON text of a party as the API answers it.
 std::string to_json(const party_view& p);

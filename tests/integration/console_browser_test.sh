@@ -76,6 +76,15 @@ demo_token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["to
 expect 403 forbidden -X POST "$url/v1/users/someone-else/tickets" -H "Authorization: Bearer $demo_token" -d '{"queue":"demo","ticket":"t"}'
 expect 200 "" -X POST "$url/v1/users/$demo_user/tickets" -H "Authorization: Bearer $demo_token" -d '{"queue":"demo","ticket":"t"}'
 expect 200 "" -X DELETE "$url/v1/users/$demo_user/tickets/t" -H "Authorization: Bearer $demo_token"
+# ... and joins the demo queue only (its JWT's queues claim), alone or as a
+# party's leader; the refusal changes nothing.
+expect 403 forbidden -X POST "$url/v1/users/$demo_user/tickets" -H "Authorization: Bearer $demo_token" -d '{"queue":"default","ticket":"t2"}'
+grep -q "may not join queue 'default'" "$work/body" || fail "demo refusal: $(cat "$work/body")"
+expect 404 "" "$url/v1/users/$demo_user/tickets/t2" -H "Authorization: Bearer $demo_token"
+expect 200 "" -X POST "$url/v1/users/$demo_user/parties" -H "Authorization: Bearer $demo_token"
+demo_party=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["party"])' "$work/body")
+expect 403 forbidden -X POST "$url/v1/users/$demo_user/parties/$demo_party/tickets" -H "Authorization: Bearer $demo_token" -d '{"queue":"default","ticket":"t3"}'
+expect 200 "" -X POST "$url/v1/users/$demo_user/parties/$demo_party/leave" -H "Authorization: Bearer $demo_token"
 # Pages carry their policy.
 curl -sI "$url/console/" | grep -qi "^content-security-policy: default-src 'none'; script-src 'self'" \
   || fail "no Content-Security-Policy on /console/"

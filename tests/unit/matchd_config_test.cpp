@@ -142,6 +142,16 @@ TEST_F(matchd_config_test, token_options) {
       << opt << " in:\n"
       << res2.output;
   EXPECT_NE(res2.output.find("'jws'"), std::string::npos) << res2.output;
+  // The demo's tokens are JWTs: a demo on a node that takes only v1 is
+  // refused at start.
+  args demo{"--secret", "0123456789abcdef", "--queues", "demo", "--demo-queue",
+            "demo",     "--token-formats",  "v1"};
+  matchd_config cfg4;
+  auto res4 = parse_matchd_config(demo.argc(), demo.argv.data(), cfg4);
+  ASSERT_TRUE(res4.exit_now);
+  EXPECT_EQ(res4.exit_code, 2);
+  EXPECT_NE(res4.output.find("bad value for --demo-queue"), std::string::npos)
+    << res4.output;
   // The next secret must differ from the current one.
   args same{"--secret", "0123456789abcdef", "--secret-next",
             "0123456789abcdef"};

@@ -465,6 +465,30 @@ TEST(jwt, malformed_forms) {
     EXPECT_EQ(check(policy(), jwt(bad)), token_error::malformed) << bad;
 }
 
+TEST(jwt, a_queues_claim_scopes_the_token) {
+  auto scoped = mm::verify_bearer(
+    policy(), jwt(claims("dee", now + 60, R"(,"queues":["demo","lobby"])")),
+    now);
+  ASSERT_EQ(scoped.error, token_error::none) << scoped.detail;
+  EXPECT_TRUE(scoped.may_join("demo"));
+  EXPECT_TRUE(scoped.may_join("lobby"));
+  EXPECT_FALSE(scoped.may_join("default"));
+  // Without the claim (or a v1 token): any queue.
+  auto any = mm::verify_bearer(policy(), jwt(claims("ann", now + 60)), now);
+  EXPECT_TRUE(any.may_join("default"));
+  auto v1 = mm::verify_bearer(policy(), mm::sign_token(secret, "bob", now + 9),
+                              now);
+  EXPECT_TRUE(v1.may_join("default"));
+  // A claim that is not a non-empty array of names is refused, not ignored
+  // (an empty scope must not read as "any queue").
+  for (auto bad : {R"(,"queues":[])", R"(,"queues":"demo")", R"(,"queues":[1])",
+                   R"(,"queues":["a b"])", R"(,"queues":{})"}) {
+    auto res = mm::verify_bearer(policy(), jwt(claims("eve", now + 60, bad)),
+                                 now);
+    EXPECT_EQ(res.error, token_error::malformed) << bad;
+  }
+}
+
 TEST(jwt, formats_can_be_disabled) {
   auto p = policy();
   p.accept_v1 = false;
