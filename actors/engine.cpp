@@ -148,6 +148,15 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   gcfg.at_checkpoint = cfg.group_at_checkpoint;
   e->group_finalizer_ = spawn_group_finalizer(sys, e->match_store_, e->broker_,
                                               std::move(gcfg));
+  // Groups of a queue with a ready check are proposed first; the others
+  // pass through to the group finalizer.
+  ready_check_config rcfg;
+  rcfg.node = cfg.node;
+  rcfg.finalizer = e->group_finalizer_;
+  rcfg.broker = e->broker_;
+  rcfg.directory = e->directory_;
+  rcfg.metrics = cfg.metrics;
+  e->ready_check_ = spawn_ready_check(sys, std::move(rcfg));
   // The gateway: routes to other nodes (cluster) and replays a registering
   // user's active match (always).
   e->gateway_ = spawn_node_gateway(
@@ -208,7 +217,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
     pc.metrics = cfg.metrics;
     std::weak_ptr<session_table> table = e->sessions_;
     party_links pl{e->broker_,
-                   e->group_finalizer_,
+                   e->ready_check_,
                    e->directory_,
                    e->lifecycle_,
                    fcfg.cancels,
@@ -221,7 +230,8 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                      auto i = t->map.find(user);
                      return i == t->map.end() ? session_actor{} : i->second;
                    },
-                   e->gateway_};
+                   e->gateway_,
+                   e->ready_check_};
     e->parties_ = spawn_party_hub(sys, std::move(pl), std::move(pc));
     // The gateway takes its hub from this node only: sent with a sender.
     caf::scoped_actor host{sys};
@@ -233,6 +243,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                        {{"broker", as_actor(e->broker_)},
                         {"finalizer", as_actor(e->finalizer_)},
                         {"group_finalizer", as_actor(e->group_finalizer_)},
+                        {"ready_check", as_actor(e->ready_check_)},
                         {"directory", as_actor(e->directory_)},
                         {"relay", as_actor(e->relay_)},
                         {"gateway", as_actor(e->gateway_)},
@@ -377,6 +388,7 @@ void engine::stop() {
   bye(swipe_);
   bye(lock_);
   bye(finalizer_);
+  bye(ready_check_);
   bye(group_finalizer_);
   bye(directory_);
   bye(broker_);
@@ -387,6 +399,7 @@ void engine::stop() {
   swipe_ = nullptr;
   lock_ = nullptr;
   finalizer_ = nullptr;
+  ready_check_ = nullptr;
   group_finalizer_ = nullptr;
   directory_ = nullptr;
   broker_ = nullptr;

@@ -18,6 +18,7 @@
 #include "actors/pair_lock.hpp"
 #include "actors/party_hub.hpp"
 #include "actors/queue_broker.hpp"
+#include "actors/ready_check.hpp"
 #include "actors/session.hpp"
 #include "actors/swipe.hpp"
 #include "core/metrics.hpp"
@@ -256,6 +257,7 @@ class engine {
   queue_broker_actor broker_;
   finalizer_actor finalizer_;
   group_finalizer_actor group_finalizer_;
+  ready_check_actor ready_check_;
   directory_actor directory_;
   outbox_relay_actor relay_;
   node_gateway_actor gateway_;

@@ -255,6 +255,26 @@ void party_call_for(gw_ptr self, caf::typed_response_promise<party_info> rp,
     decide();
 }
 
+/// A peer's proposal event for `user` (the ready check): taken from the
+/// node that holds the proposal only, which its payload names (a
+/// proposal is in no database).
+void deliver_proposal_event(gw_ptr self,
+                            caf::typed_response_promise<delivery_report> rp,
+                            const caf::strong_actor_ptr& src, std::string user,
+                            std::shared_ptr<match_event> ev) {
+  auto& st = self->state;
+  auto j = nlohmann::json::parse(ev->payload, nullptr, false);
+  std::string holder;
+  if (j.is_object() && j.contains("holder") && j["holder"].is_string())
+    holder = j["holder"].get<std::string>();
+  if (holder.empty() || holder == st.node || !from_node(self, src, holder)) {
+    refuse(self, "a proposal event '" + ev->event_id + "' not from its node");
+    rp.deliver(delivery_report{});
+    return;
+  }
+  rp.delegate(st.links.directory, deliver_atom_v, user, std::move(*ev));
+}
+
 void deliver_checked(gw_ptr self,
                      caf::typed_response_promise<delivery_report> rp,
                      const caf::strong_actor_ptr& src, std::string user,
@@ -262,6 +282,10 @@ void deliver_checked(gw_ptr self,
   auto& st = self->state;
   if (ev->type == party_updated_event) {
     deliver_party_update(self, rp, src, std::move(user), std::move(ev));
+    return;
+  }
+  if (is_proposal_event(ev->type)) {
+    deliver_proposal_event(self, rp, src, std::move(user), std::move(ev));
     return;
   }
   if (!(st.match_inline || st.match_worker)) {

@@ -247,6 +247,14 @@ void on_event(party_ptr self, match_event& ev) {
     d.seen.erase(d.seen_order.front());
     d.seen_order.pop_front();
   }
+  if (is_proposal_event(ev.type)) {
+    // A proposal of our ticket ended: look at the ticket now rather than
+    // at the next heartbeat (back at its place, or removed).
+    if (ev.type == proposal_ended_event && live(d.phase)
+        && d.phase != party_phase::claiming)
+      claim(self, true);
+    return;
+  }
   if (ev.type == session_ended_event) {
     if (d.phase == party_phase::matched && ev.session_id == d.session_id)
       enter(self, party_phase::open, "session ended");

@@ -51,6 +51,9 @@ struct party_links {
   /// This node's gateway: calls for parties other nodes hold (may be
   /// invalid: parties of this node only).
   node_gateway_actor gateway;
+  /// The ready check of this node, nudged when a member answers one of
+  /// its proposals here (may be invalid: it polls).
+  ready_check_actor ready;
 };
 
 /// Spawns party `id` led by `leader` (already entered in the registry),

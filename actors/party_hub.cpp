@@ -378,6 +378,28 @@ party_hub_actor spawn_party_hub(caf::actor_system& sys, party_links links,
         if (auto p = find(self, party))
           self->send(p, deliver_atom_v, std::move(ev));
       },
+      [self](answer_atom, proposal_answer& a) {
+        // A member's answer to a proposal is recorded in the queue store
+        // (the store decides); the holder is nudged when it is this node,
+        // others look at their proposals every poll.
+        auto& d = self->state;
+        auto rp = self->make_response_promise<proposal_state>();
+        self
+          ->request(d.links.broker,
+                    std::chrono::milliseconds(d.cfg.request_timeout_ms),
+                    answer_atom_v, a)
+          .then(
+            [self, rp](proposal_state& st) mutable {
+              auto& d = self->state;
+              if (st.claimer == d.cfg.node && d.links.ready
+                  && (st.complete || st.declined))
+                self->send(d.links.ready, answer_atom_v,
+                           group_ref{st.queue, st.proposal});
+              rp.deliver(std::move(st));
+            },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
+      },
       [self](party_atom, party_call& c) -> caf::result<party_info> {
         auto rp = self->make_response_promise<party_info>();
         if (elsewhere(self, c.party)) {

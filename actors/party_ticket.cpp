@@ -16,6 +16,11 @@
 
 namespace mm::party_detail {
 
+/// The ready check's time of the party's queue (0: none).
+uint32_t g_accept(const party_data& d) {
+  return d.rs != nullptr ? d.rs->shape.accept_timeout_ms : 0;
+}
+
 caf::timespan bound(const party_data& d) {
   return std::chrono::milliseconds(d.cfg.request_timeout_ms);
 }
@@ -55,11 +60,13 @@ void on_verdict(party_ptr self, uint64_t gen, group_verdict& v) {
     enter(self, party_phase::matched, {});
     return;
   }
-  if (std::find(v.removed.begin(), v.removed.end(), d.store_ticket)
-      != v.removed.end()) {
+  auto i = std::find(v.removed.begin(), v.removed.end(), d.store_ticket);
+  if (i != v.removed.end()) {
+    // A ready check names why each ticket left (declined, timed_out).
+    auto k = static_cast<size_t>(i - v.removed.begin());
+    auto why = k < v.reasons.size() ? v.reasons[k] : "removed: " + v.detail;
     enter(self, party_phase::open,
-          d.cancelling ? "cancelled by " + d.cancelled_by
-                       : "removed: " + v.detail);
+          d.cancelling ? "cancelled by " + d.cancelled_by : why);
     return;
   }
   // Back at its place: look again at once (the others may still match).
@@ -75,6 +82,7 @@ void commit(party_ptr self, const group_claim_result& r, bool ours) {
   g.group = r.group;
   g.min_players = d.rs != nullptr ? d.rs->shape.min_players : 2;
   g.tickets = r.tickets;
+  g.accept_ms = g_accept(d);
   auto gen = d.gen;
   self->request(d.links.finalizer, caf::infinite, finalize_atom_v, std::move(g))
     .then(
@@ -140,6 +148,10 @@ void on_claim(party_ptr self, uint64_t gen, group_claim_result& r) {
     case group_claim_outcome::gone:
       after_gone(self);
       return;
+    case group_claim_outcome::removed: // a ready check took it out
+      enter(self, party_phase::open,
+            d.cancelling ? "cancelled by " + d.cancelled_by : r.detail);
+      return;
     case group_claim_outcome::claimed_by_other:
       d.token = r.token;
       enter(self, party_phase::finalizing, "in a group being committed");
@@ -150,7 +162,8 @@ void on_claim(party_ptr self, uint64_t gen, group_claim_result& r) {
     case group_claim_outcome::matched:
       d.token = r.token;
       if (r.in_group) {
-        enter(self, party_phase::finalizing, "committing");
+        enter(self, party_phase::finalizing,
+              g_accept(d) > 0 ? "proposed" : "committing");
         if (d.cancelling) // seen at the commit's first checkpoint
           d.links.cancels->add(d.queue, d.members.front(), d.store_ticket);
         commit(self, r, true);
@@ -185,6 +198,7 @@ void claim(party_ptr self, bool rescan) {
   s.shape = d.rs != nullptr ? d.rs->shape.spec : std::string{};
   s.members = d.spec_members;
   s.rescan = rescan;
+  s.accept_ms = g_accept(d);
   auto gen = d.gen;
   self->request(d.links.broker, bound(d), claim_atom_v, std::move(s))
     .then([self, gen](group_claim_result& r) { on_claim(self, gen, r); },

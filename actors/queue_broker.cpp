@@ -449,6 +449,31 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
         codec::parse_group_settle, deliver_to(rp));
       return rp;
     },
+    [self](answer_atom, proposal_answer& a) {
+      auto rp = self->make_response_promise<proposal_state>();
+      auto call = codec::group_answer_call(a);
+      if (!call) {
+        rp.deliver(to_error(call.error()));
+        return rp;
+      }
+      submit(self, std::move(*call), [rp, a](store_reply& r) mutable {
+        deliver_to(rp)(codec::parse_group_answer(a, r));
+      });
+      return rp;
+    },
+    [self](decide_atom, std::string& queue, std::vector<std::string>& groups) {
+      using decisions = std::vector<proposal_decision>;
+      auto rp = self->make_response_promise<decisions>();
+      auto call = codec::group_decide_call(queue, groups);
+      if (!call) {
+        rp.deliver(to_error(call.error()));
+        return rp;
+      }
+      submit(self, std::move(*call), [rp, groups](store_reply& r) mutable {
+        deliver_to(rp)(codec::parse_group_decide(groups, r));
+      });
+      return rp;
+    },
     [self](rescan_atom, ticket_spec& spec) {
       auto rp = self->make_response_promise<claim_result>();
       claim(self, std::move(spec), true, 0, 0, deliver_to(rp));

@@ -280,6 +280,8 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
         if (!party.empty())
           self->send(d.links.parties, deliver_atom_v, party, ev);
       }
+      if (is_proposal_event(ev.type))
+        return; // the client's and the party's only (docs/groups.md)
       if (ev.type == session_ended_event) {
         session_over(self, ev.session_id, "ended");
         return;

@@ -1,6 +1,7 @@
 # Generates mm_scripts.hpp/.cpp from lua/: ONE Redis function library
-# (docs/queue.md "One library"): lua/lib/common.lua, rules.lua and
-# claim_fast.lua, then every lua/*.lua as the body of a local function (KEYS, ARGV), each
+# (docs/queue.md "One library"): lua/lib/common.lua, rules.lua,
+# claim_fast.lua, groups.lua and proposals.lua, then every lua/*.lua as the
+# body of a local function (KEYS, ARGV), each
 # registered as mm_<name>_<hash>, where <hash> is the first 12 hex digits of
 # the SHA-1 of the library's code. The library is named mm_<hash>: builds
 # with different scripts load side by side and never replace each other's.
@@ -10,7 +11,7 @@ file(GLOB scripts RELATIVE "${LUA_DIR}" "${LUA_DIR}/*.lua")
 list(SORT scripts)
 # The shared code first, in this order (later files use earlier ones).
 set(code "")
-foreach(lib IN ITEMS common rules claim_fast groups)
+foreach(lib IN ITEMS common rules claim_fast groups proposals)
   file(READ "${LUA_DIR}/lib/${lib}.lua" text)
   string(APPEND code "${text}\n")
 endforeach()

@@ -110,6 +110,12 @@ struct engine_metrics {
   /// by `broker_config::max_queues` or its allow-list.
   std::atomic<uint64_t> queues_known{0};
   std::atomic<uint64_t> sessions_released{0}; ///< idle session actors stopped
+  // The ready check (docs/groups.md): proposals made and how they ended.
+  std::atomic<uint64_t> proposals_made{0};
+  std::atomic<uint64_t> proposals_accepted{0};  ///< every member accepted
+  std::atomic<uint64_t> proposals_declined{0};  ///< a member declined
+  std::atomic<uint64_t> proposals_timed_out{0}; ///< a member stayed silent
+  std::atomic<uint64_t> proposals_lapsed{0};    ///< settled by a lease's lapse
   /// Age of the oldest event in the relay's last delivered batch (ms;
   /// /metrics exports it in seconds, mm_outbox_lag_seconds).
   std::atomic<int64_t> outbox_lag_ms{0};

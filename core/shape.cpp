@@ -46,10 +46,10 @@ parse_shape(const std::string& where, const std::string& json_text,
   }
   if (!j.is_object())
     return bad_shape(where, "an object with players, teams, party_max, "
-                            "fill_after_s and balance");
+                            "fill_after_s, balance and accept_timeout_s");
   for (auto& [k, v] : j.items())
     if (k != "players" && k != "teams" && k != "party_max"
-        && k != "fill_after_s" && k != "balance")
+        && k != "fill_after_s" && k != "balance" && k != "accept_timeout_s")
       return bad_shape(where, "unknown field '" + k + "'");
   queue_shape s;
   bool found = false;
@@ -94,6 +94,10 @@ parse_shape(const std::string& where, const std::string& json_text,
     return bad_shape(where, "fill_after_s needs players.min below "
                             "players.max");
   s.fill_after_ms = fill_s * 1000;
+  uint32_t accept_s = 0;
+  if (!int_field(j, "accept_timeout_s", 0, 300, accept_s, found))
+    return bad_shape(where, "accept_timeout_s: " + range(0, 300));
+  s.accept_timeout_ms = accept_s * 1000;
   if (auto b = j.find("balance"); b != j.end()) {
     if (!b->is_string())
       return bad_shape(where, "balance: the name of a number attribute");

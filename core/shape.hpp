@@ -25,6 +25,9 @@ struct queue_shape {
   /// for the rest before a match of at least `min_players` is made. Only
   /// when min < max; 0: at once.
   uint32_t fill_after_ms = 0;
+  /// The ready check (docs/groups.md): every member of a claimed match
+  /// accepts within this long or the match is not made. 0: off.
+  uint32_t accept_timeout_ms = 0;
   /// A number attribute of the queue whose team sums the claim keeps as
   /// equal as it can (empty: teams filled in FIFO order).
   std::string balance;
@@ -45,11 +48,13 @@ constexpr uint32_t max_match_players = 64;
 
 /// Parses and checks a shape (JSON object text):
 ///   {"players": {"min": N, "max": N}, "teams": {"count": N, "size": N},
-///    "party_max": N, "fill_after_s": N, "balance": "ATTRIBUTE"}
+///    "party_max": N, "fill_after_s": N, "balance": "ATTRIBUTE",
+///    "accept_timeout_s": N}
 /// `players` is required (2 <= min <= max <= max_match_players); `teams`
 /// optional (count >= 2, count x size = max, min >= count); `party_max`
 /// defaults to 1 and is at most a team's size (or max); `fill_after_s`
-/// (0..3600) only when min < max; `balance` names one of
+/// (0..3600) only when min < max; `accept_timeout_s` 0..300 (0: no ready
+/// check); `balance` names one of
 /// `number_attributes` (the queue's declared number attributes) and needs
 /// teams. Refuses anything else with `invalid_rules` naming `where` and the
 /// field. Idempotent (a pure function).

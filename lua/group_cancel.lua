@@ -3,7 +3,10 @@
 -- token. A waiting ticket is removed whole (a party is never split: its
 -- other members are told and may join again); a claimed one is not, its
 -- group's claimer settles it and honours the cancel at its checkpoints.
--- KEYS: the four group keys documented in lib/groups.lua.
+-- A cancel of a ticket in an open proposal (the ready check) is the
+-- member's decline there (lib/proposals.lua), even after an accept: the
+-- member walked away.
+-- KEYS: the five group keys documented in lib/groups.lua.
 -- ARGV[1] user id (any member of the ticket), ARGV[2] token
 -- Replies:
 --   {'cancelled', ticket}
@@ -25,6 +28,14 @@ if not t then
   return {'not_found'}
 end
 if t.token ~= token then return {'stale_token', current} end
-if t.state == 'claimed' then return {'in_flight', current, t.group} end
+if t.state == 'claimed' then
+  local p = gprop(t.group)
+  if p and not p.accepted and now_ms() < p.deadline then
+    if not p.answers[user] then p.order[#p.order + 1] = user end
+    p.answers[user] = 'd'
+    gprop_save(t.group, p)
+  end
+  return {'in_flight', current, t.group}
+end
 gremove(t)
 return {'cancelled', current}

@@ -6,13 +6,16 @@
 -- claimed under one group id with its team, or none does. The match need
 -- not hold the caller (the oldest tickets go first, I7): the caller's node
 -- settles it all the same.
--- KEYS: the four group keys documented in lib/groups.lua.
+-- KEYS: the five group keys documented in lib/groups.lua.
 -- ARGV[1] ticket id   ARGV[2] node   ARGV[3] ttl ms   ARGV[4] scan (1..100)
 -- ARGV[5] hold ms (a claimed group's bound to be settled, 1..600000)
 -- ARGV[6] rules (lib/rules.lua; '' none)   ARGV[7] shape (lib/groups.lua)
 -- ARGV[8] n (members, 1..party_max); then n times: user, rule values
 --         ('|'), avoid (','), balance value ('' none), attrs; then
---         optionally '1': a re-scan, which never files the ticket anew
+--         then '1' for a re-scan, which never files the ticket anew
+--         (else ''); then optionally the ready check's accept time in ms
+--         (0..600000; 0 or absent: none): a group made is a proposal
+--         (lib/proposals.lua), claimed for that time plus the hold
 -- Replies (own: the caller's ticket's state, 'claimed' or 'waiting', then
 -- its token, score and deadline):
 --   {'queued', ticket, token, score, deadline, stale_removed, more}
@@ -25,6 +28,8 @@
 --   {'duplicate', user, other_ticket}  a member is in another live ticket
 --   {'gone', ticket}  a re-scan found the ticket neither waiting nor
 --       claimed (settled, or lapsed): the caller's node asks the database
+--   {'removed', ticket, why}  a re-scan found the ticket removed by a
+--       ready check ('declined', 'timed_out'); it is gone now
 --   {'invalid', what}
 gbind(KEYS)
 local ticket, node = ARGV[1], ARGV[2]
@@ -57,12 +62,18 @@ for i = 1, n do
                 attrs = attrs}
 end
 local rescan = ARGV[9 + n * 5] == '1'
+local accept = 0
+if (ARGV[10 + n * 5] or '') ~= '' then
+  accept = int_arg(ARGV[10 + n * 5], 0, MAX_HOLD)
+  if not accept then return invalid('accept') end
+end
 local rules = nil
 if rs ~= '' then
   if #rs > 1024 or string.find(rs, '%z') then return invalid('rules') end
   rules = parse_rules(rs)
 end
 local now = now_ms()
+gsweep(now, 4)
 
 -- The reply for a group: the group's tickets from its record, in order.
 local function group_reply(gid, stale_s, own, tickets)
@@ -108,7 +119,19 @@ if own and own.members[1].user ~= members[1].user then
   return invalid('ticket id in use')
 end
 if own and own.state == 'claimed' and own.hold < now then
-  gremove(own) -- its claimer never settled it: lapses as on a sweep
+  -- Its claimer never settled it: a proposal is settled by its rule, a
+  -- plain group's ticket lapses as on a sweep.
+  if redis.call('HEXISTS', G_TIX, 'p:' .. own.group) == 1 then
+    gdecide(own.group, now, true)
+    own = gload(ticket)
+  else
+    gremove(own)
+    own = nil
+  end
+end
+if own and (own.state == 'declined' or own.state == 'timed_out') then
+  guntomb(own) -- a ready check's tombstone: read once
+  if rescan then return {'removed', ticket, own.state} end
   own = nil
 elseif own and own.state ~= 'claimed' and own.deadline < now then
   gremove(own)
@@ -235,7 +258,7 @@ local stale_s = int_s(stale)
 local teams = group and assign_teams(group, sh.teams, sh.size, sh.balanced)
 if teams then
   local gid = 'g' .. int_s(redis.call('INCR', G_SEQ))
-  local at = now + hold
+  local at = now + accept + hold
   local ids, writes, holds = {}, {}, {}
   for i, t in ipairs(group) do
     t.state, t.hold, t.group, t.team = 'claimed', at, gid, int_s(teams[i])
@@ -255,6 +278,11 @@ if teams then
   end
   writes[#writes + 1] = 'g:' .. gid
   writes[#writes + 1] = table.concat(ids, ',')
+  if accept > 0 then -- a proposal: the claimer and the deadline
+    writes[#writes + 1] = 'p:' .. gid
+    writes[#writes + 1] = node .. '|' .. int_s(now + accept)
+    redis.call('ZADD', G_PEND, int_s(at), 'g' .. gid)
+  end
   redis.call('ZREM', G_WAIT, unpack(ids))
   redis.call('HSET', G_TIX, unpack(writes))
   redis.call('ZADD', G_DL, unpack(holds))

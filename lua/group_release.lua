@@ -2,7 +2,7 @@
 -- committed, or it was given up) and the group's record. Waiting tickets
 -- are never removed here (that is what cancel is for). Idempotent: a group
 -- released before answers 'gone'.
--- KEYS: the four group keys documented in lib/groups.lua.
+-- KEYS: the five group keys documented in lib/groups.lua.
 -- ARGV[1] group id
 -- Replies: {'released', k} (k tickets removed) | {'gone'} | {'invalid', what}
 gbind(KEYS)
@@ -18,5 +18,6 @@ for _, id in ipairs(split(rec, ',')) do
     k = k + 1
   end
 end
-redis.call('HDEL', G_TIX, 'g:' .. gid)
+redis.call('HDEL', G_TIX, 'g:' .. gid, 'p:' .. gid)
+redis.call('ZREM', G_PEND, 'g' .. gid)
 return {'released', int_s(k)}

@@ -4,7 +4,7 @@
 -- removed; a ticket whose presence deadline passed meanwhile is removed too
 -- (I6). The group's record goes. Idempotent: a group undone before answers
 -- 'gone'.
--- KEYS: the four group keys documented in lib/groups.lua.
+-- KEYS: the five group keys documented in lib/groups.lua.
 -- ARGV[1] group id, ARGV[2..] tickets that leave (cancelled)
 -- Replies: {'requeued', back, removed} | {'gone'} | {'invalid', what}
 gbind(KEYS)
@@ -34,5 +34,6 @@ for _, id in ipairs(split(rec, ',')) do
     end
   end
 end
-redis.call('HDEL', G_TIX, 'g:' .. gid)
+redis.call('HDEL', G_TIX, 'g:' .. gid, 'p:' .. gid)
+redis.call('ZREM', G_PEND, 'g' .. gid)
 return {'requeued', int_s(back), int_s(removed)}

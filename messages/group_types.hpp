@@ -40,12 +40,15 @@ struct group_ticket_spec {
   /// A re-scan of a ticket filed before: answers `gone` rather than filing
   /// it anew when it is neither waiting nor claimed (settled or lapsed).
   bool rescan = false;
+  /// The queue's ready check (queue_shape::accept_timeout_ms; 0: none): a
+  /// group this claim makes is a proposal every member must accept.
+  uint32_t accept_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_ticket_spec& x) {
   return f(caf::meta::type_name("group_ticket_spec"), x.queue, x.ticket, x.node,
-           x.ttl_ms, x.rules, x.shape, x.members, x.rescan);
+           x.ttl_ms, x.rules, x.shape, x.members, x.rescan, x.accept_ms);
 }
 
 /// A member of a claimed ticket, as the match needs it.
@@ -80,6 +83,7 @@ enum class group_claim_outcome : uint8_t {
   matched,          ///< the call made `group` (the caller in it or not)
   claimed_by_other, ///< another call put the caller's ticket in `group`
   gone,             ///< a re-scan: the ticket is neither waiting nor claimed
+  removed, ///< a re-scan: a ready check removed the ticket (`detail` why)
 };
 
 /// What the group claim answers.
@@ -93,14 +97,15 @@ struct group_claim_result {
   std::string group;     ///< matched, claimed_by_other
   std::vector<matched_ticket> tickets; ///< matched: the group, in FIFO order
   uint32_t stale_removed = 0;
-  bool more = false; ///< queued: the whole window was stale: look again
+  bool more = false;  ///< queued: the whole window was stale: look again
+  std::string detail; ///< removed: "declined" or "timed_out"
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_claim_result& x) {
   return f(caf::meta::type_name("group_claim_result"), x.outcome, x.ticket,
            x.token, x.score, x.deadline, x.in_group, x.group, x.tickets,
-           x.stale_removed, x.more);
+           x.stale_removed, x.more, x.detail);
 }
 
 /// A member's leave of its queued ticket (compare-and-delete by token).
@@ -160,12 +165,15 @@ struct group_commit {
   std::string group;        ///< the claim's group id
   uint32_t min_players = 2; ///< the session ends when fewer stay
   std::vector<matched_ticket> tickets;
+  /// The ready check's time (0: none): the group is a proposal first
+  /// (actors/ready_check.hpp).
+  uint32_t accept_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_commit& x) {
   return f(caf::meta::type_name("group_commit"), x.queue, x.group,
-           x.min_players, x.tickets);
+           x.min_players, x.tickets, x.accept_ms);
 }
 
 /// How a group's finalization ended: committed as `session_id`, or undone
@@ -177,12 +185,66 @@ struct group_verdict {
   bool created = false; ///< committed by this call (false: a retry's)
   std::vector<std::string> removed;
   std::string detail;
+  /// A proposal's: why each of `removed` left ("declined", "timed_out",
+  /// "removed"), in the same order; empty for other groups.
+  std::vector<std::string> reasons;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_verdict& x) {
   return f(caf::meta::type_name("group_verdict"), x.committed, x.session_id,
-           x.created, x.removed, x.detail);
+           x.created, x.removed, x.detail, x.reasons);
+}
+
+/// A member's answer to a proposal (the ready check, docs/groups.md).
+struct proposal_answer {
+  std::string queue;
+  std::string proposal; ///< the group id
+  std::string user;
+  std::string answer; ///< "accept", "decline", or "" (only read)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, proposal_answer& x) {
+  return f(caf::meta::type_name("proposal_answer"), x.queue, x.proposal, x.user,
+           x.answer);
+}
+
+/// A proposal as a member sees it after answering.
+struct proposal_state {
+  std::string queue;
+  std::string proposal;
+  std::string user;
+  std::string answer;   ///< the member's standing answer ("" none yet)
+  std::string claimer;  ///< the node that holds the proposal
+  int64_t deadline = 0; ///< store ms (unix); 0 once every member accepted
+  uint32_t players = 0;
+  uint32_t accepted = 0;
+  bool declined = false; ///< some member declined: it will not be made
+  bool complete = false; ///< every member accepted: it is being committed
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, proposal_state& x) {
+  return f(caf::meta::type_name("proposal_state"), x.queue, x.proposal, x.user,
+           x.answer, x.claimer, x.deadline, x.players, x.accepted, x.declined,
+           x.complete);
+}
+
+/// What the queue decided of one proposal (lua/group_decide.lua).
+struct proposal_decision {
+  std::string group;
+  std::string status; ///< accepted, pending, settled, gone
+  /// settled: each ticket's outcome (requeued, declined, timed_out,
+  /// removed), in the group's order.
+  std::vector<std::string> tickets;
+  std::vector<std::string> outcomes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, proposal_decision& x) {
+  return f(caf::meta::type_name("proposal_decision"), x.group, x.status,
+           x.tickets, x.outcomes);
 }
 
 } // namespace mm

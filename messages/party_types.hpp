@@ -106,4 +106,16 @@ std::string party_node(const std::string& id);
 /// The `type` of the event that tells every member how its party changed.
 constexpr const char* party_updated_event = "party.updated";
 
+/// The ready check's events (actors/ready_check.hpp): a proposal made,
+/// and how it ended for the member told. Neither is in the database: a
+/// node takes a peer's only from the node its id names ("proposal:<node>:
+/// <queue>:<group>:<tag>").
+constexpr const char* proposed_event = "match.proposed";
+constexpr const char* proposal_ended_event = "match.proposal_ended";
+
+/// True for the events of a proposal.
+inline bool is_proposal_event(const std::string& type) {
+  return type == proposed_event || type == proposal_ended_event;
+}
+
 } // namespace mm

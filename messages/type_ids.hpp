@@ -101,6 +101,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   // Parties across nodes; appended.
   CAF_ADD_TYPE_ID(matchmaker, (mm::party_call))
   CAF_ADD_ATOM(matchmaker, mm, party_atom, "party")
+  // The ready check (docs/groups.md); appended.
+  CAF_ADD_TYPE_ID(matchmaker, (mm::proposal_answer))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::proposal_state))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::proposal_decision))
+  CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::proposal_decision>))
+  CAF_ADD_ATOM(matchmaker, mm, answer_atom, "answer")
+  CAF_ADD_ATOM(matchmaker, mm, decide_atom, "decide")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -160,6 +167,16 @@ using queue_broker_actor = caf::typed_actor<
   // (removed). Idempotent.
   caf::replies_to<requeue_atom, group_ref,
                   std::vector<std::string>>::with<group_settle_result>,
+  // A member's answer to a proposal (lua/group_answer.lua): its first
+  // answer stands (idempotent); "" only reads. `not_found` once the
+  // proposal ended (or past its deadline), `forbidden` for a user in none
+  // of its tickets.
+  caf::replies_to<answer_atom, proposal_answer>::with<proposal_state>,
+  // (queue, groups): what became of these proposals
+  // (lua/group_decide.lua), one decision each, in order; a settled one is
+  // settled in the queue by this call. Idempotent.
+  caf::replies_to<decide_atom, std::string, std::vector<std::string>>::with<
+    std::vector<proposal_decision>>,
   // Timer: sweeps every queue seen so far, then re-arms itself.
   caf::reacts_to<tick_atom>>;
 
@@ -278,7 +295,10 @@ using party_hub_actor = caf::typed_actor<
   caf::reacts_to<deliver_atom, std::string, match_event>,
   // A call for a party of this node that came through the gateway (from a
   // member on another node); answers as the call of the same kind above.
-  caf::replies_to<party_atom, party_call>::with<party_info>>;
+  caf::replies_to<party_atom, party_call>::with<party_info>,
+  // A member answers a proposal (the ready check, docs/groups.md), as the
+  // broker's `answer_atom`; the node holding it is told. Idempotent.
+  caf::replies_to<answer_atom, proposal_answer>::with<proposal_state>>;
 
 /// Routes between the nodes of a cluster (actors/node_gateway.hpp). One per
 /// node; published by the io middleman (over mutual TLS), so every message
@@ -370,6 +390,14 @@ using group_finalizer_actor = caf::typed_actor<
   // (tickets back at their places, cancelled and busy ones removed). Never
   // an error. Idempotent per group (a committed one answers its session).
   caf::replies_to<finalize_atom, group_commit>::with<group_verdict>>;
+
+/// Holds proposals (actors/ready_check.hpp): a group_finalizer_actor whose
+/// groups with `accept_ms` are first proposed to their members.
+using ready_check_actor = group_finalizer_actor::extend<
+  // (queue, group): a member answered here: look at it now. Idempotent.
+  caf::reacts_to<answer_atom, group_ref>,
+  // Timer: looks at every open proposal.
+  caf::reacts_to<tick_atom>>;
 
 /// Serializes work per unordered pair of users (actors/pair_lock.hpp).
 using pair_lock_actor = caf::typed_actor<

@@ -130,6 +130,19 @@ class engine_collector : public prometheus::Collectable {
       m_->events_delivered);
     c("mm_sessions_released_total", "Idle session actors released",
       m_->sessions_released);
+    c("mm_proposals_made_total", "Ready check proposals made",
+      m_->proposals_made);
+    c("mm_proposals_accepted_total",
+      "Proposals every member accepted (then committed)",
+      m_->proposals_accepted);
+    c("mm_proposals_declined_total", "Proposals a member declined",
+      m_->proposals_declined);
+    c("mm_proposals_timed_out_total",
+      "Proposals a member left unanswered past the deadline",
+      m_->proposals_timed_out);
+    c("mm_proposals_lapsed_total",
+      "Proposals settled in the queue without their holder (lease lapsed)",
+      m_->proposals_lapsed);
     auto g = [&](const char* name, const char* help,
                  const std::atomic<int64_t>& v) {
       out.push_back(

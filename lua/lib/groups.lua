@@ -9,13 +9,17 @@
 --                                'g:' .. group id -> the group's record
 --   KEYS[4] mm:{q}:gdl     zset  ticket id -> ms (presence deadline while
 --                                waiting, claim hold while claimed)
+--   KEYS[5] mm:{q}:gpend   zset  'g' .. group id -> ms (a proposal's
+--                                lease); 't' .. ticket id -> ms (a
+--                                tombstone's end) (lib/proposals.lua)
 -- A shape arrives as "min,max,teams,team_size,party_max,fill_ms,balanced"
 -- (core/shape.cpp).
 
-local G_WAIT, G_SEQ, G_TIX, G_DL
+local G_WAIT, G_SEQ, G_TIX, G_DL, G_PEND
 
 local function gbind(keys)
-  G_WAIT, G_SEQ, G_TIX, G_DL = keys[1], keys[2], keys[3], keys[4]
+  G_WAIT, G_SEQ, G_TIX, G_DL, G_PEND = keys[1], keys[2], keys[3], keys[4],
+    keys[5]
 end
 
 local function parse_shape(s)

@@ -12,7 +12,7 @@ using namespace detail;
 
 std::vector<std::string> group_keys(const std::string& queue) {
   auto tag = "mm:{" + queue + "}:";
-  return {tag + "gwait", tag + "seq", tag + "gtix", tag + "gdl"};
+  return {tag + "gwait", tag + "seq", tag + "gtix", tag + "gdl", tag + "gpend"};
 }
 
 namespace {
@@ -75,8 +75,14 @@ outcome<script_call> group_claim_call(const group_ticket_spec& spec,
       return invalid("member " + m.user + " is in the party twice");
     args.insert(args.end(), {m.user, m.rk, m.avoid, m.balance, m.attrs});
   }
-  if (spec.rescan)
-    args.emplace_back("1");
+  if (spec.rescan || spec.accept_ms > 0)
+    args.emplace_back(spec.rescan ? "1" : "");
+  if (spec.accept_ms > 0) {
+    if (!(err = check_range("accept_ms", spec.accept_ms, 1, max_hold_ms))
+           .empty())
+      return invalid(std::move(err));
+    args.push_back(std::to_string(spec.accept_ms));
+  }
   return make_group(script_id::group_claim, spec.queue, std::move(args));
 }
 
@@ -113,6 +119,14 @@ outcome<group_claim_result> parse_group_claim(const store_reply& reply) {
       return short_reply(x);
     r.outcome = group_claim_outcome::gone;
     r.ticket = x[1];
+    return r;
+  }
+  if (x[0] == "removed") {
+    if (!has(x, 3))
+      return short_reply(x);
+    r.outcome = group_claim_outcome::removed;
+    r.ticket = x[1];
+    r.detail = x[2];
     return r;
   }
   if (x[0] == "duplicate") {
@@ -218,6 +232,93 @@ outcome<group_settle_result> parse_group_settle(const store_reply& reply) {
     return group_settle_result{false, static_cast<uint32_t>(to_int(x[1])),
                                static_cast<uint32_t>(to_int(x[2]))};
   return refusal(x);
+}
+
+outcome<script_call> group_answer_call(const proposal_answer& a) {
+  std::string err;
+  if (!(err = check_queue(a.queue)).empty()
+      || !(err = check_id("proposal", a.proposal, max_id)).empty()
+      || !(err = check_id("user", a.user, max_id)).empty())
+    return invalid(std::move(err));
+  if (a.answer != "accept" && a.answer != "decline" && !a.answer.empty())
+    return invalid("answer must be accept or decline");
+  return make_group(script_id::group_answer, a.queue,
+                    {a.proposal, a.user, a.answer});
+}
+
+outcome<proposal_state> parse_group_answer(const proposal_answer& a,
+                                           const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "ended")
+    return failure{errc::not_found, "proposal " + a.proposal + " of queue "
+                                      + a.queue + " ended (or never was)"};
+  if (x[0] == "not_member")
+    return failure{errc::forbidden,
+                   a.user + " is not a member of proposal " + a.proposal};
+  if (x[0] != "answered")
+    return refusal(x);
+  if (!has(x, 8))
+    return short_reply(x);
+  proposal_state st;
+  st.queue = a.queue;
+  st.proposal = a.proposal;
+  st.user = a.user;
+  st.answer = x[1];
+  st.claimer = x[2];
+  st.deadline = to_int(x[3]);
+  st.players = static_cast<uint32_t>(to_int(x[4]));
+  st.accepted = static_cast<uint32_t>(to_int(x[5]));
+  st.declined = x[6] == "1";
+  st.complete = x[7] == "1";
+  return st;
+}
+
+outcome<script_call> group_decide_call(const std::string& queue,
+                                       const std::vector<std::string>& groups) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty()
+      || !(err = check_range("groups", groups.size(), 1, 1000)).empty())
+    return invalid(std::move(err));
+  for (auto& g : groups)
+    if (!(err = check_id("group", g, max_id)).empty())
+      return invalid(std::move(err));
+  return make_group(script_id::group_decide, queue, groups);
+}
+
+outcome<std::vector<proposal_decision>>
+parse_group_decide(const std::vector<std::string>& groups,
+                   const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "invalid")
+    return refusal(x);
+  auto n = static_cast<size_t>(to_int(x[0]));
+  if (n != groups.size())
+    return short_reply(x);
+  std::vector<proposal_decision> out;
+  size_t i = 1;
+  for (size_t g = 0; g < n; ++g) {
+    if (!has(x, i + 2))
+      return short_reply(x);
+    proposal_decision d;
+    d.group = groups[g];
+    d.status = x[i];
+    auto k = static_cast<size_t>(to_int(x[i + 1]));
+    i += 2;
+    if (k > max_members || !has(x, i + 2 * k))
+      return short_reply(x);
+    for (size_t j = 0; j < k; ++j, i += 2) {
+      d.tickets.push_back(x[i]);
+      d.outcomes.push_back(x[i + 1]);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 } // namespace mm::codec

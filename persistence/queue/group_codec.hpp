@@ -13,8 +13,9 @@
 
 namespace mm::codec {
 
-/// The four keys of a queue with a shape, under its hash tag:
-/// mm:{q}:gwait, mm:{q}:seq, mm:{q}:gtix, mm:{q}:gdl (lua/lib/groups.lua).
+/// The five keys of a queue with a shape, under its hash tag:
+/// mm:{q}:gwait, mm:{q}:seq, mm:{q}:gtix, mm:{q}:gdl, mm:{q}:gpend
+/// (lua/lib/groups.lua).
 std::vector<std::string> group_keys(const std::string& queue);
 
 /// group_claim.lua: files `spec`'s ticket unless it waits already, then
@@ -55,5 +56,26 @@ group_requeue_call(const std::string& queue, const std::string& group,
 /// back (requeue) and how many were removed; `gone` when the group was
 /// settled before.
 outcome<group_settle_result> parse_group_settle(const store_reply& reply);
+
+/// group_answer.lua: `a.user`'s answer to proposal `a.proposal` (a group
+/// id of `a.queue`); an empty answer only reads. Idempotent: the first
+/// answer stands.
+outcome<script_call> group_answer_call(const proposal_answer& a);
+
+/// The reply of group_answer: the proposal as the member sees it.
+/// `not_found` once it ended (settled, or past its deadline), `forbidden`
+/// for a user in none of its tickets.
+outcome<proposal_state> parse_group_answer(const proposal_answer& a,
+                                           const store_reply& reply);
+
+/// group_decide.lua: decides proposals `groups` (1..1000) of `queue`;
+/// a settled one is settled by the call. Idempotent.
+outcome<script_call> group_decide_call(const std::string& queue,
+                                       const std::vector<std::string>& groups);
+
+/// The reply of group_decide: one decision per group, in order.
+outcome<std::vector<proposal_decision>>
+parse_group_decide(const std::vector<std::string>& groups,
+                   const store_reply& reply);
 
 } // namespace mm::codec

@@ -32,6 +32,15 @@ class store_client {
     return parse(conn_->run(calls).at(0));
   }
 
+  /// As above, with a parser that needs more than the reply.
+  template <class T, class F>
+  outcome<T> call_with(outcome<script_call> c, F parse) {
+    if (!c)
+      return c.error();
+    std::vector<script_call> calls{std::move(*c)};
+    return parse(conn_->run(calls).at(0));
+  }
+
   outcome<enqueue_result> enqueue(const ticket_spec& s) {
     return call(codec::enqueue_call(s), codec::parse_enqueue);
   }
