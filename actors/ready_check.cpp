@@ -22,7 +22,6 @@
 
 #include "core/log_limit.hpp"
 #include "core/logger.hpp"
-#include "core/ticket_id.hpp"
 
 namespace mm {
 
@@ -58,14 +57,15 @@ int64_t unix_ms_now() {
     .count();
 }
 
-/// Every member with its (client) ticket and team, and the teams.
+/// Every member with its ticket (the store's, as in match.created: the
+/// API shows the client's) and team, and the teams.
 nlohmann::json roster_of(const group_commit& g) {
   auto users = nlohmann::json::array();
   std::map<uint32_t, std::vector<std::string>> teams;
   for (auto& t : g.tickets)
     for (auto& m : t.members) {
       users.push_back({{"user", m.user},
-                       {"ticket", client_ticket_of(t.ticket, m.user)},
+                       {"ticket", t.ticket},
                        {"team", t.team > 0 ? t.team - 1 : 0}});
       if (t.team > 0)
         teams[t.team - 1].push_back(m.user);

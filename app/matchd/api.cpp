@@ -129,6 +129,12 @@ const route_entry route_table[] = {
   {route_id::party,
    {"POST", "/v1/users/{user}/parties/{party}/cancel", false, true},
    party_route::cancel},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/proposals/{proposal}/accept", false, true},
+   party_route::accept},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/proposals/{proposal}/decline", false, true},
+   party_route::decline},
   // The web console: console_routes answers them (its own operator token
   // for the stats) when it is on; off, they are unknown routes.
   {route_id::console_page, {"GET", "/console", false, false}},

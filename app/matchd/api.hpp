@@ -61,6 +61,18 @@ struct party_view {
   uint64_t version = 0;
 };
 
+/// A proposal (the ready check, docs/groups.md) as a member sees it.
+struct proposal_view {
+  std::string proposal;
+  std::string queue;
+  std::string answer;      ///< the member's standing answer ("" none yet)
+  int64_t deadline_ms = 0; ///< Unix ms; 0 once every member accepted
+  uint32_t players = 0;
+  uint32_t accepted = 0;
+  bool declined = false;
+  bool complete = false;
+};
+
 /// What a member's leave of a group session answered.
 struct leave_view {
   std::string session_id;
@@ -82,6 +94,7 @@ struct party_ticket {
 using ticket_cb = std::function<void(outcome<ticket_view>)>;
 using party_cb = std::function<void(outcome<party_view>)>;
 using leave_cb = std::function<void(outcome<leave_view>)>;
+using proposal_cb = std::function<void(outcome<proposal_view>)>;
 using end_cb = std::function<void(outcome<end_view>)>;
 using swipe_cb = std::function<void(outcome<swipe_view>)>;
 
@@ -153,6 +166,14 @@ class engine_port {
                             party_cb cb);
   virtual void party_state(const std::string& user, const std::string& party,
                            party_cb cb);
+  /// `user` answers proposal `proposal` of `queue`: "accept" or "decline".
+  /// Idempotent: the first answer stands (a later one answers it).
+  /// `not_found` once the proposal ended (or never was), `forbidden` for a
+  /// user who is not its member. The default refuses (`not_found`).
+  virtual void proposal_answer(const std::string& user,
+                               const std::string& queue,
+                               const std::string& proposal,
+                               const std::string& answer, proposal_cb cb);
 };
 
 /// A reply to a request: status and JSON body.

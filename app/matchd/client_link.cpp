@@ -437,6 +437,14 @@ std::string event_json(const match_event& ev) {
     if (p.contains("teams"))
       j["teams"] = p["teams"];
   }
+  if (is_proposal_event(ev.type) && p.is_object()) {
+    // A proposal (docs/api.md, "Proposals"): its id, deadline, and for
+    // its end this member's outcome.
+    j.erase("session_id");
+    for (auto key : {"proposal", "deadline_ms", "accept_timeout_s", "outcome"})
+      if (p.contains(key))
+        j[key] = p[key];
+  }
   if (p.is_object() && ev.type == "session.member_left") {
     j["user"] = p.value("user", std::string{});
     j["reason"] = p.value("reason", std::string{});

@@ -225,6 +225,24 @@ class bridge_impl : public engine_bridge {
     ask_parties(user, std::move(cb), state_atom_v, user, party);
   }
 
+  void proposal_answer(const std::string& user, const std::string& queue,
+                       const std::string& proposal, const std::string& answer,
+                       proposal_cb cb) override {
+    auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
+    auto hub = eng_->parties();
+    mm::proposal_answer a{queue, proposal, user, answer};
+    sys_.spawn([=](caf::event_based_actor* self) {
+      self->request(hub, timeout, answer_atom_v, a)
+        .then(
+          [cb](proposal_state& st) {
+            cb(proposal_view{st.proposal, st.queue, st.answer, st.deadline,
+                             st.players, st.accepted, st.declined,
+                             st.complete});
+          },
+          [cb](caf::error& err) { cb(to_failure(err)); });
+    });
+  }
+
   void attach(const std::string& user) override {
     ask_link<bool>(
       user, [](bool) {}, [](const failure&) {}, attach_atom_v);

@@ -46,6 +46,12 @@ void engine_port::party_state(const std::string&, const std::string&,
   cb(no_parties());
 }
 
+void engine_port::proposal_answer(const std::string&, const std::string&,
+                                  const std::string&, const std::string&,
+                                  proposal_cb cb) {
+  cb(no_parties());
+}
+
 namespace api_detail {
 
 std::string to_json(const party_view& p) {
@@ -60,6 +66,48 @@ std::string to_json(const party_view& p) {
 }
 
 namespace {
+
+/// A member's accept or decline of a proposal: {"queue"} names its queue
+/// (a proposal id is a group id of one queue).
+void answer_proposal(engine_port& port, party_route route,
+                     const std::string& user,
+                     const std::vector<std::string>& params, const json& body,
+                     const api_context& ctx, const reply_fn& reply) {
+  const auto& id = params.at(1);
+  if (!valid_api_id(id)) {
+    reply(bad_id("proposal"));
+    return;
+  }
+  api_reply err;
+  std::string queue;
+  if (!string_field(body, "queue", true, queue, err)) {
+    reply(err);
+    return;
+  }
+  if (!valid_api_id(queue)) {
+    reply(bad_id("queue"));
+    return;
+  }
+  if (!ctx.queues.empty() && ctx.queues.count(queue) == 0) {
+    reply(
+      api_router::error(404, "unknown_queue", "unknown queue '" + queue + "'"));
+    return;
+  }
+  auto answer = route == party_route::accept ? "accept" : "decline";
+  port.proposal_answer(
+    user, queue, id, answer,
+    guarded<outcome<proposal_view>>(reply, [reply](outcome<proposal_view> r) {
+      if (!r) {
+        reply(refusal(r.error()));
+        return;
+      }
+      json out{{"proposal", r->proposal}, {"queue", r->queue},
+               {"answer", r->answer},     {"deadline_ms", r->deadline_ms},
+               {"players", r->players},   {"accepted", r->accepted},
+               {"declined", r->declined}, {"complete", r->complete}};
+      reply(api_reply{200, text(out)});
+    }));
+}
 
 /// Parses the leader's ticket: queue, ticket, attrs (an object of each
 /// member's attribute object), give_up_after_s. False with `err` set.
@@ -127,6 +175,10 @@ void serve_party(engine_port& port, party_route route, const std::string& user,
       });
   if (route == party_route::create) {
     port.party_create(user, on_party);
+    return;
+  }
+  if (route == party_route::accept || route == party_route::decline) {
+    answer_proposal(port, route, user, params, body, ctx, reply);
     return;
   }
   const auto& id = params.at(1); // the party, or the session

@@ -127,6 +127,21 @@ ws_request parse_ws_request(std::string_view text, const std::string& user) {
     r.target = base + "/parties/" + party + tail;
     return r;
   }
+  // A member's answer to a proposal: "proposal" names it, the body holds
+  // its queue.
+  if (op == "proposal_accept" || op == "proposal_decline") {
+    std::string proposal;
+    if (!id_field(j, "proposal", proposal))
+      return refuse(std::move(r), "invalid_argument", id_detail("proposal"));
+    if (!with_body(true))
+      return refuse(std::move(r), "malformed_json",
+                    "body: the JSON object of the HTTP route ({\"queue\"})");
+    r.what = ws_request::kind::http;
+    r.method = "POST";
+    r.target = base + "/proposals/" + proposal
+               + (op == "proposal_accept" ? "/accept" : "/decline");
+    return r;
+  }
   if (op == "auth") {
     auto t = j.find("token");
     if (t == j.end() || !t->is_string()
