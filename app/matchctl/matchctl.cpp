@@ -451,6 +451,12 @@ int main(int argc, char** argv) {
   load_cmd->add_option("--party-size", party_size,
                        "with --players: each party's size, N or A-B "
                        "(uniform; default 1)");
+  load_cmd
+    ->add_option("--accept-rate", glo.accept_rate,
+                 "with --players, on a queue with a ready check: each member "
+                 "accepts a match.proposed with this probability and "
+                 "declines otherwise (default 1)")
+    ->check(CLI::Range(0.0, 1.0));
   load_cmd->add_flag("--skill", glo.skill,
                      "with --players: send {\"skill\": 1000..2000} as each "
                      "member's attributes");

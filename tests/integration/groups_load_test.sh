@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `matchctl load` with groups against one matchd on the embedded stores
 # (docs/groups.md; cluster_groups_test runs three nodes on Redis +
-# PostgreSQL): 3,000 users in parties of 1..3 on a 5-vs-5 queue, and 600
-# in parties of 1..2 on a lobby of 3..6 players made short after 1 s; the
+# PostgreSQL): 3,000 users in parties of 1..3 on a 5-vs-5 queue, 600
+# in parties of 1..2 on a lobby of 3..6 players made short after 1 s, and
+# 800 on a 2-vs-2 with a ready check where 10 % of answers decline; the
 # checker's verdict ok (no double booking, partial match, split party,
 # undelivered event or lost user). A --players that disagrees with the
 # node's shape is reported as partial matches: the checker can fail.
@@ -23,12 +24,15 @@ cat >"$work/rules.json" <<'JSON'
                     "balance": "skill"}},
  "lobby": {"shape": {"players": {"min": 3, "max": 6}, "party_max": 2,
                      "fill_after_s": 1}},
+ "ready": {"shape": {"players": {"min": 4, "max": 4},
+                     "teams": {"count": 2, "size": 2}, "party_max": 2,
+                     "accept_timeout_s": 3}},
  "apart": {"attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
            "rules": [{"kind": "distance", "attribute": "skill", "base": 0}],
            "shape": {"players": {"min": 2, "max": 2}, "party_max": 2}}}
 JSON
 port=$(free_port)
-"$matchd" --listen "127.0.0.1:$port" --secret "$secret" --queues duel,lobby,apart \
+"$matchd" --listen "127.0.0.1:$port" --secret "$secret" --queues duel,lobby,apart,ready \
   --rules "$work/rules.json" --heartbeat 500 --log-level warn \
   >"$work/matchd.log" 2>&1 &
 pid=$!
@@ -89,6 +93,19 @@ run --queue lobby --users 600 --rate 1000 --players 3-6 --party-size 1-2 \
 [ "$(field matches_left)" = 0 ] || fail "lobby: a full match left waiting: $last"
 [ "$(field matched)" -ge 597 ] || fail "lobby: too few matched: $last"
 [ "$(field unobserved)" = 0 ] || fail "lobby: parties gave up: $last"
+
+# The ready check (issue 33): 10 % of answers decline. Every proposal
+# ends for every member who heard it; the decliners' parties are removed
+# and told, the others requeued and matched again or still waiting.
+run --queue ready --users 800 --rate 1000 --players 4 --teams 2 \
+  --party-size 1-2 --accept-rate 0.9 --prefix "r$$-" --settle-ms 4000
+[ "$rc" = 0 ] && grep -q '^verdict=ok ' <<<"$last" || fail "ready: exit $rc: $last"
+[ "$(field proposals)" -gt 0 ] && [ "$(field declines)" -gt 0 ] \
+  && [ "$(field removed_parties)" -gt 0 ] || fail "ready: no declines: $last"
+[ "$(field proposals_leaked)" = 0 ] && [ "$(field requeued_lost)" = 0 ] \
+  && [ "$(field over_capacity)" = 0 ] || fail "ready: $last"
+[ "$(field matched)" -ge 400 ] || fail "ready: too few matched: $last"
+[ "$(field unobserved)" = 0 ] || fail "ready: parties gave up: $last"
 
 # The checker can fail: sessions of 10 counted against --players 8.
 run --queue duel --users 200 --rate 1000 --players 8 --teams 2 \

@@ -66,7 +66,10 @@ struct member {
   std::string session; ///< from its first match.created
   std::set<std::string> roster;
   json teams;
-  size_t extra_sessions = 0; ///< match.created of another session
+  size_t extra_sessions = 0;      ///< match.created of another session
+  std::set<std::string> proposed; ///< proposals heard
+  std::set<std::string> ended;    ///< ... and their ends heard
+  bool requeued = false;          ///< told `requeued` by some proposal
 };
 
 struct party_run {
@@ -82,6 +85,8 @@ struct party_run {
   /// a call failed): its members stopped listening, so what they did not
   /// hear is unobserved, not undelivered or lost.
   bool gave_up = false;
+  /// Removed by a ready check (declined, timed out) and told so.
+  bool removed = false;
 };
 
 class group_runner {
@@ -90,6 +95,7 @@ class group_runner {
                std::vector<http_endpoint> where)
     : o_(o), g_(g), where_(std::move(where)), tick_(io_) {
     std::mt19937_64 rng{o.seed};
+    answers_.seed(o.seed + 1);
     std::uniform_int_distribution<uint32_t> size{g.party_min, g.party_max};
     std::uniform_int_distribution<int> skill{1000, 2000};
     auto exp = std::chrono::duration_cast<std::chrono::seconds>(
@@ -333,6 +339,14 @@ class group_runner {
       cb(j.value("status", 0u), j.contains("body") ? j["body"] : json{});
       return;
     }
+    if (type == "match.proposed") {
+      on_proposed(i, j);
+      return;
+    }
+    if (type == "match.proposal_ended") {
+      on_proposal_ended(p, i, j);
+      return;
+    }
     if (type != "match.created")
       return;
     auto sid = j.value("session_id", "");
@@ -352,6 +366,55 @@ class group_runner {
     auto& pr = parties_[p];
     if (++pr.matched == pr.members.size())
       give_up(p); // done: every member heard its match
+  }
+
+  // -- the ready check --------------------------------------------------------
+
+  void on_proposed(size_t i, const json& j) {
+    auto id = j.value("proposal", "");
+    auto& m = users_[i];
+    if (id.empty() || !m.proposed.insert(id).second)
+      return;
+    ++proposals_heard_;
+    last_progress_ = clock_type::now();
+    std::bernoulli_distribution yes{g_.accept_rate};
+    bool accept = yes(answers_);
+    declines_ += accept ? 0 : 1;
+    call_retrying(i,
+                  {{"op", accept ? "proposal_accept" : "proposal_decline"},
+                   {"proposal", id},
+                   {"body", {{"queue", j.value("queue", "")}}}},
+                  [this](unsigned st, const json& b) {
+                    // 404: it ended meanwhile (another member declined).
+                    if (st != 200 && st != 404 && errors_++ < 5)
+                      std::cerr << "matchctl load: answer: " << st << " "
+                                << b.dump() << "\n";
+                  });
+  }
+
+  void on_proposal_ended(size_t p, size_t i, const json& j) {
+    auto& m = users_[i];
+    m.ended.insert(j.value("proposal", ""));
+    last_progress_ = clock_type::now();
+    auto outcome = j.value("outcome", "");
+    if (outcome == "requeued") {
+      m.requeued = true;
+      return;
+    }
+    if (outcome == "declined" || outcome == "timed_out"
+        || outcome == "removed") {
+      // The party left the queue and was told: done, not lost.
+      // One ticket: the outcome is every member's (their sockets close
+      // now, before each hears it).
+      auto& pr = parties_[p];
+      for (auto k : pr.members)
+        users_[k].ended.insert(j.value("proposal", ""));
+      if (!pr.removed && pr.matched == 0) {
+        pr.removed = true;
+        give_up(p);
+        pr.gave_up = false;
+      }
+    }
   }
 
   void call(size_t i, json msg, reply_fn cb) {
@@ -425,6 +488,8 @@ class group_runner {
       auto n = m->roster.size();
       if (n < g_.min_players || n > g_.max_players)
         ++c.partial_matches;
+      if (n > g_.max_players)
+        ++c.over_capacity;
       if (g_.teams > 0) {
         size_t in_teams = 0, lo = SIZE_MAX, hi = 0;
         if (m->teams.is_array())
@@ -483,7 +548,18 @@ class group_runner {
       for (auto i : pr.members)
         nodes.insert(users_[i].node);
       c.cross_node_parties += nodes.size() > 1 ? 1 : 0;
-      if (matched == 0 && pr.queued) {
+      c.removed_parties += pr.removed ? 1 : 0;
+      for (auto i : pr.members) {
+        auto& m = users_[i];
+        if (pr.gave_up)
+          continue; // stopped listening: what it missed is unobserved
+        for (auto& id : m.proposed)
+          if (!m.ended.count(id) && m.session.empty())
+            ++c.proposals_leaked;
+        if (m.requeued && matched == 0 && !pr.waiting && !pr.removed)
+          ++c.requeued_lost;
+      }
+      if (matched == 0 && pr.queued && !pr.removed) {
         if (pr.waiting) {
           c.waiting += pr.members.size();
           left.push_back(static_cast<uint32_t>(pr.members.size()));
@@ -494,6 +570,8 @@ class group_runner {
         }
       }
     }
+    c.proposals = proposals_heard_;
+    c.declines = declines_;
     c.matches_left = full_matches_of(std::move(left), g_.teams, g_.max_players);
     return c;
   }
@@ -527,6 +605,9 @@ class group_runner {
   size_t errors_ = 0;
   size_t retries_ = 0; ///< calls asked again after a 503
   size_t looks_ = 0;
+  size_t proposals_heard_ = 0; ///< by every member, each once
+  size_t declines_ = 0;
+  std::mt19937_64 answers_; ///< accept or decline
   bool final_ = false;
   bool over_ = false;
   clock_type::time_point start_;
@@ -552,12 +633,16 @@ int run_group_load(const load_options& opts, const group_load_options& g) {
               "waiting=%zu errors=%zu users_per_s=%.0f double_bookings=%zu "
               "partial_matches=%zu split_parties=%zu undelivered_events=%zu "
               "lost_users=%zu unobserved=%zu cross_node_sessions=%zu "
-              "cross_node_parties=%zu matches_left=%zu\n",
+              "cross_node_parties=%zu matches_left=%zu proposals=%zu "
+              "declines=%zu removed_parties=%zu proposals_leaked=%zu "
+              "requeued_lost=%zu over_capacity=%zu\n",
               c.verdict(), c.users, c.parties, c.matched_users, c.sessions,
               c.waiting, c.errors, runner.users_per_s(c), c.double_bookings,
               c.partial_matches, c.split_parties, c.undelivered_events,
               c.lost_users, c.unobserved, c.cross_node_sessions,
-              c.cross_node_parties, c.matches_left);
+              c.cross_node_parties, c.matches_left, c.proposals, c.declines,
+              c.removed_parties, c.proposals_leaked, c.requeued_lost,
+              c.over_capacity);
   std::fflush(stdout);
   if (runner.answered() == 0)
     return 1;

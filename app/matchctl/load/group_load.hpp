@@ -45,6 +45,9 @@ struct group_load_options {
   uint32_t party_max = 1;
   /// Send {"skill": uniform 1000..2000} as each member's attributes.
   bool skill = false;
+  /// A queue with a ready check: each member accepts a proposal with this
+  /// probability and declines otherwise.
+  double accept_rate = 1.0;
 };
 
 /// The counters of the group checker.
@@ -62,11 +65,21 @@ struct group_check {
   std::size_t cross_node_parties = 0;
   /// Full matches the waiting parties could make by size (see above).
   std::size_t matches_left = 0;
+  // The ready check: proposals heard, answers given, parties removed by
+  // it (told declined / timed_out: not lost), and its violations:
+  // proposals_leaked, a proposal a listening member heard that never
+  // ended for it (no match.proposal_ended, no match.created);
+  // requeued_lost, a member told `requeued` whose party in the end is
+  // neither matched nor waiting nor removed; over_capacity, a session of
+  // more users than --players' max.
+  std::size_t proposals = 0, declines = 0, removed_parties = 0;
+  std::size_t proposals_leaked = 0, requeued_lost = 0, over_capacity = 0;
 
   /// "ok" or "violations".
   const char* verdict() const noexcept {
     return double_bookings + partial_matches + split_parties
-                 + undelivered_events + lost_users
+                 + undelivered_events + lost_users + proposals_leaked
+                 + requeued_lost + over_capacity
                == 0
              ? "ok"
              : "violations";
@@ -84,6 +97,8 @@ bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi);
 ///   errors=.. users_per_s=.. double_bookings=.. partial_matches=..
 ///   split_parties=.. undelivered_events=.. lost_users=.. unobserved=..
 ///   cross_node_sessions=.. cross_node_parties=.. matches_left=..
+///   proposals=.. declines=.. removed_parties=.. proposals_leaked=..
+///   requeued_lost=.. over_capacity=..
 /// Returns 0 (ok), 2 (violations) or 1 (nothing answered). Not idempotent:
 /// it drives real traffic.
 int run_group_load(const load_options& opts, const group_load_options& g);
