@@ -8,6 +8,9 @@
 #   cluster_test.sh groups  MATCHCTL   a 5-vs-5 queue (q0) with parties of
 #       1..3, a party's members and the parties over all three nodes: every
 #       match whole, no party split, every member told (docs/groups.md).
+#       Then a 2-vs-2 with a ready check (q1), 10 % of answers declining,
+#       members answering on their own nodes: no proposal leaked, no
+#       requeued user lost, no double booking.
 #   cluster_test.sh groups_kill MATCHCTL   the same with node 3 SIGKILLed
 #       2 s in, while its claims commit groups: nobody of a party that kept
 #       listening lost or stuck, no double booking, no partial session.
@@ -37,7 +40,10 @@ if $grouped; then
 {"q0": {"attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
         "shape": {"players": {"min": 10, "max": 10},
                   "teams": {"count": 2, "size": 5}, "party_max": 3,
-                  "balance": "skill"}}}
+                  "balance": "skill"}},
+ "q1": {"shape": {"players": {"min": 4, "max": 4},
+                  "teams": {"count": 2, "size": 2}, "party_max": 2,
+                  "accept_timeout_s": 3}}}
 JSON
   export MATCHD_RULES="$dir/rules.json"
   # Plaintext on loopback: CAF 0.17.6's OpenSSL module drops a node-to-node
@@ -142,6 +148,23 @@ if [ "$mode" = groups ]; then
   cross=$(group_field cross_node_sessions)
   echo "$cross sessions across nodes"
   [ "${cross:-0}" -gt 0 ] || fail "no match across nodes"
+  # The ready check across nodes (q1, docs/groups.md "Ready check"):
+  # members answer on their own nodes, the holder polls; 10 % decline.
+  set +e
+  "$matchctl" load "${urls[@]}" --secret "$secret" --users 1200 --rate 1000 \
+    --queue q1 --players 4 --teams 2 --party-size 1-2 --accept-rate 0.9 \
+    --prefix "r$prefix" --no-progress --settle-ms 8000 >"$dir/groups.out" 2>&1
+  rc=$?
+  set -e
+  tail -n 1 "$dir/groups.out"
+  [ "$rc" = 0 ] && grep -q '^verdict=ok ' "$dir/groups.out" \
+    || fail "matchctl load (ready check) exited $rc"
+  [ "$(group_field proposals_leaked)" = 0 ] && [ "$(group_field requeued_lost)" = 0 ] \
+    || fail "ready check: proposals leaked or requeued users lost"
+  [ "$(group_field declines)" -gt 0 ] && [ "$(group_field cross_node_sessions)" -gt 0 ] \
+    || fail "ready check: no declines or no match across nodes"
+  double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members GROUP BY user_id HAVING count(*) > 1) d")
+  [ "$double" = 0 ] || fail "ready check: double bookings"
   wait_delivered
   echo "PASS (groups)"
   exit 0
