@@ -98,6 +98,10 @@ parse_shape(const std::string& where, const std::string& json_text,
   if (!int_field(j, "accept_timeout_s", 0, 300, accept_s, found))
     return bad_shape(where, "accept_timeout_s: " + range(0, 300));
   s.accept_timeout_ms = accept_s * 1000;
+  if (s.accept_timeout_ms > 0 && s.is_pair())
+    return bad_shape(where, "accept_timeout_s needs a group shape (teams, "
+                            "parties or more than 2 players): a plain pair "
+                            "takes the pair claim, which has no ready check");
   if (auto b = j.find("balance"); b != j.end()) {
     if (!b->is_string())
       return bad_shape(where, "balance: the name of a number attribute");

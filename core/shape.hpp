@@ -54,7 +54,7 @@ constexpr uint32_t max_match_players = 64;
 /// optional (count >= 2, count x size = max, min >= count); `party_max`
 /// defaults to 1 and is at most a team's size (or max); `fill_after_s`
 /// (0..3600) only when min < max; `accept_timeout_s` 0..300 (0: no ready
-/// check); `balance` names one of
+/// check; not on a plain pair shape); `balance` names one of
 /// `number_attributes` (the queue's declared number attributes) and needs
 /// teams. Refuses anything else with `invalid_rules` naming `where` and the
 /// field. Idempotent (a pure function).

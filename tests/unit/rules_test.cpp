@@ -113,6 +113,7 @@ TEST(rules, a_shape_is_checked_and_compacted) {
   EXPECT_TRUE(rs.has_shape);
   EXPECT_TRUE(rs.rules.empty()) << "a shape alone: FIFO groups";
   EXPECT_EQ(rs.shape.spec, "8,10,2,5,3,20000,1");
+  EXPECT_EQ(rs.shape.accept_timeout_ms, 0u) << "no ready check by default";
   auto pair = parse_rule_book(R"({"q": {"shape": {"players":
     {"min": 2, "max": 2}}, "rules": [{"kind": "avoid", "last": 1}]}})");
   ASSERT_TRUE(pair) << pair.error().detail;
@@ -129,6 +130,8 @@ TEST(rules, a_shape_is_checked_and_compacted) {
      R"({"players": {"min": 4, "max": 4}, "balance": "skill"})",
      R"({"players": {"min": 4, "max": 4}, "teams": {"count": 2, "size": 2},
              "balance": "region"})",
+     R"({"players": {"min": 4, "max": 4}, "accept_timeout_s": 301})",
+     R"({"players": {"min": 2, "max": 2}, "accept_timeout_s": 5})",
      R"({"players": {"min": 4, "max": 4}, "colour": "red"})", R"([4])"}) {
     auto b = parse_rule_book(std::string{R"({"q": {"attributes": {"skill":
       {"type": "number"}, "region": {"type": "string"}}, "shape": )"}

@@ -156,7 +156,21 @@ export class MatchmakerClient {
   queueParty(party: string, queue: string, opts?: PartyTicketOptions): Promise<PartyView>;
   cancelParty(party: string): Promise<PartyView>;
   leaveParty(party: string): Promise<PartyView>;
+  acceptProposal(proposal: string, queue: string): Promise<ProposalView>;
+  declineProposal(proposal: string, queue: string): Promise<ProposalView>;
   events(handlers?: StreamHandlers): EventStream;
+}
+
+/** A proposal as a member sees it (docs/api.md, "Proposals"). */
+export interface ProposalView {
+  proposal: string;
+  queue: string;
+  answer: 'accept' | 'decline' | '';
+  deadline_ms: number;
+  players: number;
+  accepted: number;
+  declined: boolean;
+  complete: boolean;
 }
 
 /** A party as its members see it (docs/api.md, "Parties"). */

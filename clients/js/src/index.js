@@ -204,6 +204,26 @@ export class MatchmakerClient {
     return this._request('POST', `${this._userPath()}/parties/${segment(party, 'party')}/leave`, {});
   }
 
+  /**
+   * Accepts proposal `proposal` of `queue` (a match.proposed event names
+   * both: the ready check, docs/groups.md). Idempotent: the first answer
+   * stands. Answers {proposal, queue, answer, deadline_ms, players,
+   * accepted, declined, complete}.
+   */
+  acceptProposal(proposal, queue) {
+    return this._answer(proposal, queue, 'accept');
+  }
+
+  /** Declines proposal `proposal` of `queue` (as acceptProposal). */
+  declineProposal(proposal, queue) {
+    return this._answer(proposal, queue, 'decline');
+  }
+
+  _answer(proposal, queue, what) {
+    const path = `${this._userPath()}/proposals/${segment(proposal, 'proposal')}/${what}`;
+    return this._request('POST', path, { queue: segment(queue, 'queue') });
+  }
+
   /** Swipes `to` with `action` "LIKE" or "DISLIKE". */
   swipe(to, action = 'LIKE') {
     return this._request('POST', `${this._userPath()}/swipes`, { to: segment(to, 'to'), action });

@@ -219,3 +219,28 @@ test('a party and a user alone make a lobby of three; a member leaves', async ()
     sc.close();
   }
 });
+
+test('a ready check: both accept a proposed pair and it is made', async () => {
+  const ann = client('ann');
+  const bob = client('bob');
+  const [sa, sb] = [ann.events(), bob.events()];
+  try {
+    await Promise.all([sa.opened(), sb.opened()]);
+    await ann.join('ready', { ticket: 'r-1' });
+    await bob.join('ready', { ticket: 'r-2' });
+    const isProposal = (ev) => ev.type === 'match.proposed';
+    const [pa, pb] = await Promise.all([sa.next(isProposal), sb.next(isProposal)]);
+    assert.equal(pa.proposal, pb.proposal);
+    assert.ok(pa.deadline_ms > Date.now() - 60000);
+    const first = await ann.acceptProposal(pa.proposal, pa.queue);
+    assert.equal(first.answer, 'accept');
+    await assert.rejects(client('eve').acceptProposal(pa.proposal, pa.queue), (err) => err.status === 403);
+    const last = await bob.acceptProposal(pb.proposal, pb.queue);
+    assert.equal(last.complete, true);
+    const [ma, mb] = await Promise.all([sa.next(isMatch()), sb.next(isMatch())]);
+    assert.equal(ma.session_id, mb.session_id);
+  } finally {
+    sa.close();
+    sb.close();
+  }
+});
