@@ -404,11 +404,16 @@ class group_runner {
     if (outcome == "declined" || outcome == "timed_out"
         || outcome == "removed") {
       // The party left the queue and was told: done, not lost.
-      // One ticket: the outcome is every member's (their sockets close
-      // now, before each hears it).
+      // One ticket, in one proposal at a time: this outcome is every
+      // member's, and every proposal any member heard before it is over
+      // (the sockets close now, before each member hears the ends that
+      // are still on their way, from other nodes too).
       auto& pr = parties_[p];
+      std::set<std::string> heard{j.value("proposal", "")};
       for (auto k : pr.members)
-        users_[k].ended.insert(j.value("proposal", ""));
+        heard.insert(users_[k].proposed.begin(), users_[k].proposed.end());
+      for (auto k : pr.members)
+        users_[k].ended.insert(heard.begin(), heard.end());
       if (!pr.removed && pr.matched == 0) {
         pr.removed = true;
         give_up(p);
