@@ -126,6 +126,17 @@ void tell_end(rc_ptr self, const group_commit& g,
          {{"proposal", g.group}, {"queue", g.queue}, {"outcome", o}}, users);
 }
 
+/// The open proposal `group` of `queue`, or null.
+proposal* find(rc_ptr self, const std::string& queue,
+               const std::string& group) {
+  auto& open = self->state.open;
+  auto q = open.find(queue);
+  if (q == open.end())
+    return nullptr;
+  auto i = q->second.find(group);
+  return i == q->second.end() ? nullptr : &i->second;
+}
+
 void finish(rc_ptr self, const std::string& queue, const std::string& group,
             const group_verdict& v) {
   auto& open = self->state.open;
@@ -159,15 +170,12 @@ void commit(rc_ptr self, proposal& p) {
               std::move(g))
     .then(
       [self, queue, group](group_verdict& v) {
-        auto& open = self->state.open;
-        if (auto q = open.find(queue); q != open.end())
-          if (auto i = q->second.find(group); i != q->second.end()) {
-            std::map<std::string, std::string> out;
-            for (auto& t : v.removed)
-              out[t] = "removed";
-            tell_end(self, i->second.g, out,
-                     v.committed ? "matched" : "requeued");
-          }
+        if (auto* p = find(self, queue, group)) {
+          std::map<std::string, std::string> out;
+          for (auto& t : v.removed)
+            out[t] = "removed";
+          tell_end(self, p->g, out, v.committed ? "matched" : "requeued");
+        }
         finish(self, queue, group, v);
       },
       [self, queue, group](caf::error& err) {
@@ -180,14 +188,10 @@ void commit(rc_ptr self, proposal& p) {
 }
 
 void on_decision(rc_ptr self, const std::string& queue, proposal_decision& d) {
-  auto& open = self->state.open;
-  auto q = open.find(queue);
-  if (q == open.end())
+  auto* found = find(self, queue, d.group);
+  if (found == nullptr)
     return;
-  auto i = q->second.find(d.group);
-  if (i == q->second.end())
-    return;
-  auto& p = i->second;
+  auto& p = *found;
   p.asking = false;
   if (d.status == "pending" || p.committing)
     return;
@@ -245,11 +249,9 @@ void ask(rc_ptr self, const std::string& queue,
       [self, queue, asked](caf::error& err) {
         MM_LOG_LIMITED(rc_log(), warn, "proposals of {} not decided: {}", queue,
                        self->system().render(err));
-        auto& open = self->state.open;
-        if (auto q = open.find(queue); q != open.end())
-          for (auto& g : asked)
-            if (auto i = q->second.find(g); i != q->second.end())
-              i->second.asking = false; // the next poll asks again
+        for (auto& g : asked)
+          if (auto* p = find(self, queue, g))
+            p->asking = false; // the next poll asks again
       });
 }
 
@@ -287,12 +289,8 @@ ready_check_actor spawn_ready_check(caf::actor_system& sys,
         return rp;
       },
       [self](answer_atom, group_ref& ref) {
-        auto& open = self->state.open;
-        auto q = open.find(ref.queue);
-        if (q == open.end())
-          return;
-        auto i = q->second.find(ref.group);
-        if (i == q->second.end() || i->second.asking || i->second.committing)
+        auto* p = find(self, ref.queue, ref.group);
+        if (p == nullptr || p->asking || p->committing)
           return;
         ask(self, ref.queue, {ref.group});
       },
