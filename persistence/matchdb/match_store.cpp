@@ -5,11 +5,13 @@
 
 #include "core/utf8.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -217,6 +219,20 @@ outcome<leave_record> match_store::leave_session(const std::string& session_id,
   return do_leave_session(session_id, user, reason);
 }
 
+outcome<backfill_record> match_store::add_members(const backfill_request& req,
+                                                  const commit_check& check) {
+  if (auto f = check_backfill_request(req); f.code != errc::none)
+    return f;
+  auto mapped = rethrowing(check, [](size_t k) { return k; });
+  return do_add_members(req, mapped);
+}
+
+outcome<backfill_record> match_store::do_add_members(const backfill_request&,
+                                                     const commit_check&) {
+  return failure{errc::protocol_error,
+                 "add_members is not supported by this store"};
+}
+
 outcome<match_record> match_store::do_commit_group(const group_match_request&,
                                                    const commit_check&) {
   return failure{errc::protocol_error,
@@ -417,6 +433,45 @@ failure check_group_request(const group_match_request& req) {
   return {};
 }
 
+failure check_backfill_request(const backfill_request& req) {
+  if (auto f = check_id("session id", req.session_id); f.code != errc::none)
+    return f;
+  if (auto f = check_text("queue", req.queue, max_queue_len);
+      f.code != errc::none)
+    return f;
+  if (auto f = check_id("group", req.group); f.code != errc::none)
+    return f;
+  if (req.max_players < 2 || req.max_players > max_group_members)
+    return bad("max_players must be 2.." + std::to_string(max_group_members));
+  if (req.team_size > 0
+      && (req.team_size * 2 > req.max_players
+          || req.max_players % req.team_size != 0))
+    return bad("team_size must divide max_players into two teams or more");
+  const auto teams = req.team_size > 0 ? req.max_players / req.team_size : 1;
+  const auto n = req.members.size();
+  // A session that takes a member keeps one at least.
+  if (n < 1 || n > max_group_members - 1)
+    return bad("a fill adds 1.." + std::to_string(max_group_members - 1)
+               + " members");
+  std::set<std::string> seen;
+  for (const auto& m : req.members) {
+    if (auto f = check_id("user", m.user); f.code != errc::none)
+      return f;
+    if (auto f = check_text("ticket", m.ticket, max_ticket_len);
+        f.code != errc::none)
+      return f;
+    if (auto f = check_attrs(m.attrs); f.code != errc::none)
+      return f;
+    if (m.team >= teams)
+      return bad(req.team_size > 0
+                   ? "team must be below " + std::to_string(teams)
+                   : std::string{"team must be 0 without teams"});
+    if (!seen.insert(m.user).second)
+      return bad("user '" + m.user + "' is twice in the fill");
+  }
+  return {};
+}
+
 failure check_id(const std::string& what, const std::string& id) {
   return check_text(what, id, max_id_len);
 }
@@ -567,6 +622,49 @@ std::string member_left_payload(const match_record& session,
     remaining += m.active ? 1 : 0;
   j["remaining"] = remaining;
   j["users"] = session_users_json(session, true);
+  return j.dump();
+}
+
+std::string members_changed_event_id(const std::string& session_id,
+                                     const std::string& group) {
+  // One per fill: a retry of the fill can never tell it twice.
+  return std::string{members_changed_type} + ":" + session_id + ":" + group;
+}
+
+std::string members_changed_payload(const match_record& session,
+                                    const backfill_request& req) {
+  nlohmann::json j;
+  j["event_id"] = members_changed_event_id(session.session_id, req.group);
+  j["type"] = members_changed_type;
+  j["session_id"] = session.session_id;
+  j["queue"] = session.queue;
+  j["group"] = req.group;
+  auto added = nlohmann::json::array();
+  for (const auto& m : req.members)
+    added.push_back({{"user", m.user}, {"ticket", m.ticket}, {"team", m.team}});
+  j["added"] = std::move(added);
+  // The relay delivers to `users` (the first two as the pair): the active
+  // members only, so a leaver is not told of seats it no longer shares.
+  auto users = nlohmann::json::array();
+  uint32_t teams = 1;
+  for (const auto& m : session.members)
+    if (m.active) {
+      users.push_back(
+        {{"user", m.user}, {"ticket", m.ticket}, {"team", m.team}});
+      teams = std::max(teams, m.team + 1);
+    }
+  auto by_team = nlohmann::json::array();
+  for (uint32_t t = 0; t < teams; ++t) {
+    auto team = nlohmann::json::array();
+    for (const auto& m : session.members)
+      if (m.active && m.team == t)
+        team.push_back(m.user);
+    by_team.push_back(std::move(team));
+  }
+  j["remaining"] = users.size();
+  j["users"] = std::move(users);
+  j["members"] = session_users_json(session, true);
+  j["teams"] = std::move(by_team);
   return j.dump();
 }
 

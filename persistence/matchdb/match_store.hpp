@@ -8,10 +8,11 @@
 // exactly one match per unordered pair (invariant I4, guarded by the primary
 // key of `mutual_matches`), and the end of a session: by a member
 // (`end_session`) or by age (`expire_sessions`), each with exactly one
-// `session.ended` event, and the retention of what is over (`prune`). Two
-// implementations pass the conformance suite `match_store_conformance_test`
-// (tests/conformance/): PostgreSQL (libpq) and an in-memory one for
-// embedding and simulations.
+// `session.ended` event, and the retention of what is over (`prune`); group
+// sessions (`commit_group`), their members' leaves and their backfill
+// (`add_members`). Two implementations pass the conformance suite
+// `match_store_conformance_test` (tests/conformance/): PostgreSQL (libpq)
+// and an in-memory one for embedding and simulations.
 
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,9 @@ constexpr const char* session_ended_type = "session.ended";
 /// The type of the event that a member's leave of a group session gets
 /// (one per member and session).
 constexpr const char* member_left_type = "session.member_left";
+
+/// The type of the event a session's fill gets (one per fill: `add_members`).
+constexpr const char* members_changed_type = "session.members_changed";
 
 /// The close reason that `expire_sessions` records.
 constexpr const char* expired_reason = "expired";
@@ -173,6 +177,38 @@ class match_store {
   outcome<leave_record> leave_session(const std::string& session_id,
                                       const std::string& user,
                                       const std::string& reason);
+
+  /// Backfill (problem 16, I1, I13): adds `req.members` to the active group
+  /// session `req.session_id` in ONE transaction, which locks the session
+  /// (as `leave_session` does), writes one active member row per new
+  /// member (its ticket, team and attrs, after the roster's last, in
+  /// request order) and exactly one `session.members_changed` event
+  /// (`members_changed_event_id`, aggregate id = the session, payload
+  /// `members_changed_payload`: every active member is told), or nothing at
+  /// all. Answers the session with its roster after the fill and
+  /// `added_now == true`. Refusals, each changing nothing, in this order:
+  /// `invalid_argument` for a malformed request (`check_backfill_request`);
+  /// `not_found` when there is no such session ("no session ...") or it is
+  /// over ("... has ended"); then, as `check_fill` decides on the locked
+  /// session: `invalid_argument` for a pair's session or another queue's;
+  /// `conflict` naming every new member that was a member of the session
+  /// and left ("was a member": a session does not take a leaver back) or is
+  /// in it; `conflict` "over capacity ..." when the session would hold more
+  /// than `max_players` active members or a team more than `team_size`;
+  /// `conflict` naming every new member in another active session (the
+  /// one-active-session guard, I1, worded as `commit_group`'s); and
+  /// `store_unavailable` as every call. Of concurrent fills of one session
+  /// each sees the ones before it: a session never goes over its maximum.
+  /// Idempotent per (session, group): when every new member is in the
+  /// roster, active, with the same ticket (a retry after a lost answer), it
+  /// answers the session with `added_now == false` and writes nothing; once
+  /// one of them left, a retry is refused ("was a member"). `check` (index
+  /// 0) is asked at both stages as for `commit_group`, only when the call
+  /// adds members; false withdraws the fill (`cancelled`, "withdrawn at
+  /// ...", nothing visible). The event is leased and announced as
+  /// `set_commit_lease` says, as a commit's is.
+  outcome<backfill_record> add_members(const backfill_request& req,
+                                       const commit_check& check = {});
 
   /// The outbox events of this connection's later commits are written
   /// leased for `ms` (attempt 1, not fetched before the lease lapses) and
@@ -428,6 +464,12 @@ class match_store {
                                                  const std::string& user,
                                                  const std::string& reason);
 
+  /// A valid fill (`check_backfill_request`); the implementation locks the
+  /// session and applies `check_fill`. `check` as for do_commit_group. The
+  /// default answers `protocol_error`.
+  virtual outcome<backfill_record> do_add_members(const backfill_request& req,
+                                                  const commit_check& check);
+
   /// `check_prune_args` passed.
   virtual outcome<prune_counts> do_prune(uint32_t retention_ms, uint32_t limit);
 
@@ -503,6 +545,22 @@ failure check_group_request(const group_match_request& req);
 /// max_match_players).
 constexpr size_t max_group_members = 64;
 
+/// Checks a fill: session, queue and group ids; max_players in 2..64;
+/// team_size 0 or one that divides max_players into two teams or more;
+/// 1..63 new members of distinct valid users with valid tickets and attrs,
+/// each in a team below max_players / team_size (team 0 without teams).
+/// `code == errc::none` when it is well-formed.
+failure check_backfill_request(const backfill_request& req);
+
+/// The rule both stores apply to a valid fill under the session's lock,
+/// `session` as it is then (with its roster): true when every new member
+/// is in the roster, active, with its ticket (the fill was made before);
+/// false when the fill may be written (the one-active guard against other
+/// sessions is then the store's); else the refusal `add_members` names
+/// (ended, a pair, another queue, a member before, over capacity).
+outcome<bool> check_fill(const match_record& session,
+                         const backfill_request& req);
+
 /// Checks a user or session id: 1..128 bytes of UTF-8, no control
 /// characters. `code == errc::none` when valid.
 failure check_id(const std::string& what, const std::string& id);
@@ -567,6 +625,21 @@ std::string member_left_event_id(const std::string& session_id,
 std::string member_left_payload(const match_record& session,
                                 const std::string& user,
                                 const std::string& reason);
+
+/// The event id of the `session.members_changed` event of the fill
+/// `group` of `session_id` (one per fill).
+std::string members_changed_event_id(const std::string& session_id,
+                                     const std::string& group);
+
+/// The payload of the `session.members_changed` event of the fill `req`,
+/// `session` as the fill leaves it: event_id, type, session_id, queue,
+/// group (the fill's), added [{user, ticket, team}] (the new members),
+/// users [{user, ticket, team}] (every active member, in roster order: the
+/// old ones, then the new; all of them are told), members (the whole
+/// roster, with `active`), remaining (how many are active) and teams
+/// [[user, ...], ...] (the active members by team; a lobby is one team).
+std::string members_changed_payload(const match_record& session,
+                                    const backfill_request& req);
 
 /// The event id of a session's `session.ended` event.
 std::string session_ended_event_id(const std::string& session_id);

@@ -96,6 +96,28 @@ struct match_record {
   std::vector<session_member> members;
 };
 
+/// New members for an active group session (backfill, docs/groups.md):
+/// the claim found tickets for its open seats, and the finalizer adds them
+/// in one transaction (`match_store::add_members`). (session, group) is the
+/// idempotency key of the fill, as (queue, group) is a group commit's.
+struct backfill_request {
+  std::string session_id;
+  std::string queue;        ///< must be the session's queue
+  std::string group;        ///< the claim's group id (an id, 1..128 bytes)
+  uint32_t max_players = 0; ///< the queue's players.max (2..64)
+  uint32_t team_size = 0;   ///< the queue's team size; 0: no teams
+  /// The new members (team 0-based, 0 without teams), 1..63 distinct
+  /// users; ids, tickets and attrs as in `match_request`.
+  std::vector<session_member> members;
+};
+
+/// What `match_store::add_members` answers.
+struct backfill_record {
+  match_record session;   ///< after the call, with its roster
+  bool added_now = false; ///< this call added them (false: a retry found
+                          ///< them added before)
+};
+
 /// What `match_store::leave_session` answers.
 struct leave_record {
   match_record session;   ///< the session after the call
@@ -148,7 +170,7 @@ struct outbox_event {
   int64_t seq = 0;          ///< outbox row id: increasing in insert order
   std::string event_id;     ///< unique and stable; consumers dedupe by it
   std::string aggregate_id; ///< the session id
-  std::string type;         ///< "match.created" or "session.ended"
+  std::string type;         ///< "match.created", "session.ended", ...
   std::string payload;      ///< JSON object text
   int64_t created_at = 0;
   int64_t delivered_at = 0; ///< 0 while undelivered

@@ -8,9 +8,11 @@
 // closed sessions and delivered events by age), so the periodic calls never
 // walk the history; once pruned, nothing of a session stays (mutual matches'
 // sessions stay, as in PostgreSQL).
+//
+// The data set and the steps the calls share: memory_state.hpp.
 
-#include "core/clock.hpp"
 #include "persistence/matchdb/match_store.hpp"
+#include "persistence/matchdb/memory_state.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -27,39 +29,7 @@ namespace mm {
 
 namespace {
 
-int64_t now_ms() {
-  return wall_clock_ms();
-}
-
-/// What all connections of one factory share.
-struct shared_state {
-  std::mutex mtx;
-  std::condition_variable notified;
-  uint64_t notify_seq = 0; ///< counts commits that created events
-  std::set<std::string> migrations;
-  std::unordered_map<std::string, match_record> sessions; ///< by id
-  /// The member that ended a session (absent: nobody, or still active).
-  std::unordered_map<std::string, std::string> ended_by;
-  /// (created_at, id) of the active sessions: the order of expiry.
-  std::set<std::pair<int64_t, std::string>> active_by_age;
-  /// (closed_at, id) of the closed sessions that prune may delete: all but
-  /// mutual matches' sessions.
-  std::set<std::pair<int64_t, std::string>> closed_by_age;
-  std::unordered_map<std::string, std::string> by_key; ///< match key → id
-  std::unordered_map<std::string, std::string> active; ///< user → id
-  /// mutual_matches: (pair_min, pair_max) → session id.
-  std::map<std::pair<std::string, std::string>, std::string> mutual;
-  /// likes: (from, to) → true for LIKE, false for DISLIKE.
-  std::map<std::pair<std::string, std::string>, bool> likes;
-  std::map<int64_t, outbox_event> outbox; ///< by seq
-  /// Seqs of the events not delivered yet: a fetch looks at these only, not
-  /// at the whole history.
-  std::set<int64_t> undelivered;
-  /// (delivered_at, seq) of the delivered events: the order of pruning.
-  std::set<std::pair<int64_t, int64_t>> delivered_by_age;
-  std::unordered_map<std::string, int64_t> event_seq; ///< event id → seq
-  int64_t next_seq = 1;
-};
+using namespace memory_detail;
 
 /// The key under which requests of one batch share their fate (see
 /// `withdraw`): the pair for a mutual request, the match key otherwise.
@@ -68,238 +38,6 @@ std::string fate_key(const match_request& req, const std::string& key) {
     return "k\n" + key;
   auto [lo, hi] = pair_bounds(req.user_a, req.user_b);
   return "m\n" + lo + "\n" + hi;
-}
-
-/// Appends an undelivered event about session `aggregate_id`.
-void add_event(shared_state& st, const std::string& aggregate_id,
-               std::string event_id, const char* type, std::string payload,
-               int64_t now, uint32_t lease_ms = 0) {
-  outbox_event ev;
-  ev.seq = st.next_seq++; // a withdrawn event leaves a gap, like a sequence
-  ev.event_id = std::move(event_id);
-  ev.aggregate_id = aggregate_id;
-  ev.type = type;
-  ev.payload = std::move(payload);
-  ev.created_at = now;
-  if (lease_ms > 0) { // the committer's to deliver (set_commit_lease)
-    ev.locked_until = now + lease_ms;
-    ev.attempts = 1;
-  }
-  st.event_seq.emplace(ev.event_id, ev.seq);
-  st.undelivered.insert(ev.seq);
-  st.outbox.emplace(ev.seq, std::move(ev));
-}
-
-/// Removes the event `event_id`, delivered or not, if it exists.
-void remove_event(shared_state& st, const std::string& event_id) {
-  auto i = st.event_seq.find(event_id);
-  if (i == st.event_seq.end())
-    return;
-  auto j = st.outbox.find(i->second);
-  if (j != st.outbox.end()) {
-    st.undelivered.erase(j->first);
-    st.delivered_by_age.erase({j->second.delivered_at, j->first});
-    st.outbox.erase(j);
-  }
-  st.event_seq.erase(i);
-}
-
-/// True when `rec` is the session of its pair's mutual match.
-bool is_mutual(const shared_state& st, const match_record& rec) {
-  auto i = st.mutual.find(pair_bounds(rec.user_a, rec.user_b));
-  return i != st.mutual.end() && i->second == rec.session_id;
-}
-
-/// True when an event of session `id` waits for delivery.
-bool has_undelivered(const shared_state& st, const std::string& id) {
-  std::vector<std::string> ids{match_created_event_id(id),
-                               session_ended_event_id(id)};
-  if (auto s = st.sessions.find(id); s != st.sessions.end())
-    for (const auto& m : s->second.members)
-      if (!m.active)
-        ids.push_back(member_left_event_id(id, m.user));
-  for (const auto& ev_id : ids) {
-    auto i = st.event_seq.find(ev_id);
-    if (i != st.event_seq.end() && st.undelivered.count(i->second) > 0)
-      return true;
-  }
-  return false;
-}
-
-/// Takes `user` out of the one-active-session map if it is there for
-/// session `id`.
-void free_user(shared_state& st, const std::string& user,
-               const std::string& id) {
-  auto j = st.active.find(user);
-  if (j != st.active.end() && j->second == id)
-    st.active.erase(j);
-}
-
-/// Takes an active session's users out of the one-active-session map.
-void free_members(shared_state& st, const match_record& rec) {
-  free_user(st, rec.user_a, rec.session_id);
-  free_user(st, rec.user_b, rec.session_id);
-  for (const auto& m : rec.members)
-    free_user(st, m.user, rec.session_id);
-}
-
-/// The match key of a committed session (defined below).
-std::string key_of(const match_record& rec);
-
-/// Closes the active session `rec`: status, time, reason, members, indexes.
-void close_record(shared_state& st, match_record& rec,
-                  const std::string& reason, int64_t now) {
-  st.active_by_age.erase({rec.created_at, rec.session_id});
-  rec.status = session_status::closed;
-  rec.closed_at = now;
-  rec.close_reason = reason;
-  free_members(st, rec);
-  if (!is_mutual(st, rec))
-    st.closed_by_age.emplace(rec.closed_at, rec.session_id);
-}
-
-/// Ends the active session `rec` as `end_session` does: closes it, records
-/// who ended it and writes its `session.ended` event.
-end_record end_active(shared_state& st, match_record& rec,
-                      const std::string& ended_by, const std::string& reason,
-                      int64_t now) {
-  close_record(st, rec, reason, now);
-  // An ended session frees its key: the same users may be matched again
-  // with the same tickets (a closed, never-ended session keeps it, so a
-  // retry does not revive it).
-  if (auto j = st.by_key.find(key_of(rec));
-      j != st.by_key.end() && j->second == rec.session_id)
-    st.by_key.erase(j);
-  if (!ended_by.empty())
-    st.ended_by[rec.session_id] = ended_by;
-  add_event(st, rec.session_id, session_ended_event_id(rec.session_id),
-            session_ended_type, session_ended_payload(rec, ended_by, reason),
-            now);
-  end_record out;
-  out.session = rec;
-  out.session.created = false;
-  out.ended_by = ended_by;
-  out.reason = reason;
-  out.ended_now = true;
-  return out;
-}
-
-/// Writes a new active session for `req`: session, members, outbox event,
-/// and for a mutual request its pair instead of the users' active
-/// memberships.
-match_record create_session(shared_state& st, const match_request& req,
-                            const std::string& key, int64_t now,
-                            uint32_t lease_ms) {
-  match_record rec;
-  rec.session_id = new_session_id();
-  rec.queue = req.queue;
-  rec.user_a = req.user_a;
-  rec.ticket_a = req.ticket_a;
-  rec.user_b = req.user_b;
-  rec.ticket_b = req.ticket_b;
-  rec.status = session_status::active;
-  rec.created_at = now;
-  st.sessions.emplace(rec.session_id, rec);
-  st.by_key.emplace(key, rec.session_id);
-  st.active_by_age.emplace(now, rec.session_id);
-  if (req.mutual) {
-    st.mutual.emplace(pair_bounds(req.user_a, req.user_b), rec.session_id);
-  } else {
-    st.active.emplace(req.user_a, rec.session_id);
-    st.active.emplace(req.user_b, rec.session_id);
-  }
-  add_event(st, rec.session_id, match_created_event_id(rec.session_id),
-            match_created_type, match_created_payload(rec.session_id, req), now,
-            lease_ms);
-  rec.created = true;
-  return rec;
-}
-
-/// Writes a new active group session for `req`: session, members, event.
-match_record
-create_group_session(shared_state& st, const group_match_request& req,
-                     const std::string& key, int64_t now, uint32_t lease_ms) {
-  match_record rec;
-  rec.session_id = new_session_id();
-  rec.queue = req.queue;
-  rec.user_a = req.members[0].user;
-  rec.ticket_a = req.members[0].ticket;
-  rec.user_b = req.members[1].user;
-  rec.ticket_b = req.members[1].ticket;
-  rec.status = session_status::active;
-  rec.created_at = now;
-  rec.group = req.group;
-  rec.min_players = req.min_players;
-  rec.members = req.members;
-  for (auto& m : rec.members)
-    m.active = true;
-  st.sessions.emplace(rec.session_id, rec);
-  st.by_key.emplace(key, rec.session_id);
-  st.active_by_age.emplace(now, rec.session_id);
-  for (const auto& m : rec.members)
-    st.active.emplace(m.user, rec.session_id);
-  add_event(st, rec.session_id, match_created_event_id(rec.session_id),
-            match_created_type, group_created_payload(rec.session_id, req), now,
-            lease_ms);
-  rec.created = true;
-  return rec;
-}
-
-/// Removes everything `create_session` wrote for session `id` with `key`.
-void remove_session(shared_state& st, const std::string& id,
-                    const std::string& key) {
-  auto i = st.sessions.find(id);
-  if (i == st.sessions.end())
-    return;
-  free_members(st, i->second);
-  st.active_by_age.erase({i->second.created_at, id});
-  if (auto j = st.by_key.find(key); j != st.by_key.end() && j->second == id)
-    st.by_key.erase(j);
-  if (auto j = st.mutual.find(pair_bounds(i->second.user_a, i->second.user_b));
-      j != st.mutual.end() && j->second == id)
-    st.mutual.erase(j);
-  remove_event(st, match_created_event_id(id));
-  st.sessions.erase(i);
-}
-
-/// The session `id`, or null.
-match_record* session_row(shared_state& st, const std::string& id) {
-  auto i = st.sessions.find(id);
-  return i != st.sessions.end() ? &i->second : nullptr;
-}
-
-/// What a call about a session that does not exist answers.
-failure no_session(const std::string& id) {
-  return failure{errc::not_found, "no session " + id};
-}
-
-/// The match key of a committed session, as its request had it.
-std::string key_of(const match_record& rec) {
-  if (!rec.group.empty()) {
-    group_match_request g;
-    g.queue = rec.queue;
-    g.group = rec.group;
-    return group_key(g);
-  }
-  match_request req;
-  req.queue = rec.queue;
-  req.user_a = rec.user_a;
-  req.ticket_a = rec.ticket_a;
-  req.user_b = rec.user_b;
-  req.ticket_b = rec.ticket_b;
-  return match_key(req);
-}
-
-/// Deletes the closed session `id` and everything that names it.
-void prune_session(shared_state& st, const std::string& id) {
-  auto i = st.sessions.find(id);
-  if (i == st.sessions.end())
-    return;
-  if (auto j = st.by_key.find(key_of(i->second));
-      j != st.by_key.end() && j->second == id)
-    st.by_key.erase(j);
-  st.ended_by.erase(id);
-  st.sessions.erase(i);
 }
 
 class memory_match_store final : public match_store {
@@ -445,16 +183,7 @@ class memory_match_store final : public match_store {
       rec.created = false;
       return rec;
     }
-    std::string detail;
-    for (const auto& m : req.members) {
-      if (auto i = st.active.find(m.user); i != st.active.end()) {
-        if (!detail.empty())
-          detail += "; ";
-        detail += "user '" + m.user + "' is already in active session "
-                  + i->second;
-      }
-    }
-    if (!detail.empty())
+    if (auto detail = busy_detail(st, req.members); !detail.empty())
       return failure{errc::conflict, std::move(detail)};
     auto rec = create_group_session(st, req, key, now_ms(), commit_lease_ms_);
     try {
@@ -513,6 +242,52 @@ class memory_match_store final : public match_store {
         out.ended_now = true;
       }
       notify(st);
+    }
+    out.session = *rec;
+    out.session.created = false;
+    return out;
+  }
+
+  // The checkpoints are asked before anything is written: under the mutex
+  // nobody could tell the difference, and nothing needs undoing.
+  outcome<backfill_record> do_add_members(const backfill_request& req,
+                                          const commit_check& check) override {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    auto& st = *state_;
+    auto* rec = session_row(st, req.session_id);
+    if (rec == nullptr)
+      return no_session(req.session_id);
+    auto retry = check_fill(*rec, req);
+    if (!retry)
+      return retry.error();
+    backfill_record out;
+    if (!*retry) {
+      // Busy elsewhere (not in this roster: check_fill named those).
+      if (auto detail = busy_detail(st, req.members); !detail.empty())
+        return failure{errc::conflict, std::move(detail)};
+      try {
+        for (auto stage :
+             {commit_stage::after_create, commit_stage::before_commit})
+          if (check && !check(stage, 0))
+            return failure{errc::cancelled,
+                           std::string{"withdrawn at "} + to_string(stage)};
+      } catch (const std::exception& e) {
+        return failure{errc::protocol_error,
+                       std::string{"add members: "} + e.what()};
+      }
+      for (auto m : req.members) {
+        m.active = true;
+        st.active.emplace(m.user, rec->session_id);
+        rec->members.push_back(std::move(m));
+      }
+      st.fills[rec->session_id].push_back(req.group);
+      add_event(st, rec->session_id,
+                members_changed_event_id(rec->session_id, req.group),
+                members_changed_type, members_changed_payload(*rec, req),
+                now_ms(), commit_lease_ms_);
+      if (commit_lease_ms_ == 0)
+        notify(st);
+      out.added_now = true;
     }
     out.session = *rec;
     out.session.created = false;

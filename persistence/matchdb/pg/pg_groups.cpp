@@ -151,7 +151,7 @@ pg_match_store::do_commit_group(const group_match_request& req,
       auto why = to_failure(r.get(), "commit group");
       must(exec("ROLLBACK"), "ROLLBACK");
       if (state == "23505" && constraint == one_active_index) {
-        auto detail = busy_detail(req);
+        auto detail = busy_detail(req.members);
         if (!detail.empty())
           return failure{errc::conflict, std::move(detail)};
         // The other session ended meanwhile: the group may fit now.
@@ -172,9 +172,10 @@ pg_match_store::do_commit_group(const group_match_request& req,
   return res;
 }
 
-std::string pg_match_store::busy_detail(const group_match_request& req) {
+std::string
+pg_match_store::busy_detail(const std::vector<session_member>& members) {
   auto users = nlohmann::json::array();
-  for (const auto& m : req.members)
+  for (const auto& m : members)
     users.push_back(m.user);
   auto arg = users.dump();
   auto r = exec_prepared(st_busy_of, {&arg});
@@ -183,7 +184,7 @@ std::string pg_match_store::busy_detail(const group_match_request& req) {
   for (int i = 0; i < PQntuples(r.get()); ++i)
     busy.emplace(text(r.get(), i, 0), text(r.get(), i, 1));
   std::string detail;
-  for (const auto& m : req.members) {
+  for (const auto& m : members) {
     auto i = busy.find(m.user);
     if (i == busy.end())
       continue;

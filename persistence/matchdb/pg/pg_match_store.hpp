@@ -2,8 +2,9 @@
 
 // The PostgreSQL match store's connection class. Its members are defined by
 // family: pg_match_store.cpp (connection, statements, transactions),
-// pg_commit.cpp, pg_groups.cpp, pg_sessions.cpp, pg_lifecycle.cpp,
-// pg_swipes.cpp, pg_outbox.cpp, pg_migrate.cpp, pg_partitions.cpp.
+// pg_commit.cpp, pg_groups.cpp, pg_backfill.cpp, pg_sessions.cpp,
+// pg_lifecycle.cpp, pg_swipes.cpp, pg_outbox.cpp, pg_migrate.cpp,
+// pg_partitions.cpp.
 //
 // One synchronous libpq connection per match_store. Statements are prepared
 // lazily, once per connection (a fresh database has no tables to prepare
@@ -68,6 +69,13 @@ class pg_match_store final : public match_store {
   outcome<leave_record> do_leave_session(const std::string& session_id,
                                          const std::string& user,
                                          const std::string& reason) override;
+
+  /// One transaction: lock the live row (as `do_leave_session`), read its
+  /// roster, decide (`check_fill`), one statement for the members and the
+  /// event (`mm_add_members`), the checkpoints, COMMIT; a member busy
+  /// elsewhere refuses it as in `do_commit_group` (pg_backfill.cpp).
+  outcome<backfill_record> do_add_members(const backfill_request& req,
+                                          const commit_check& check) override;
 
   /// One statement (`mm_close`); an ended session, found in the history,
   /// answers false (pg_sessions.cpp).
@@ -214,9 +222,15 @@ class pg_match_store final : public match_store {
   /// Throws `db_refusal` when a group's roster is missing.
   void load_rosters(const std::vector<match_record*>& sessions);
 
-  /// Names the members of `req` that are in an active session, worded like
-  /// the in-memory store, in request order; empty if none.
-  std::string busy_detail(const group_match_request& req);
+  /// Names the `members` that are in an active session, worded like the
+  /// in-memory store, in their order; empty if none.
+  std::string busy_detail(const std::vector<session_member>& members);
+
+  // -- backfill (pg_backfill.cpp) ---------------------------------------------
+
+  /// A fill's session was not found live under the lock: ends the open
+  /// transaction and answers `not_found`, "ended" when the history has it.
+  failure fill_target_gone(const std::string& session_id);
 
   // -- group commit (pg_commit.cpp) -------------------------------------------
 

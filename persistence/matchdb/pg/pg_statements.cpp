@@ -1,6 +1,7 @@
 // The SQL text of the PostgreSQL match store's prepared statements: group
 // commit, withdrawal, session lookups, swipes, the outbox lease, the
-// session lifecycle (end, expire, prune), and group matches (commit, leave).
+// session lifecycle (end, expire, prune), group matches (commit, leave) and
+// their backfill.
 
 #include "persistence/matchdb/pg/pg_statements.hpp"
 
@@ -439,6 +440,35 @@ const statement statements[st_count] = {
    " INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
    " SELECT $3, m.session_id, 'session.member_left', $4::jsonb, now()"
    " FROM m RETURNING 1"},
+  // -- backfill (pg_backfill.cpp) ---------------------------------------------
+  // $1 session (locked by this transaction, active, a group's), $2 the new
+  // members as a JSON array of {user_id, ticket, attrs, team, ord} (ord
+  // after the roster's last), $3 event id, $4 payload, $5 the event's lease
+  // in ms (as for mm_commit). Writes every member and the one
+  // session.members_changed event; answers how many members it wrote.
+  // Members go in in user-id order, as mm_commit_group's do: fills and
+  // commits wait for each other on the one-active index in one global
+  // order. A member busy elsewhere fails the statement
+  // (session_members_one_active). A data-modifying CTE runs whether or not
+  // the query reads it.
+  {"mm_add_members",
+   "WITH m AS ("
+   "  INSERT INTO session_members (session_id, user_id, active, team, ticket,"
+   "                               attrs, ord)"
+   "  SELECT $1, r.user_id, true, r.team, r.ticket, r.attrs, r.ord"
+   "  FROM jsonb_to_recordset($2::jsonb) AS r(user_id text, ticket text,"
+   "    attrs text, team smallint, ord smallint)"
+   "  ORDER BY r.user_id COLLATE \"C\""
+   "  RETURNING 1"
+   "), o AS ("
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at,"
+   "                      locked_until, attempts)"
+   "  VALUES ($3, $1, 'session.members_changed', $4::jsonb, now(),"
+   "          CASE WHEN $5::int8 > 0"
+   "               THEN now() + $5::int8 * interval '1 millisecond' END,"
+   "          CASE WHEN $5::int8 > 0 THEN 1 ELSE 0 END)"
+   ")"
+   " SELECT count(*) FROM m"},
 };
 
 #undef MM_OLDER

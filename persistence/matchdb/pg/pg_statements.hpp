@@ -33,6 +33,7 @@ enum stmt : size_t {
   st_busy_of,
   st_roster,
   st_leave,
+  st_add_members,
   st_count,
 };
 
