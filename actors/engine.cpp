@@ -146,8 +146,30 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   gcfg.worker_timeout_ms = fcfg.worker_timeout_ms;
   gcfg.metrics = cfg.metrics;
   gcfg.at_checkpoint = cfg.group_at_checkpoint;
+  // Sessions that started short or lost a member go to backfill, spawned
+  // after the group finalizer (which commits its fills): told through
+  // this slot, set once below before any group is claimed.
+  auto bf_slot = std::make_shared<backfill_actor>();
+  auto to_backfill = [bf_slot](const std::string& session,
+                               const std::string& queue) {
+    if (*bf_slot)
+      caf::anon_send(*bf_slot, backfill_atom_v, session, queue);
+  };
+  gcfg.on_short = to_backfill;
   e->group_finalizer_ = spawn_group_finalizer(sys, e->match_store_, e->broker_,
                                               std::move(gcfg));
+  {
+    backfill_config bc;
+    bc.node = cfg.node;
+    bc.ttl_ms = e->cfg_.session.ttl_ms;
+    bc.heartbeat_ms = e->cfg_.session.heartbeat_ms;
+    bc.request_timeout_ms = e->cfg_.session.route_timeout_ms;
+    bc.rules = cfg.rules;
+    bc.metrics = cfg.metrics;
+    e->backfill_ = spawn_backfill(sys, e->match_store_, e->broker_,
+                                  e->group_finalizer_, std::move(bc));
+    *bf_slot = e->backfill_;
+  }
   // Groups of a queue with a ready check are proposed first; the others
   // pass through to the group finalizer.
   ready_check_config rcfg;
@@ -200,6 +222,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   }
   auto lcfg = cfg.lifecycle;
   lcfg.relay = e->relay_; // ended sessions' events go out at once
+  lcfg.on_member_left = to_backfill;
   e->lifecycle_ = spawn_lifecycle(sys, e->match_store_, lcfg);
   e->lock_ = spawn_pair_lock(sys, e->queue_store_, cfg.lock);
   e->swipe_ = spawn_swipe(sys, e->match_store_, e->lock_, e->finalizer_,
@@ -244,6 +267,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
                         {"finalizer", as_actor(e->finalizer_)},
                         {"group_finalizer", as_actor(e->group_finalizer_)},
                         {"ready_check", as_actor(e->ready_check_)},
+                        {"backfill", as_actor(e->backfill_)},
                         {"directory", as_actor(e->directory_)},
                         {"relay", as_actor(e->relay_)},
                         {"gateway", as_actor(e->gateway_)},
@@ -388,6 +412,7 @@ void engine::stop() {
   bye(swipe_);
   bye(lock_);
   bye(finalizer_);
+  bye(backfill_);
   bye(ready_check_);
   bye(group_finalizer_);
   bye(directory_);
@@ -399,6 +424,7 @@ void engine::stop() {
   swipe_ = nullptr;
   lock_ = nullptr;
   finalizer_ = nullptr;
+  backfill_ = nullptr;
   ready_check_ = nullptr;
   group_finalizer_ = nullptr;
   directory_ = nullptr;

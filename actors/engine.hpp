@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "actors/backfill.hpp"
 #include "actors/cluster_config.hpp"
 #include "actors/core_watch.hpp"
 #include "actors/directory.hpp"
@@ -185,6 +186,12 @@ class engine {
     return parties_;
   }
 
+  /// Backfill (docs/groups.md "Backfill"): a member of a group session, or
+  /// the host (user ''), asks for players for its open seats. Thread-safe.
+  backfill_actor backfill() const {
+    return backfill_;
+  }
+
   /// Which party each user of this node is in. Thread-safe.
   std::shared_ptr<party_registry> party_members() const {
     return party_members_;
@@ -258,6 +265,7 @@ class engine {
   finalizer_actor finalizer_;
   group_finalizer_actor group_finalizer_;
   ready_check_actor ready_check_;
+  backfill_actor backfill_;
   directory_actor directory_;
   outbox_relay_actor relay_;
   node_gateway_actor gateway_;

@@ -44,6 +44,7 @@ struct group_job {
   std::vector<std::string> removed; ///< tickets that must leave the queue
   std::string detail;
   std::optional<match_event> event; ///< created: pushed to the relay
+  uint32_t seats = 0;               ///< a fill's new members
 };
 
 using group_job_ptr = std::shared_ptr<group_job>;
@@ -90,11 +91,98 @@ group_match_request to_request(const group_commit& g) {
   return r;
 }
 
+/// The tickets of `g` (from `first` on) with a member in an active session.
+std::vector<std::string> busy_tickets(match_store& store, const group_commit& g,
+                                      size_t first) {
+  std::vector<std::string> out;
+  for (size_t i = first; i < g.tickets.size(); ++i)
+    for (const auto& m : g.tickets[i].members) {
+      auto a = store.active_session_of(m.user);
+      // Unknown: the ticket stays (a later claim finds out again).
+      if (a && a->has_value()) {
+        out.push_back(g.tickets[i].ticket);
+        break;
+      }
+    }
+  return out;
+}
+
+/// A fill of a backfill request (its ticket first, docs/groups.md
+/// "Backfill"): the other tickets' members join the session in one
+/// transaction. A session that ended or filled up meanwhile (or that
+/// refused the fill for its roster) takes the request out: its owner
+/// reads the session again and asks anew if seats are still open.
+void run_fill(match_store& store, const cancel_registry& cancels,
+              const hook_fn& hook, group_job& job) {
+  const auto& g = job.req;
+  if (hook)
+    hook(checkpoint::before_create, g);
+  if (auto c = cancelled_tickets(cancels, g); !c.empty()) {
+    job.kind = group_job::cancelled;
+    job.removed = std::move(c);
+    job.detail = "cancelled before create";
+    return;
+  }
+  backfill_request r;
+  r.session_id = g.tickets[0].ticket.substr(1);
+  r.queue = g.queue;
+  r.group = g.group;
+  r.max_players = g.max_players;
+  r.team_size = g.team_size;
+  for (size_t i = 1; i < g.tickets.size(); ++i)
+    for (const auto& m : g.tickets[i].members)
+      r.members.push_back(session_member{
+        m.user, g.tickets[i].ticket, m.attrs,
+        g.tickets[i].team > 0 ? g.tickets[i].team - 1 : 0, true});
+  auto check = [&](commit_stage stage, size_t) {
+    if (hook)
+      hook(stage == commit_stage::after_create ? checkpoint::after_create
+                                               : checkpoint::before_answer,
+           g);
+    return cancelled_tickets(cancels, g).empty();
+  };
+  auto f = store.add_members(r, check);
+  if (f) {
+    job.kind = group_job::committed;
+    job.session_id = f->session.session_id;
+    job.created = f->added_now;
+    job.seats = static_cast<uint32_t>(r.members.size());
+    if (f->added_now)
+      job.event = members_changed_event(f->session, r);
+    return;
+  }
+  job.detail = f.error().detail;
+  switch (f.error().code) {
+    case errc::cancelled:
+      job.kind = group_job::cancelled;
+      job.removed = cancelled_tickets(cancels, g);
+      return;
+    case errc::conflict:
+      job.kind = group_job::conflict;
+      job.removed = busy_tickets(store, g, 1);
+      if (job.removed.empty()) // full, or its roster changed: asked anew
+        job.removed.push_back(g.tickets[0].ticket);
+      return;
+    case errc::not_found:
+    case errc::invalid_argument:
+      job.kind = group_job::invalid; // the session is over: no request
+      job.removed.push_back(g.tickets[0].ticket);
+      return;
+    default:
+      job.kind = group_job::unavailable;
+      return;
+  }
+}
+
 /// Runs the checkpoints and the commit of one group; for a refused group,
 /// finds the tickets whose members are in another active session.
 void run_group(match_store& store, const cancel_registry& cancels,
                const hook_fn& hook, group_job& job) {
   const auto& g = job.req;
+  if (!g.tickets.empty() && is_backfill_ticket(g.tickets[0].ticket)) {
+    run_fill(store, cancels, hook, job);
+    return;
+  }
   if (hook)
     hook(checkpoint::before_create, g);
   if (auto c = cancelled_tickets(cancels, g); !c.empty()) {
@@ -129,15 +217,7 @@ void run_group(match_store& store, const cancel_registry& cancels,
       return;
     case errc::conflict:
       job.kind = group_job::conflict;
-      for (const auto& t : g.tickets)
-        for (const auto& m : t.members) {
-          auto a = store.active_session_of(m.user);
-          // Unknown: the ticket stays (a later claim finds out again).
-          if (a && a->has_value()) {
-            job.removed.push_back(t.ticket);
-            break;
-          }
-        }
+      job.removed = busy_tickets(store, g, 0);
       return;
     case errc::invalid_argument:
       // A claim that made a group the store cannot hold: it would be
@@ -198,8 +278,20 @@ void settle(gfin_ptr self, group_job_ptr job, verdict_promise rp) {
   };
   if (job->kind == group_job::committed) {
     v.committed = true;
-    if (auto& m = st.cfg.metrics; m && job->created)
-      m->matches.fetch_add(1, std::memory_order_relaxed);
+    if (job->created && job->seats == 0 && st.cfg.on_short) {
+      size_t players = 0;
+      for (auto& t : job->req.tickets)
+        players += t.members.size();
+      if (players < job->req.max_players)
+        st.cfg.on_short(job->session_id, job->req.queue);
+    }
+    if (auto& m = st.cfg.metrics; m && job->created) {
+      if (job->seats > 0)
+        m->backfill_seats_filled.fetch_add(job->seats,
+                                           std::memory_order_relaxed);
+      else
+        m->matches.fetch_add(1, std::memory_order_relaxed);
+    }
     // Its event leased to this node's relay (push_lease_ms) goes to it
     // once the group left the queue, as a pair's does; else the relay
     // fetches it.

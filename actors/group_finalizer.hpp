@@ -43,6 +43,10 @@ struct group_finalizer_config {
   uint32_t workers = 4;
   /// `matches` and `conflicts` count groups here. Null: nothing counted.
   std::shared_ptr<engine_metrics> metrics;
+  /// Called (session, queue) for each session this node committed with
+  /// fewer players than the queue's maximum: backfill may fill it
+  /// (actors/backfill.hpp). May be empty.
+  std::function<void(const std::string&, const std::string&)> on_short;
 };
 
 /// Spawns the group finalizer. For each `finalize_atom, group_commit` it

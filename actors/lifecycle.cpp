@@ -225,6 +225,9 @@ void run_ends(lc_ptr self) {
         }
         if (r->ended_now)
           ++ended;
+        if (r->ended_now && !r->session.group.empty()
+            && self->state.cfg.on_member_left) // its backfill ends too
+          self->state.cfg.on_member_left(r->session.session_id, {});
         rp.deliver(end_result{r->session.session_id, r->session.queue,
                               r->ended_by, r->reason, r->ended_now});
       }
@@ -392,6 +395,10 @@ lifecycle_impl(lc_ptr self, std::shared_ptr<match_store> store,
             out.remaining += m.active ? 1 : 0;
           if (r.left_now && self->state.cfg.relay)
             self->send(self->state.cfg.relay, tick_atom_v); // tell them now
+          if (r.left_now && !r.ended_now && !r.session.group.empty()
+              && self->state.cfg.on_member_left)
+            self->state.cfg.on_member_left(r.session.session_id,
+                                           r.session.queue);
           count_ended(self, r.ended_now ? 1 : 0);
           rp.deliver(std::move(out));
         },

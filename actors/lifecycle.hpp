@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/metrics.hpp"
@@ -56,6 +57,10 @@ struct lifecycle_config {
   /// Where it counts (null: nothing): `sessions_ended` (by members and by
   /// expiry), `rows_pruned`.
   std::shared_ptr<engine_metrics> metrics;
+  /// Called (session, queue) after a member left a group session that goes
+  /// on: backfill may fill the seat (actors/backfill.hpp); and (session,
+  /// '') after a member ended one: its backfill ends. May be empty.
+  std::function<void(const std::string&, const std::string&)> on_member_left;
 };
 
 /// Spawns the lifecycle actor (interface `lifecycle_actor` in

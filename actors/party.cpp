@@ -260,12 +260,16 @@ void on_event(party_ptr self, match_event& ev) {
       enter(self, party_phase::open, "session ended");
     return;
   }
-  if (ev.type != "match.created" || !live(d.phase))
+  // A match, or a fill of a session (backfill) that took our ticket.
+  const char* list = ev.type == "match.created"             ? "users"
+                     : ev.type == "session.members_changed" ? "added"
+                                                            : nullptr;
+  if (list == nullptr || !live(d.phase))
     return;
   auto j = nlohmann::json::parse(ev.payload, nullptr, false);
-  if (!j.is_object() || !j.contains("users") || !j["users"].is_array())
+  if (!j.is_object() || !j.contains(list) || !j[list].is_array())
     return;
-  for (auto& u : j["users"])
+  for (auto& u : j[list])
     if (u.is_object() && u.value("ticket", "") == d.store_ticket) {
       d.session_id = ev.session_id;
       enter(self, party_phase::matched, {});

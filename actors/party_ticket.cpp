@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/member_spec.hpp"
 #include "actors/party_data.hpp"
 #include "core/log_limit.hpp"
 #include "core/ticket_id.hpp"
@@ -81,6 +82,8 @@ void commit(party_ptr self, const group_claim_result& r, bool ours) {
   g.queue = d.queue;
   g.group = r.group;
   g.min_players = d.rs != nullptr ? d.rs->shape.min_players : 2;
+  g.max_players = d.rs != nullptr ? d.rs->shape.max_players : 2;
+  g.team_size = d.rs != nullptr ? d.rs->shape.team_size : 0;
   g.tickets = r.tickets;
   g.accept_ms = g_accept(d);
   auto gen = d.gen;
@@ -300,21 +303,11 @@ caf::error check_request(party_data& d, party_queue_request& r,
   for (auto& user : d.members) {
     auto i = r.attrs.find(user);
     auto text = i == r.attrs.end() ? std::string{"{}"} : i->second;
-    auto c = check_attributes(*rs, text);
-    if (!c)
-      return caf::make_error(c.error().code,
-                             "member " + user + ": " + c.error().detail);
-    party_member m;
-    m.user = user;
-    m.attrs = c->json;
-    m.rk = c->rk;
-    if (!sh.balance.empty()) {
-      auto j = nlohmann::json::parse(c->json, nullptr, false);
-      if (j.is_object() && j.contains(sh.balance) && j[sh.balance].is_number())
-        m.balance
-          = std::to_string(static_cast<int64_t>(j[sh.balance].get<double>()));
-    }
-    out.push_back(std::move(m));
+    auto m = member_of(*rs, user, text);
+    if (!m)
+      return caf::make_error(m.error().code,
+                             "member " + user + ": " + m.error().detail);
+    out.push_back(std::move(*m));
   }
   return {};
 }

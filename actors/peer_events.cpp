@@ -37,6 +37,33 @@ match_event event_of(const match_record& m) {
   return ev;
 }
 
+match_event members_changed_event(const match_record& s,
+                                  const backfill_request& req) {
+  match_event ev;
+  ev.type = members_changed_type;
+  ev.event_id = members_changed_event_id(s.session_id, req.group);
+  ev.session_id = s.session_id;
+  ev.queue = s.queue;
+  ev.payload = members_changed_payload(s, req);
+  std::vector<const session_member*> active;
+  for (auto& m : s.members)
+    if (m.active)
+      active.push_back(&m);
+  // The payload's `users` order (the relay's reading of the outbox row).
+  for (size_t i = 0; i < active.size(); ++i) {
+    if (i == 0) {
+      ev.user_a = active[i]->user;
+      ev.ticket_a = active[i]->ticket;
+    } else if (i == 1) {
+      ev.user_b = active[i]->user;
+      ev.ticket_b = active[i]->ticket;
+    } else {
+      ev.others.push_back(active[i]->user);
+    }
+  }
+  return ev;
+}
+
 std::optional<match_event> as_recorded(const std::string& user,
                                        const match_event& ev,
                                        const match_record& rec) {
@@ -57,6 +84,19 @@ std::optional<match_event> as_recorded(const std::string& user,
     out.others.clear();
     for (size_t i = 2; i < rec.members.size(); ++i)
       out.others.push_back(rec.members[i].user);
+    return out;
+  }
+  if (ev.type == members_changed_type && rec.status == session_status::active
+      && ev.event_id.rfind(
+           std::string{members_changed_type} + ":" + rec.session_id + ":", 0)
+           == 0) {
+    bool in = false;
+    for (auto& m : rec.members)
+      in = in || (m.user == user && m.active);
+    if (!in)
+      return std::nullopt;
+    auto out = ev; // the fill is only in the payload
+    out.queue = rec.queue;
     return out;
   }
   return std::nullopt;

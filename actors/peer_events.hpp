@@ -16,13 +16,21 @@ namespace mm {
 /// (same event id and payload as the outbox row's).
 match_event event_of(const match_record& m);
 
+/// The `session.members_changed` event of the fill `req` of the session
+/// `s` (as the fill left it), as the relay delivers it: to every active
+/// member.
+match_event members_changed_event(const match_record& s,
+                                  const backfill_request& req);
+
 /// The event a peer's `deliver_atom, user, ev` may hand to `user`, given the
 /// session `rec` the database has under `ev.session_id`: empty unless
 /// `user` is one of its members and `ev.event_id` is the session's id of
 /// `ev.type`. A `match.created` is rebuilt from `rec` (payload included);
 /// a `session.ended` needs `rec` closed, and keeps the peer's payload (who
 /// ended it and why are not in `rec`) with the users, tickets and queue of
-/// `rec`.
+/// `rec`. A `session.members_changed` needs `rec` active with `user` an
+/// active member and keeps the peer's payload (the fill is not in `rec`),
+/// with `rec`'s queue and active members.
 std::optional<match_event> as_recorded(const std::string& user,
                                        const match_event& ev,
                                        const match_record& rec);

@@ -435,6 +435,18 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
         codec::parse_group_cancel, deliver_to(rp));
       return rp;
     },
+    [self](cancel_atom, backfill_ref& x) {
+      auto rp = self->make_response_promise<group_cancel_result>();
+      auto call = codec::backfill_cancel_call(x.queue, x.session_id);
+      if (!call) {
+        rp.deliver(to_error(call.error()));
+        return rp;
+      }
+      submit(self, std::move(*call), [rp, x](store_reply& r) mutable {
+        deliver_to(rp)(codec::parse_backfill_cancel(x.session_id, r));
+      });
+      return rp;
+    },
     [self](release_atom, group_ref& g) {
       auto rp = self->make_response_promise<group_settle_result>();
       run_parsed<group_settle_result>(

@@ -274,7 +274,9 @@ ready_check_actor spawn_ready_check(caf::actor_system& sys,
     return {
       [self](finalize_atom a, group_commit& g) -> caf::result<group_verdict> {
         auto& st = self->state;
-        if (g.accept_ms == 0)
+        // A backfill's fill (its request first) is never proposed.
+        if (g.accept_ms == 0
+            || (!g.tickets.empty() && is_backfill_ticket(g.tickets[0].ticket)))
           return self->delegate(st.cfg.finalizer, a, std::move(g));
         auto rp = self->make_response_promise<group_verdict>();
         auto& p = st.open[g.queue][g.group];

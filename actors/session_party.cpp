@@ -128,6 +128,24 @@ bool group_event(ses_ptr self, const match_event& ev) {
     enter(self, session_phase::matched);
     return true;
   }
+  if (ev.type == "session.members_changed") {
+    // A fill of a session (backfill): a new member plays from now on.
+    auto j = nlohmann::json::parse(ev.payload, nullptr, false);
+    if (!j.is_object() || !j.contains("added") || !j["added"].is_array())
+      return true;
+    for (auto& a : j["added"])
+      if (a.is_object() && a.value("user", "") == d.base_user) {
+        d.free_known = false;
+        if (live(d.st.phase) || d.st.session_id == ev.session_id)
+          return true; // a join of ours: its party tells how it ended
+        d.st.queue = ev.queue;
+        d.st.token.clear();
+        d.st.detail = "joined a session (backfill)";
+        d.st.session_id = ev.session_id;
+        enter(self, session_phase::matched);
+      }
+    return true;
+  }
   if (ev.type == "session.member_left") {
     auto j = nlohmann::json::parse(ev.payload, nullptr, false);
     if (j.is_object() && j.value("user", "") == d.base_user)

@@ -116,6 +116,11 @@ struct engine_metrics {
   std::atomic<uint64_t> proposals_declined{0};  ///< a member declined
   std::atomic<uint64_t> proposals_timed_out{0}; ///< a member stayed silent
   std::atomic<uint64_t> proposals_lapsed{0};    ///< settled by a lease's lapse
+  // Backfill (docs/groups.md): requests made, seats they filled, and the
+  // time from a request to its fill (each committed fill).
+  std::atomic<uint64_t> backfill_requests{0};
+  std::atomic<uint64_t> backfill_seats_filled{0};
+  latency_histogram backfill_fill_latency;
   /// Age of the oldest event in the relay's last delivered batch (ms;
   /// /metrics exports it in seconds, mm_outbox_lag_seconds).
   std::atomic<int64_t> outbox_lag_ms{0};

@@ -46,10 +46,12 @@ parse_shape(const std::string& where, const std::string& json_text,
   }
   if (!j.is_object())
     return bad_shape(where, "an object with players, teams, party_max, "
-                            "fill_after_s, balance and accept_timeout_s");
+                            "fill_after_s, balance, accept_timeout_s and "
+                            "backfill");
   for (auto& [k, v] : j.items())
     if (k != "players" && k != "teams" && k != "party_max"
-        && k != "fill_after_s" && k != "balance" && k != "accept_timeout_s")
+        && k != "fill_after_s" && k != "balance" && k != "accept_timeout_s"
+        && k != "backfill")
       return bad_shape(where, "unknown field '" + k + "'");
   queue_shape s;
   bool found = false;
@@ -102,6 +104,18 @@ parse_shape(const std::string& where, const std::string& json_text,
     return bad_shape(where, "accept_timeout_s needs a group shape (teams, "
                             "parties or more than 2 players): a plain pair "
                             "takes the pair claim, which has no ready check");
+  if (auto b = j.find("backfill"); b != j.end()) {
+    auto mode = b->is_string() ? b->get<std::string>() : std::string{};
+    if (mode == "manual")
+      s.backfill = queue_shape::backfill_mode::manual;
+    else if (mode == "auto")
+      s.backfill = queue_shape::backfill_mode::automatic;
+    else if (mode != "off")
+      return bad_shape(where, "backfill: \"off\", \"manual\" or \"auto\"");
+    if (s.backfill != queue_shape::backfill_mode::off && s.is_pair())
+      return bad_shape(where, "backfill needs a group shape: a pair's "
+                              "session ends when a member leaves");
+  }
   if (auto b = j.find("balance"); b != j.end()) {
     if (!b->is_string())
       return bad_shape(where, "balance: the name of a number attribute");

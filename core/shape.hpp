@@ -28,6 +28,12 @@ struct queue_shape {
   /// The ready check (docs/groups.md): every member of a claimed match
   /// accepts within this long or the match is not made. 0: off.
   uint32_t accept_timeout_ms = 0;
+  /// Backfill (docs/groups.md "Backfill"): whether a session with open
+  /// seats may ask for players (`manual`: a member or the host asks),
+  /// and whether it asks by itself when it starts short or a member
+  /// leaves (`automatic`).
+  enum class backfill_mode : uint8_t { off, manual, automatic };
+  backfill_mode backfill = backfill_mode::off;
   /// A number attribute of the queue whose team sums the claim keeps as
   /// equal as it can (empty: teams filled in FIFO order).
   std::string balance;
@@ -49,12 +55,13 @@ constexpr uint32_t max_match_players = 64;
 /// Parses and checks a shape (JSON object text):
 ///   {"players": {"min": N, "max": N}, "teams": {"count": N, "size": N},
 ///    "party_max": N, "fill_after_s": N, "balance": "ATTRIBUTE",
-///    "accept_timeout_s": N}
+///    "accept_timeout_s": N, "backfill": "off"|"manual"|"auto"}
 /// `players` is required (2 <= min <= max <= max_match_players); `teams`
 /// optional (count >= 2, count x size = max, min >= count); `party_max`
 /// defaults to 1 and is at most a team's size (or max); `fill_after_s`
 /// (0..3600) only when min < max; `accept_timeout_s` 0..300 (0: no ready
-/// check; not on a plain pair shape); `balance` names one of
+/// check; not on a plain pair shape); `backfill` (default off; not on a
+/// plain pair shape, whose session ends with its first leave); `balance` names one of
 /// `number_attributes` (the queue's declared number attributes) and needs
 /// teams. Refuses anything else with `invalid_rules` naming `where` and the
 /// field. Idempotent (a pure function).

@@ -15,7 +15,11 @@
 --         then '1' for a re-scan, which never files the ticket anew
 --         (else ''); then optionally the ready check's accept time in ms
 --         (0..600000; 0 or absent: none): a group made is a proposal
---         (lib/proposals.lua), claimed for that time plus the hold
+--         (lib/proposals.lua), claimed for that time plus the hold; then
+--         optionally a backfill request's `bf` (lib/groups.lua: "1,1,2;"
+--         then former members): the ticket ('~' .. session) is that
+--         request, its members the session's. A group a request anchors
+--         fills its seats and is never a proposal.
 -- Replies (own: the caller's ticket's state, 'claimed' or 'waiting', then
 -- its token, score and deadline):
 --   {'queued', ticket, token, score, deadline, stale_removed, more}
@@ -33,7 +37,7 @@
 --   {'invalid', what}
 gbind(KEYS)
 local ticket, node = ARGV[1], ARGV[2]
-if not valid_id(ticket, MAX_TICKET) then return invalid('ticket') end
+if not valid_gticket(ticket) then return invalid('ticket') end
 if not valid_id(node, MAX_NODE) then return invalid('node') end
 local ttl = int_arg(ARGV[3], 1, MAX_TTL)
 if not ttl then return invalid('ttl') end
@@ -44,7 +48,8 @@ if not hold then return invalid('hold') end
 local rs = ARGV[6] or ''
 local sh = parse_shape(ARGV[7])
 if not sh then return invalid('shape') end
-local n = int_arg(ARGV[8], 1, sh.party)
+-- A backfill request holds the session's members: up to a match.
+local n = int_arg(ARGV[8], 1, is_backfill(ticket) and sh.max or sh.party)
 if not n then return invalid('party size') end
 local members, seen = {}, {}
 for i = 1, n do
@@ -66,6 +71,11 @@ local accept = 0
 if (ARGV[10 + n * 5] or '') ~= '' then
   accept = int_arg(ARGV[10 + n * 5], 0, MAX_HOLD)
   if not accept then return invalid('accept') end
+end
+local bf = ARGV[11 + n * 5] or ''
+if (bf ~= '') ~= is_backfill(ticket)
+    or (bf ~= '' and not parse_bf(bf, n, sh.teams)) then
+  return invalid('backfill')
 end
 local rules = nil
 if rs ~= '' then
@@ -115,7 +125,7 @@ for _, m in ipairs(members) do fields[#fields + 1] = '#' .. m.user end
 local got = redis.call('HMGET', G_TIX, unpack(fields))
 local own = gdecode(got[1] or nil)
 if got[1] and not own then return invalid('ticket id in use') end
-if own and own.members[1].user ~= members[1].user then
+if own and bf == '' and own.members[1].user ~= members[1].user then
   return invalid('ticket id in use')
 end
 if own and own.state == 'claimed' and own.hold < now then
@@ -150,7 +160,8 @@ if own and own.state == 'claimed' then
 end
 for i, m in ipairs(members) do
   local cur = got[i + 1]
-  if cur and cur ~= ticket then
+  -- A backfill request's members play: their pointers are not its own.
+  if cur and cur ~= ticket and bf == '' then
     local other = gload(cur)
     if other and (other.state == 'claimed' or other.deadline >= now) then
       return {'duplicate', m.user, cur}
@@ -171,13 +182,15 @@ else
   own = {ticket = ticket, node = node, score = seq, token = seq,
          state = 'waiting', deadline = now + ttl, hold = 0,
          since = int_s(now), group = '', team = '0', made = '',
-         members = members}
-  local ptrs = {}
-  for _, m in ipairs(members) do
-    ptrs[#ptrs + 1] = '#' .. m.user
-    ptrs[#ptrs + 1] = ticket
+         members = members, bf = bf}
+  if bf == '' then
+    local ptrs = {}
+    for _, m in ipairs(members) do
+      ptrs[#ptrs + 1] = '#' .. m.user
+      ptrs[#ptrs + 1] = ticket
+    end
+    redis.call('HSET', G_TIX, unpack(ptrs))
   end
-  redis.call('HSET', G_TIX, unpack(ptrs))
   redis.call('ZADD', G_WAIT, seq, ticket)
 end
 
@@ -244,7 +257,20 @@ local function get(i)
   return s.t or nil
 end
 
-local group = form_group(#slots, get, sh, rules, now)
+local group = nil
+if bf == '' then
+  group = form_group(#slots, get, sh, rules, now,
+                     function(i) return is_backfill(slots[i].id) end)
+elseif own.state ~= 'claimed' then
+  -- A backfill request's own claim fills its seats only (the tickets
+  -- that can make a match of their own make it at their own claims).
+  for i, s in ipairs(slots) do
+    if s.id == ticket then
+      group = fill_seats(#slots, get, i, sh, rules, now)
+      break
+    end
+  end
+end
 if group then -- the match's tickets in full
   for i, t in ipairs(group) do
     if t.peek then
@@ -255,7 +281,9 @@ if group then -- the match's tickets in full
   end
 end
 local stale_s = int_s(stale)
-local teams = group and assign_teams(group, sh.teams, sh.size, sh.balanced)
+local teams = group and (group.teams
+  or assign_teams(group, sh.teams, sh.size, sh.balanced))
+if group and group.teams then accept = 0 end -- a fill: no ready check
 if teams then
   local gid = 'g' .. int_s(redis.call('INCR', G_SEQ))
   local at = now + accept + hold

@@ -12,7 +12,7 @@ local gid = ARGV[1]
 if not valid_id(gid, MAX_ID) then return invalid('group') end
 local leaving = {}
 for i = 2, #ARGV do
-  if not valid_id(ARGV[i], MAX_TICKET) then return invalid('ticket') end
+  if not valid_gticket(ARGV[i]) then return invalid('ticket') end
   leaving[ARGV[i]] = true
 end
 local rec = redis.call('HGET', G_TIX, 'g:' .. gid)

@@ -43,12 +43,30 @@ struct group_ticket_spec {
   /// The queue's ready check (queue_shape::accept_timeout_ms; 0: none): a
   /// group this claim makes is a proposal every member must accept.
   uint32_t accept_ms = 0;
+  /// A backfill request (docs/groups.md "Backfill") when not empty: each
+  /// member's team (1-based; 0 without teams). `ticket` is then "~" + the
+  /// session id and `members` the session's active members.
+  std::vector<uint32_t> teams;
+  /// A backfill request's: the session's members that left (a fill never
+  /// takes them in again).
+  std::vector<std::string> former;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_ticket_spec& x) {
   return f(caf::meta::type_name("group_ticket_spec"), x.queue, x.ticket, x.node,
-           x.ttl_ms, x.rules, x.shape, x.members, x.rescan, x.accept_ms);
+           x.ttl_ms, x.rules, x.shape, x.members, x.rescan, x.accept_ms,
+           x.teams, x.former);
+}
+
+/// The ticket id of session `session_id`'s backfill request.
+inline std::string backfill_ticket(const std::string& session_id) {
+  return "~" + session_id;
+}
+
+/// Whether `ticket` is a backfill request's (its session id after '~').
+inline bool is_backfill_ticket(const std::string& ticket) {
+  return !ticket.empty() && ticket[0] == '~';
 }
 
 /// A member of a claimed ticket, as the match needs it.
@@ -168,12 +186,16 @@ struct group_commit {
   /// The ready check's time (0: none): the group is a proposal first
   /// (actors/ready_check.hpp).
   uint32_t accept_ms = 0;
+  /// A fill of a backfill request (its ticket first): the shape's bounds
+  /// the database checks the session against (0 team_size: no teams).
+  uint32_t max_players = 0;
+  uint32_t team_size = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_commit& x) {
   return f(caf::meta::type_name("group_commit"), x.queue, x.group,
-           x.min_players, x.tickets, x.accept_ms);
+           x.min_players, x.tickets, x.accept_ms, x.max_players, x.team_size);
 }
 
 /// How a group's finalization ended: committed as `session_id`, or undone
@@ -245,6 +267,48 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, proposal_decision& x) {
   return f(caf::meta::type_name("proposal_decision"), x.group, x.status,
            x.tickets, x.outcomes);
+}
+
+/// Asks for players for a group session's open seats (backfill,
+/// docs/groups.md "Backfill").
+struct backfill_ask {
+  std::string session_id;
+  /// The member who asks (an active member of the session); empty: the
+  /// host (the embedding application), who may ask for any session.
+  std::string user;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, backfill_ask& x) {
+  return f(caf::meta::type_name("backfill_ask"), x.session_id, x.user);
+}
+
+/// A session's backfill request as its asker sees it.
+struct backfill_info {
+  std::string session_id;
+  std::string queue;
+  /// "waiting" (asked: the queue fills its seats as players come), or
+  /// "full" (no seat open: nothing asked).
+  std::string state;
+  uint32_t players = 0;     ///< active members now
+  uint32_t max_players = 0; ///< the queue's players.max
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, backfill_info& x) {
+  return f(caf::meta::type_name("backfill_info"), x.session_id, x.queue,
+           x.state, x.players, x.max_players);
+}
+
+/// A session's backfill request in a queue.
+struct backfill_ref {
+  std::string queue;
+  std::string session_id;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, backfill_ref& x) {
+  return f(caf::meta::type_name("backfill_ref"), x.queue, x.session_id);
 }
 
 } // namespace mm

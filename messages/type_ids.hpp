@@ -108,6 +108,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::proposal_decision>))
   CAF_ADD_ATOM(matchmaker, mm, answer_atom, "answer")
   CAF_ADD_ATOM(matchmaker, mm, decide_atom, "decide")
+  // Backfill (docs/groups.md); appended.
+  CAF_ADD_TYPE_ID(matchmaker, (mm::backfill_ask))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::backfill_info))
+  CAF_ADD_TYPE_ID(matchmaker, (mm::backfill_ref))
+  CAF_ADD_ATOM(matchmaker, mm, backfill_atom, "backfill")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -177,6 +182,10 @@ using queue_broker_actor = caf::typed_actor<
   // settled in the queue by this call. Idempotent.
   caf::replies_to<decide_atom, std::string, std::vector<std::string>>::with<
     std::vector<proposal_decision>>,
+  // Ends a session's backfill request (lua/backfill_cancel.lua): removed
+  // while it waits, in flight with its group while a claim holds it;
+  // `not_found` when there is none. Idempotent.
+  caf::replies_to<cancel_atom, backfill_ref>::with<group_cancel_result>,
   // Timer: sweeps every queue seen so far, then re-arms itself.
   caf::reacts_to<tick_atom>>;
 
@@ -397,6 +406,21 @@ using ready_check_actor = group_finalizer_actor::extend<
   // (queue, group): a member answered here: look at it now. Idempotent.
   caf::reacts_to<answer_atom, group_ref>,
   // Timer: looks at every open proposal.
+  caf::reacts_to<tick_atom>>;
+
+/// Backfill (actors/backfill.hpp): a group session's requests for players.
+using backfill_actor = caf::typed_actor<
+  // A member (or the host, user '') asks for players for the session's
+  // open seats; answers the request. Idempotent (a session has one
+  // request). `not_found` (no such session, or it ended), `forbidden` (not
+  // an active member), `invalid_argument` (a pair's session, or a queue
+  // without backfill).
+  caf::replies_to<backfill_atom, backfill_ask>::with<backfill_info>,
+  // (session, queue) from this node: the session started short or a
+  // member left; asked for when the queue's backfill is `auto`. (session,
+  // ''): the session ended; its request ends.
+  caf::reacts_to<backfill_atom, std::string, std::string>,
+  // Timer: re-scans every request (presence, and its fill).
   caf::reacts_to<tick_atom>>;
 
 /// Serializes work per unordered pair of users (actors/pair_lock.hpp).

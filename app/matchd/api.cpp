@@ -135,6 +135,9 @@ const route_entry route_table[] = {
   {route_id::party,
    {"POST", "/v1/users/{user}/proposals/{proposal}/decline", false, true},
    party_route::decline},
+  {route_id::party,
+   {"POST", "/v1/users/{user}/sessions/{session}/backfill", false, true},
+   party_route::backfill},
   // The web console: console_routes answers them (its own operator token
   // for the stats) when it is on; off, they are unknown routes.
   {route_id::console_page, {"GET", "/console", false, false}},

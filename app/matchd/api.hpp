@@ -73,6 +73,15 @@ struct proposal_view {
   bool complete = false;
 };
 
+/// A session's backfill request (docs/groups.md "Backfill").
+struct backfill_view {
+  std::string session_id;
+  std::string queue;
+  std::string state; ///< waiting (asked), full (no seat open)
+  uint32_t players = 0;
+  uint32_t max_players = 0;
+};
+
 /// What a member's leave of a group session answered.
 struct leave_view {
   std::string session_id;
@@ -95,6 +104,7 @@ using ticket_cb = std::function<void(outcome<ticket_view>)>;
 using party_cb = std::function<void(outcome<party_view>)>;
 using leave_cb = std::function<void(outcome<leave_view>)>;
 using proposal_cb = std::function<void(outcome<proposal_view>)>;
+using backfill_cb = std::function<void(outcome<backfill_view>)>;
 using end_cb = std::function<void(outcome<end_view>)>;
 using swipe_cb = std::function<void(outcome<swipe_view>)>;
 
@@ -174,6 +184,13 @@ class engine_port {
                                const std::string& queue,
                                const std::string& proposal,
                                const std::string& answer, proposal_cb cb);
+  /// `user`, a member of group session `session`, asks for players for its
+  /// open seats. Idempotent (one request per session). `not_found` (no
+  /// such session, or it ended), `forbidden` (not a member now),
+  /// `invalid_argument` (a pair's session, or a queue without backfill).
+  /// The default refuses (`not_found`).
+  virtual void backfill(const std::string& user, const std::string& session,
+                        backfill_cb cb);
 };
 
 /// A reply to a request: status and JSON body.

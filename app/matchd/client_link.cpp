@@ -450,6 +450,22 @@ std::string event_json(const match_event& ev) {
     j["reason"] = p.value("reason", std::string{});
     j["remaining"] = p.value("remaining", 0);
   }
+  if (p.is_object() && ev.type == "session.members_changed") {
+    // A fill (backfill): who came, with team and ticket, and the count.
+    json added = json::array();
+    if (p.contains("added") && p["added"].is_array())
+      for (auto& a : p["added"]) {
+        if (!a.is_object())
+          continue;
+        auto user = a.value("user", std::string{});
+        added.push_back(
+          {{"user", user},
+           {"ticket", client_ticket_of(a.value("ticket", std::string{}), user)},
+           {"team", a.value("team", 0)}});
+      }
+    j["added"] = added;
+    j["remaining"] = p.value("remaining", 0);
+  }
   if (ev.type == session_ended_event && p.is_object()) {
     // Who ended it and why, from the outbox row's payload.
     j["ended_by"] = p.value("ended_by", std::string{});

@@ -243,6 +243,22 @@ class bridge_impl : public engine_bridge {
     });
   }
 
+  void backfill(const std::string& user, const std::string& session,
+                backfill_cb cb) override {
+    auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
+    auto bf = eng_->backfill();
+    backfill_ask ask{session, user};
+    sys_.spawn([=](caf::event_based_actor* self) {
+      self->request(bf, timeout, backfill_atom_v, ask)
+        .then(
+          [cb](backfill_info& b) {
+            cb(backfill_view{b.session_id, b.queue, b.state, b.players,
+                             b.max_players});
+          },
+          [cb](caf::error& err) { cb(to_failure(err)); });
+    });
+  }
+
   void attach(const std::string& user) override {
     ask_link<bool>(
       user, [](bool) {}, [](const failure&) {}, attach_atom_v);

@@ -57,6 +57,19 @@ ClientMetric histogram_metric(const std::array<double, N>& bounds_s,
   return hm;
 }
 
+/// A latency histogram's buckets, in seconds.
+ClientMetric latency_metric(const latency_histogram& h) {
+  constexpr auto n = latency_histogram::bounds_ms.size();
+  std::array<double, n> bounds_s{};
+  std::array<uint64_t, n + 1> counts{};
+  for (size_t i = 0; i < n; ++i)
+    bounds_s[i] = latency_histogram::bounds_ms[i] / 1000.0;
+  for (size_t i = 0; i <= n; ++i)
+    counts[i] = h.bucket(i);
+  return histogram_metric(bounds_s, counts.data(),
+                          static_cast<double>(h.sum_us()) / 1e6);
+}
+
 /// The process's figures under the names of the Prometheus client
 /// libraries (process_*).
 void process_families(std::vector<MetricFamily>& out) {
@@ -143,6 +156,11 @@ class engine_collector : public prometheus::Collectable {
     c("mm_proposals_lapsed_total",
       "Proposals settled in the queue without their holder (lease lapsed)",
       m_->proposals_lapsed);
+    c("mm_backfill_requests_total",
+      "Backfill requests made (by members, hosts and automatically)",
+      m_->backfill_requests);
+    c("mm_backfill_seats_filled_total", "Seats backfill filled",
+      m_->backfill_seats_filled);
     auto g = [&](const char* name, const char* help,
                  const std::atomic<int64_t>& v) {
       out.push_back(
@@ -189,19 +207,14 @@ class engine_collector : public prometheus::Collectable {
     hist.name = "mm_finalize_latency_seconds";
     hist.help = "Claimed pair in to the finalizer's answer, in seconds";
     hist.type = MetricType::Histogram;
-    {
-      auto& h = m_->finalize_latency;
-      constexpr auto n = latency_histogram::bounds_ms.size();
-      std::array<double, n> bounds_s{};
-      std::array<uint64_t, n + 1> counts{};
-      for (size_t i = 0; i < n; ++i)
-        bounds_s[i] = latency_histogram::bounds_ms[i] / 1000.0;
-      for (size_t i = 0; i <= n; ++i)
-        counts[i] = h.bucket(i);
-      hist.metric.push_back(histogram_metric(
-        bounds_s, counts.data(), static_cast<double>(h.sum_us()) / 1e6));
-    }
+    hist.metric.push_back(latency_metric(m_->finalize_latency));
     out.push_back(std::move(hist));
+    MetricFamily fill;
+    fill.name = "mm_backfill_fill_seconds";
+    fill.help = "A backfill request to the commit of its fill, in seconds";
+    fill.type = MetricType::Histogram;
+    fill.metric.push_back(latency_metric(m_->backfill_fill_latency));
+    out.push_back(std::move(fill));
     MetricFamily dist;
     dist.name = "mm_pair_distance";
     dist.help = "Distance of committed pairs on a distance rule's attribute "

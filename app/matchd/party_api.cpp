@@ -52,6 +52,11 @@ void engine_port::proposal_answer(const std::string&, const std::string&,
   cb(no_parties());
 }
 
+void engine_port::backfill(const std::string&, const std::string&,
+                           backfill_cb cb) {
+  cb(no_parties());
+}
+
 namespace api_detail {
 
 std::string to_json(const party_view& p) {
@@ -182,12 +187,30 @@ void serve_party(engine_port& port, party_route route, const std::string& user,
     return;
   }
   const auto& id = params.at(1); // the party, or the session
+  auto on_session = route == party_route::leave_session
+                    || route == party_route::backfill;
   if (!valid_api_id(id)) {
-    reply(bad_id(route == party_route::leave_session ? "session" : "party"));
+    reply(bad_id(on_session ? "session" : "party"));
     return;
   }
   api_reply err;
   switch (route) {
+    case party_route::backfill:
+      port.backfill(user, id,
+                    guarded<outcome<backfill_view>>(
+                      reply, [reply](outcome<backfill_view> r) {
+                        if (!r) {
+                          reply(refusal(r.error()));
+                          return;
+                        }
+                        json out{{"session_id", r->session_id},
+                                 {"queue", r->queue},
+                                 {"state", r->state},
+                                 {"players", r->players},
+                                 {"max_players", r->max_players}};
+                        reply(api_reply{200, text(out)});
+                      }));
+      return;
     case party_route::state:
       port.party_state(user, id, on_party);
       return;

@@ -21,8 +21,9 @@ enum class party_route {
   queue,         ///< POST /v1/users/{user}/parties/{party}/tickets
   cancel,        ///< POST /v1/users/{user}/parties/{party}/cancel
   leave_session, ///< POST /v1/users/{user}/sessions/{session}/leave
-  accept,  ///< POST /v1/users/{user}/proposals/{proposal}/accept {"queue"}
-  decline, ///< POST /v1/users/{user}/proposals/{proposal}/decline {"queue"}
+  accept,   ///< POST /v1/users/{user}/proposals/{proposal}/accept {"queue"}
+  decline,  ///< POST /v1/users/{user}/proposals/{proposal}/decline {"queue"}
+  backfill, ///< POST /v1/users/{user}/sessions/{session}/backfill
 };
 
 /// Answers `route` for `user` (checked already) with path parameters

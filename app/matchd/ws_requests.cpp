@@ -86,7 +86,7 @@ ws_request parse_ws_request(std::string_view text, const std::string& user) {
       r.target += "/heartbeat";
     return r;
   }
-  if (op == "end" || op == "leave") {
+  if (op == "end" || op == "leave" || op == "backfill") {
     std::string session;
     if (!id_field(j, "session", session))
       return refuse(std::move(r), "invalid_argument", id_detail("session"));

@@ -41,7 +41,10 @@ end
 -- times (user rk avoid bal alen), then the members' attrs back to back.
 -- Every field but the attrs holds no NUL (checked on the way in). group,
 -- team: the group it is claimed in; made: the group its own last claim
--- made (a retried claim answers that one while it is unsettled).
+-- made (a retried claim answers that one while it is unsettled). A
+-- backfill request (below) carries `bf` after the attrs: its members'
+-- teams and the session's former members, "1,1,2;u7,u9" (absent in
+-- other records).
 local function gencode(t)
   local parts = {'\2', t.ticket, '\0', t.node, '\0', t.score, '\0', t.token,
                  '\0', t.state, '\0', int_s(t.deadline), '\0', int_s(t.hold),
@@ -53,7 +56,7 @@ local function gencode(t)
       .. m.bal .. '\0' .. #m.attrs .. '\0'
     attrs[#attrs + 1] = m.attrs
   end
-  return table.concat(parts) .. table.concat(attrs)
+  return table.concat(parts) .. table.concat(attrs) .. (t.bf or '')
 end
 
 local function gdecode(s)
@@ -86,6 +89,7 @@ local function gdecode(s)
     m.attrs = string.sub(s, pos, pos + m.alen - 1)
     pos = pos + m.alen
   end
+  t.bf = string.sub(s, pos)
   return t
 end
 
@@ -106,6 +110,41 @@ end
 
 -- A ticket's party size (a peeked one's or a decoded one's).
 local function gsize(t) return t.n or #t.members end
+
+-- BACKFILL (docs/groups.md "Backfill"). A session with open seats asks for
+-- players with a request: a ticket whose id is '~' .. the session id, whose
+-- members are the session's (no member pointers: they play), with `bf` as
+-- above. It waits and is re-scanned as a ticket, in FIFO order by the
+-- time it was filed; it is never a candidate of another ticket's match,
+-- only an anchor that other tickets fill (`fill_seats`).
+local function is_backfill(id) return string.sub(id, 1, 1) == '~' end
+
+-- A group ticket id: a client's, or a backfill request's.
+local function valid_gticket(s)
+  if type(s) ~= 'string' then return false end
+  if is_backfill(s) then return valid_id(string.sub(s, 2), MAX_TICKET - 1) end
+  return valid_id(s, MAX_TICKET)
+end
+
+-- A backfill request's `bf`: the members' teams (numbers) and the former
+-- members (a set); nil when malformed.
+local function parse_bf(bf, n, teams)
+  local sep = string.find(bf or '', ';', 1, true)
+  if not sep then return nil end
+  local fixed, former = {}, {}
+  for x in string.gmatch(string.sub(bf, 1, sep - 1), '[^,]+') do
+    local k = tonumber(x)
+    if not k or k < 0 or k > teams or k % 1 ~= 0 then return nil end
+    if (teams == 0) ~= (k == 0) then return nil end
+    fixed[#fixed + 1] = k
+  end
+  if #fixed ~= n then return nil end
+  for u in string.gmatch(string.sub(bf, sep + 1), '[^,]+') do
+    if not valid_id(u, MAX_ID) then return nil end
+    former[u] = true
+  end
+  return fixed, former
+end
 
 local function gload(id)
   return gdecode(redis.call('HGET', G_TIX, id))
@@ -279,6 +318,7 @@ end
 
 -- Can ticket `c` join `group` (of `players` players, party sizes `sizes`)?
 local function fits(c, group, sizes, players, sh, rules, now)
+  if is_backfill(c.ticket) then return false end
   local n = gsize(c)
   if players + n > sh.max then return false end
   for _, g in ipairs(group) do
@@ -332,45 +372,145 @@ local function fill_exactly(n, get, a, sh, rules, now, budget)
   return nil
 end
 
+-- Places parties of `sizes` whole into `rooms` (seats left per team):
+-- the team of each, by index, or nil. Largest first, with backtracking (a
+-- fill holds few tickets); teams with the most room are tried first.
+local function place_rooms(sizes, rooms)
+  local order = {}
+  for i = 1, #sizes do order[i] = i end
+  table.sort(order, function(x, y) return sizes[x] > sizes[y] end)
+  local out, left = {}, {}
+  for k, r in ipairs(rooms) do left[k] = r end
+  local function place(j)
+    if j > #order then return true end
+    local i = order[j]
+    local ks = {}
+    for k = 1, #left do ks[k] = k end
+    table.sort(ks, function(x, y) return left[x] > left[y] end)
+    for _, k in ipairs(ks) do
+      if left[k] >= sizes[i] then
+        left[k] = left[k] - sizes[i]
+        out[i] = k
+        if place(j + 1) then return true end
+        left[k] = left[k] + sizes[i]
+      end
+    end
+    return false
+  end
+  if place(1) then return out end
+  return nil
+end
+
+-- Fills the backfill request of candidate `a` (docs/groups.md "Backfill"):
+-- every live waiting ticket in FIFO order (older ones than the request
+-- too) that fits — room left under `max` and in a team for the whole
+-- party, no former member of the session, every member compatible with
+-- every member so far (the session's included) — until the seats are full.
+-- A fill of at least one ticket is made (seats are filled as players come,
+-- not all at once). Returns the tickets, the request first, with
+-- `.teams` (the request 0, then each ticket's team, 1-based; 0 without
+-- teams), or nil.
+local function fill_seats(n, get, a, sh, rules, now)
+  local req = get(a)
+  if req and req.peek then req = gdecode(req.raw) end
+  if not req then return nil end
+  local fixed, former = parse_bf(req.bf, #req.members, sh.teams)
+  if not fixed then return nil end
+  local rooms = {}
+  if sh.teams > 0 then
+    for k = 1, sh.teams do rooms[k] = sh.size end
+    for _, k in ipairs(fixed) do rooms[k] = rooms[k] - 1 end
+  else
+    rooms[1] = sh.max - #req.members
+  end
+  local group, sizes, players = {req}, {}, #req.members
+  local placed = nil
+  for i = 1, n do
+    if players >= sh.max then break end
+    local c = (i ~= a) and get(i)
+    if c and not is_backfill(c.ticket) and players + gsize(c) <= sh.max then
+      if c.peek and (rules or next(former)) then c = gdecode(c.raw) end
+      local ok = c ~= nil
+      if ok and next(former) then
+        for _, m in ipairs(c.members) do
+          if former[m.user] then ok = false end
+        end
+      end
+      if ok then
+        for _, g in ipairs(group) do
+          if not tickets_compatible(rules, g, c, now) then
+            ok = false
+            break
+          end
+        end
+      end
+      if ok then
+        sizes[#sizes + 1] = gsize(c)
+        local at = place_rooms(sizes, rooms)
+        if at then
+          group[#group + 1] = c
+          players = players + gsize(c)
+          placed = at
+        else
+          sizes[#sizes] = nil
+        end
+      end
+    end
+  end
+  if #group == 1 then return nil end
+  group.teams = {0}
+  for i = 1, #sizes do
+    group.teams[i + 1] = sh.teams > 0 and placed[i] or 0
+  end
+  return group
+end
+
 -- The match to make from live waiting tickets in FIFO order (`get(i)`, i
--- = 1..n: the live ticket of candidate i, or nil): starting from the
+-- = 1..n: the live ticket of candidate i, or nil; `bf(i)`: whether
+-- candidate i is a backfill request, read from its id): starting from the
 -- oldest (then the next, when the oldest cannot be part of one within the
 -- window), adds every ticket that fits — room left, compatible with every
 -- member so far, parties still placeable whole in the teams — until the
 -- match is full, or, when the oldest of it has waited `fill` ms, of at
 -- least `min` players; a full match found by the bounded search above goes
--- before a short one. Returns the tickets, or nil.
+-- before a short one. A backfill request anchors in its FIFO place, as a
+-- ticket filed then would (`fill_seats`), and is not counted among the
+-- anchors: a window holds few. Returns the tickets, or nil.
 local MAX_ANCHORS = 8
 -- Newest waiting tickets a claim reads besides its window (group_claim).
 local TAIL = 16
-local function form_group(n, get, sh, rules, now)
+local function form_group(n, get, sh, rules, now, bf)
   local budget = {left = SEARCH_STEPS}
   local anchors = 0
   -- Without rules, a later anchor of a size that failed has fewer
   -- candidates of the same kinds and waited less: it fails too.
   local failed = {}
   for a = 1, n do
-    local first = get(a)
-    if first and not (rules == nil and failed[gsize(first)]) then
-      anchors = anchors + 1
-      if anchors > MAX_ANCHORS then break end
-      local group, sizes, players = {first}, {gsize(first)}, gsize(first)
-      for i = a + 1, n do
-        if players == sh.max then break end
-        local c = get(i)
-        if c and fits(c, group, sizes, players, sh, rules, now) then
-          group[#group + 1] = c
-          sizes[#sizes + 1] = gsize(c)
-          players = players + gsize(c)
+    if bf and bf(a) then
+      local group = get(a) and fill_seats(n, get, a, sh, rules, now)
+      if group then return group end
+    elseif anchors < MAX_ANCHORS then
+      local first = get(a)
+      if first and not (rules == nil and failed[gsize(first)]) then
+        anchors = anchors + 1
+        local group, sizes, players = {first}, {gsize(first)}, gsize(first)
+        for i = a + 1, n do
+          if players == sh.max then break end
+          local c = get(i)
+          if c and fits(c, group, sizes, players, sh, rules, now) then
+            group[#group + 1] = c
+            sizes[#sizes + 1] = gsize(c)
+            players = players + gsize(c)
+          end
         end
+        if players == sh.max then return group end
+        local exact = fill_exactly(n, get, a, sh, rules, now, budget)
+        if exact then return exact end
+        if players >= sh.min and now - tonumber(first.since) >= sh.fill then
+          return group
+        end
+        failed[gsize(first)] = true
       end
-      if players == sh.max then return group end
-      local exact = fill_exactly(n, get, a, sh, rules, now, budget)
-      if exact then return exact end
-      if players >= sh.min and now - tonumber(first.since) >= sh.fill then
-        return group
-      end
-      failed[gsize(first)] = true
     end
   end
   return nil

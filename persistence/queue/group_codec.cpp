@@ -48,8 +48,15 @@ std::string check_member(const party_member& m) {
 outcome<script_call> group_claim_call(const group_ticket_spec& spec,
                                       uint32_t scan, uint32_t hold_ms) {
   std::string err;
+  const bool backfill = !spec.teams.empty();
+  if (backfill != is_backfill_ticket(spec.ticket))
+    return invalid("a backfill request's ticket is '~' + its session, and "
+                   "has its members' teams");
   if (!(err = check_queue(spec.queue)).empty()
-      || !(err = check_id("ticket", spec.ticket, max_ticket)).empty()
+      || !(err = check_id("ticket",
+                          backfill ? spec.ticket.substr(1) : spec.ticket,
+                          backfill ? max_ticket - 1 : max_ticket))
+            .empty()
       || !(err = check_id("node", spec.node, max_node)).empty()
       || !(err = check_range("ttl_ms", spec.ttl_ms, 1, max_ttl_ms)).empty()
       || !(err = check_range("scan", scan, 1, max_scan)).empty()
@@ -75,13 +82,29 @@ outcome<script_call> group_claim_call(const group_ticket_spec& spec,
       return invalid("member " + m.user + " is in the party twice");
     args.insert(args.end(), {m.user, m.rk, m.avoid, m.balance, m.attrs});
   }
-  if (spec.rescan || spec.accept_ms > 0)
+  if (spec.rescan || spec.accept_ms > 0 || backfill)
     args.emplace_back(spec.rescan ? "1" : "");
   if (spec.accept_ms > 0) {
     if (!(err = check_range("accept_ms", spec.accept_ms, 1, max_hold_ms))
            .empty())
       return invalid(std::move(err));
     args.push_back(std::to_string(spec.accept_ms));
+  } else if (backfill) {
+    args.emplace_back();
+  }
+  if (backfill) {
+    if (spec.teams.size() != spec.members.size() || spec.former.size() > 64)
+      return invalid("one team per member, and at most 64 former members");
+    std::string bf;
+    for (auto t : spec.teams)
+      bf += (bf.empty() ? "" : ",") + std::to_string(t);
+    bf += ';';
+    for (size_t i = 0; i < spec.former.size(); ++i) {
+      if (!(err = check_id("former member", spec.former[i], max_id)).empty())
+        return invalid(std::move(err));
+      bf += (i > 0 ? "," : "") + spec.former[i];
+    }
+    args.push_back(std::move(bf));
   }
   return make_group(script_id::group_claim, spec.queue, std::move(args));
 }
@@ -194,6 +217,29 @@ outcome<group_cancel_result> parse_group_cancel(const store_reply& reply) {
   return refusal(x);
 }
 
+outcome<script_call> backfill_cancel_call(const std::string& queue,
+                                          const std::string& session_id) {
+  std::string err;
+  if (!(err = check_queue(queue)).empty()
+      || !(err = check_id("session", session_id, max_ticket - 1)).empty())
+    return invalid(std::move(err));
+  return make_group(script_id::backfill_cancel, queue,
+                    {backfill_ticket(session_id)});
+}
+
+outcome<group_cancel_result>
+parse_backfill_cancel(const std::string& session_id, const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "cancelled")
+    return group_cancel_result{false, backfill_ticket(session_id), {}};
+  if (x[0] == "in_flight" && has(x, 2))
+    return group_cancel_result{true, backfill_ticket(session_id), x[1]};
+  return refusal(x);
+}
+
 outcome<script_call> group_release_call(const std::string& queue,
                                         const std::string& group) {
   std::string err;
@@ -212,7 +258,10 @@ group_requeue_call(const std::string& queue, const std::string& group,
     return invalid(std::move(err));
   std::vector<std::string> args{group};
   for (auto& t : leaving) {
-    if (!(err = check_id("ticket", t, max_ticket)).empty())
+    if (!(err = is_backfill_ticket(t)
+                  ? check_id("ticket", t.substr(1), max_ticket - 1)
+                  : check_id("ticket", t, max_ticket))
+           .empty())
       return invalid(std::move(err));
     args.push_back(t);
   }

@@ -42,6 +42,17 @@ outcome<script_call> group_cancel_call(const std::string& queue,
 /// `stale_token`, `not_found`.
 outcome<group_cancel_result> parse_group_cancel(const store_reply& reply);
 
+/// backfill_cancel.lua: ends session `session_id`'s backfill request
+/// (docs/groups.md "Backfill"): removed while it waits; a claimed one is
+/// its group's claimer's to settle. Idempotent.
+outcome<script_call> backfill_cancel_call(const std::string& queue,
+                                          const std::string& session_id);
+
+/// The reply of backfill_cancel: removed (`in_flight` false), or claimed
+/// (`in_flight`, `group`); `not_found` when there is no request.
+outcome<group_cancel_result>
+parse_backfill_cancel(const std::string& session_id, const store_reply& reply);
+
 /// group_release.lua: removes a settled group's tickets. Idempotent.
 outcome<script_call> group_release_call(const std::string& queue,
                                         const std::string& group);

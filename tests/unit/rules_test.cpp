@@ -114,6 +114,18 @@ TEST(rules, a_shape_is_checked_and_compacted) {
   EXPECT_TRUE(rs.rules.empty()) << "a shape alone: FIFO groups";
   EXPECT_EQ(rs.shape.spec, "8,10,2,5,3,20000,1");
   EXPECT_EQ(rs.shape.accept_timeout_ms, 0u) << "no ready check by default";
+  EXPECT_EQ(rs.shape.backfill, queue_shape::backfill_mode::off)
+    << "no backfill by default";
+  for (auto [mode, want] :
+       {std::pair{"off", queue_shape::backfill_mode::off},
+        std::pair{"manual", queue_shape::backfill_mode::manual},
+        std::pair{"auto", queue_shape::backfill_mode::automatic}}) {
+    auto b = parse_rule_book(std::string{R"({"q": {"shape": {"players":
+      {"min": 3, "max": 4}, "backfill": ")"}
+                             + mode + R"("}}})");
+    ASSERT_TRUE(b) << b.error().detail;
+    EXPECT_EQ(b->at("q").shape.backfill, want) << mode;
+  }
   auto pair = parse_rule_book(R"({"q": {"shape": {"players":
     {"min": 2, "max": 2}}, "rules": [{"kind": "avoid", "last": 1}]}})");
   ASSERT_TRUE(pair) << pair.error().detail;
@@ -132,6 +144,9 @@ TEST(rules, a_shape_is_checked_and_compacted) {
              "balance": "region"})",
      R"({"players": {"min": 4, "max": 4}, "accept_timeout_s": 301})",
      R"({"players": {"min": 2, "max": 2}, "accept_timeout_s": 5})",
+     R"({"players": {"min": 4, "max": 4}, "backfill": "always"})",
+     R"({"players": {"min": 4, "max": 4}, "backfill": true})",
+     R"({"players": {"min": 2, "max": 2}, "backfill": "auto"})",
      R"({"players": {"min": 4, "max": 4}, "colour": "red"})", R"([4])"}) {
     auto b = parse_rule_book(std::string{R"({"q": {"attributes": {"skill":
       {"type": "number"}, "region": {"type": "string"}}, "shape": )"}
