@@ -15,6 +15,13 @@
 #    on one engine.
 # Last lines: pairs_ratio_to_before=X.XX, then groups_bench's
 # groups_balance=X.XXX ... groups_users_ratio_to_pairs=X.XX.
+#
+# `bench/run groups ready` (issue 33, docs/benchmarks.md "Ready check"):
+# groups_bench --mode ready, READY_USERS (default 20,000) users per run: a
+# 5-vs-5 without and with a ready check that everyone accepts at once
+# (ABBA), then with READY_DECLINE (0.1) of the answers declining. Last
+# lines: ready_ttm_p95_ms, ready_rematch_p95_ms, ready_rematch_max_ms,
+# ready_rematch_within_p95, ready_violations, ready_ratio_to_plain=X.XX.
 
 groups_users=${GROUPS_USERS:-60000}
 groups_before=${GROUPS_BEFORE:-fbd2a48}
@@ -48,7 +55,23 @@ groups_pairs() {
   echo "$out" | tr ' ' '\n' | sed -n 's/^matches_per_s=//p'
 }
 
+groups_ready_main() {
+  cmake --build "$build" -j2 --target groups_bench >/dev/null
+  "$root/tests/support/postgres_server.sh" start "$dir/pg" >/dev/null
+  local pg="host=127.0.0.1 port=$(cat "$dir/pg/port") user=postgres dbname=postgres"
+  echo "# bench/run groups ready: $(nproc) cores, load average"\
+" $(cut -d' ' -f1-3 /proc/loadavg); private redis on 127.0.0.1:$port,"\
+" PostgreSQL on 127.0.0.1:$(cat "$dir/pg/port")"
+  "$build/bench/groups_bench" --mode ready --store redis --db postgres \
+    --pg "$pg" --redis-port "$port" --users "${READY_USERS:-20000}" \
+    --decline "${READY_DECLINE:-0.1}" 2>&1 | grep -v '\[warning\]'
+}
+
 groups_main() {
+  if [ "${1:-}" = ready ]; then
+    groups_ready_main
+    return
+  fi
   cmake --build "$build" -j2 --target groups_bench e2e_bench >/dev/null
   local old
   old=$(groups_before_bin)

@@ -23,7 +23,19 @@
 // exit 1): nobody in two sessions, every session of its queue's size, a
 // party never split over sessions or teams, every member told.
 // Last line: groups_users_ratio_to_pairs=X.XX.
+//
+// --mode ready (bench/run groups ready; docs/benchmarks.md "Ready check"):
+// the same 5-vs-5 without a ready check and with one (accept_timeout_s
+// 30) where every member accepts at once, ABBA (plain, ready, ready,
+// plain); then the ready queue with --decline (10 %) of the answers
+// declining. Printed: each mode's users/s, the time-to-match p95 of the
+// ready runs without declines (join to match.created), and for the run
+// with declines the time from each `requeued` (a declined proposal's
+// other members) to that member's match: p95 and max, and whether the
+// max is within the first p95. Last line: ready_ratio_to_plain=X.XX
+// (ready users/s / plain users/s).
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -63,6 +75,8 @@ struct options {
   uint64_t seed = 1;
   int64_t quiet_ms = 3000;
   double drain_s = 30;
+  std::string mode = "groups"; ///< groups | ready
+  double decline = 0.1;        ///< ready mode: share of answers declining
 };
 
 // The 5-vs-5 queue of each round (a round's leftovers stay in its own).
@@ -76,7 +90,20 @@ constexpr const char* rules_json = R"({
     "attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
     "shape": {"players": {"min": 10, "max": 10},
               "teams": {"count": 2, "size": 5}, "party_max": 3,
-              "balance": "skill"}}})";
+              "balance": "skill"}},
+  "r5v5": {"shape": {"players": {"min": 10, "max": 10},
+           "teams": {"count": 2, "size": 5}, "party_max": 3,
+           "accept_timeout_s": 30}},
+  "r5v5-2": {"shape": {"players": {"min": 10, "max": 10},
+             "teams": {"count": 2, "size": 5}, "party_max": 3,
+             "accept_timeout_s": 30}},
+  "r5v5-d": {"shape": {"players": {"min": 10, "max": 10},
+             "teams": {"count": 2, "size": 5}, "party_max": 3,
+             "accept_timeout_s": 30}},
+  "p5v5": {"shape": {"players": {"min": 10, "max": 10},
+           "teams": {"count": 2, "size": 5}, "party_max": 3}},
+  "p5v5-2": {"shape": {"players": {"min": 10, "max": 10},
+             "teams": {"count": 2, "size": 5}, "party_max": 3}}})";
 
 /// One mode's plan and what the driver saw of it (written by the driver
 /// only; read by main once the driver is gone).
@@ -93,6 +120,12 @@ struct tally {
   std::map<std::string, size_t> told; // session -> deliveries to members
   std::map<std::string, std::string> session_of; // user -> session
   size_t double_booked = 0;
+  // The ready check: when each user joined, matched and was last told
+  // `requeued`; the time from each requeue to the match (ms).
+  std::map<std::string, clock_type::time_point> joined_at, requeued_at;
+  std::vector<double> ttm_ms, rematch_ms;
+  std::set<std::string> seen_events; ///< proposal events, each once
+  size_t proposals = 0, declined = 0;
 };
 
 struct driver_state {
@@ -125,9 +158,11 @@ void start_party(driver_actor* self, size_t p) {
   auto& st = self->state;
   const auto& members = st.out->parties[p];
   auto sub = caf::actor_cast<subscriber_actor>(self);
-  for (auto& u : members)
-    st.eng->session(u, sub);
   auto& t = *st.out;
+  for (auto& u : members) {
+    st.eng->session(u, sub);
+    t.joined_at[u] = clock_type::now();
+  }
   if (t.joined == 0)
     t.first_join = clock_type::now();
   t.joined += members.size();
@@ -136,8 +171,9 @@ void start_party(driver_actor* self, size_t p) {
   auto ticket = "t" + std::to_string(p);
   if (members.size() == 1) {
     join_request r{st.queue, ticket,
-                   st.groups ? skill_attrs(st.out->skill[leader])
-                             : std::string{}};
+                   st.groups && st.queue[0] == 'g'
+                     ? skill_attrs(st.out->skill[leader])
+                     : std::string{}};
     self
       ->request(st.eng->session(leader, sub), std::chrono::seconds(60),
                 join_atom_v, std::move(r))
@@ -159,8 +195,9 @@ void start_party(driver_actor* self, size_t p) {
           q.party = party;
           q.queue = st.queue;
           q.ticket = ticket;
-          for (auto& u : st.out->parties[p])
-            q.attrs[u] = skill_attrs(st.out->skill[u]);
+          if (st.queue[0] == 'g') // the queues with a skill attribute
+            for (auto& u : st.out->parties[p])
+              q.attrs[u] = skill_attrs(st.out->skill[u]);
           self->request(hub, std::chrono::seconds(60), join_atom_v, q)
             .then([](party_info&) {},
                   [self](caf::error& e) { failed(self, to_string(e)); });
@@ -186,8 +223,61 @@ void start_more(driver_actor* self) {
     start_party(self, st.next++);
 }
 
+/// Every user an event names.
+std::vector<std::string> users_of(const match_event& ev) {
+  std::vector<std::string> out{ev.user_a};
+  if (!ev.user_b.empty())
+    out.push_back(ev.user_b);
+  out.insert(out.end(), ev.others.begin(), ev.others.end());
+  return out;
+}
+
+/// A proposal event (seen once per member's session: taken once): every
+/// member answers at once, a `--decline` share of them declining; a
+/// `requeued` end starts its members' rematch clocks.
+void on_proposal(driver_actor* self, const match_event& ev) {
+  auto& st = self->state;
+  auto& t = *st.out;
+  if (!t.seen_events.insert(ev.event_id).second)
+    return;
+  auto j = nlohmann::json::parse(ev.payload, nullptr, false);
+  if (!j.is_object())
+    return;
+  auto id = j.value("proposal", std::string{});
+  if (ev.type == "match.proposal_ended") {
+    auto outcome = j.value("outcome", std::string{});
+    auto users = users_of(ev);
+    if (outcome == "requeued")
+      for (auto& u : users)
+        t.requeued_at[u] = clock_type::now();
+    if (outcome == "declined" || outcome == "timed_out") {
+      // Out of the queue: no longer waiting.
+      st.waiting_users -= std::min(st.waiting_users, users.size());
+      start_more(self);
+    }
+    return;
+  }
+  ++t.proposals;
+  static std::mt19937_64 rng{st.opt.seed + 7};
+  std::bernoulli_distribution no{st.opt.decline};
+  bool declined = false;
+  for (auto& u : users_of(ev)) {
+    bool d = st.queue == "r5v5-d" && no(rng);
+    declined = declined || d;
+    proposal_answer a{st.queue, id, u, d ? "decline" : "accept"};
+    self->request(st.eng->parties(), std::chrono::seconds(60), answer_atom_v, a)
+      .then([](proposal_state&) {},
+            [](caf::error&) {}); // 404: another member declined first
+  }
+  t.declined += declined ? 1 : 0;
+}
+
 /// A match event as one member's session passed it on.
 void on_event(driver_actor* self, const match_event& ev) {
+  if (ev.type == "match.proposed" || ev.type == "match.proposal_ended") {
+    on_proposal(self, ev);
+    return;
+  }
   if (ev.type != "match.created")
     return;
   auto& st = self->state;
@@ -205,10 +295,17 @@ void on_event(driver_actor* self, const match_event& ev) {
       for (auto& u : users)
         roster.emplace_back(u, -1);
     }
+    auto now = clock_type::now();
     for (auto& [u, team] : roster) {
       auto [i, added] = t.session_of.emplace(u, ev.session_id);
       if (!added && i->second != ev.session_id)
         ++t.double_booked;
+      if (auto k = t.joined_at.find(u); k != t.joined_at.end())
+        t.ttm_ms.push_back(
+          std::chrono::duration<double, std::milli>(now - k->second).count());
+      if (auto k = t.requeued_at.find(u); k != t.requeued_at.end())
+        t.rematch_ms.push_back(
+          std::chrono::duration<double, std::milli>(now - k->second).count());
     }
     t.sessions.emplace(ev.session_id, std::move(roster));
     st.waiting_users -= std::min(st.waiting_users, users.size());
@@ -246,7 +343,18 @@ struct mode_result {
   size_t sessions = 0;
   double balance = 0;
   size_t violations = 0;
+  std::vector<double> ttm_ms, rematch_ms;
+  size_t proposals = 0, declined = 0;
 };
+
+/// The q-quantile (0..1) of `v` (sorted here); 0 when empty.
+double quantile(std::vector<double> v, double q) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  auto i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
 
 /// Runs one mode on `eng` and prints its line.
 mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
@@ -258,8 +366,9 @@ mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
     std::mt19937_64 rng{opt.seed};
     std::uniform_int_distribution<int> size{1, 3};
     std::uniform_int_distribution<int> skill{1000, 2000};
-    auto prefix = std::string{groups ? "g" : "p"} + std::to_string(getpid())
-                  + "r" + std::to_string(round) + "-";
+    // Users of each queue apart (each mode's are new).
+    auto prefix = queue + "." + std::to_string(getpid()) + "r"
+                  + std::to_string(round) + "-";
     size_t made = 0;
     while (made < opt.users) {
       size_t n = groups ? static_cast<size_t>(size(rng)) : 1;
@@ -340,7 +449,7 @@ mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
     r.matched_users += roster.size();
     if (t.told[sid] < roster.size())
       ++untold;
-    if (groups) {
+    if (groups && queue[0] == 'g') { // the balanced queues
       double s0 = 0, s1 = 0;
       for (auto& [u, team] : roster)
         (team == 0 ? s0 : s1) += t.skill[u];
@@ -355,6 +464,10 @@ mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
   r.users_per_s = secs > 0 ? r.matched_users / secs : 0;
   r.balance = balanced > 0 && team_sum > 0 ? diff_sum / team_sum : 0;
   r.violations = t.double_booked + bad_size + split + untold;
+  r.ttm_ms = std::move(t.ttm_ms);
+  r.rematch_ms = std::move(t.rematch_ms);
+  r.proposals = t.proposals;
+  r.declined = t.declined;
   std::printf("# groups_bench [%s]: %zu users joined, %zu matched in %zu "
               "sessions over %.2f s: %.0f users/s; failed %zu%s%s; "
               "double_booked=%zu wrong_size=%zu split_parties=%zu untold=%zu\n",
@@ -383,6 +496,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", opt.seed);
   app.add_option("--quiet-ms", opt.quiet_ms);
   app.add_option("--drain-s", opt.drain_s);
+  app.add_option("--mode", opt.mode, "groups | ready (the ready check)")
+    ->check(CLI::IsMember({"groups", "ready"}));
+  app.add_option("--decline", opt.decline,
+                 "ready mode: share of answers declining in its last run");
   CLI11_PARSE(app, argc, argv);
 
   std::unique_ptr<mm::bench::pg_conn> admin;
@@ -393,7 +510,7 @@ int main(int argc, char** argv) {
     create_database(*admin, db);
     conninfo = with_dbname(opt.pg, db);
   }
-  mode_result pairs, groups;
+  mode_result pairs, groups, plain, ready, declines;
   {
     caf::actor_system_config cfg;
     configure(cfg, opt.sched_threads);
@@ -425,28 +542,65 @@ int main(int argc, char** argv) {
                 opt.db.c_str(), opt.users, opt.in_flight, opt.sched_threads);
     // ABBA; each mode counts with the mean of its rounds (a drift as the
     // tables grow cancels), violations of all rounds.
-    std::vector<mode_result> p_rounds, g_rounds;
-    p_rounds.push_back(run_mode(sys, eng, opt, "pairs", false, 1));
-    g_rounds.push_back(run_mode(sys, eng, opt, "g5v5", true, 1));
-    if (opt.rounds > 1) {
-      g_rounds.push_back(run_mode(sys, eng, opt, "g5v5-2", true, 2));
-      p_rounds.push_back(run_mode(sys, eng, opt, "pairs-2", false, 2));
-    }
     auto mean_of = [](const std::vector<mode_result>& rs) {
       mode_result m;
       for (auto& r : rs) {
         m.users_per_s += r.users_per_s / rs.size();
         m.balance += r.balance / rs.size();
         m.violations += r.violations;
+        m.ttm_ms.insert(m.ttm_ms.end(), r.ttm_ms.begin(), r.ttm_ms.end());
       }
       return m;
     };
-    pairs = mean_of(p_rounds);
-    groups = mean_of(g_rounds);
+    if (opt.mode == "ready") {
+      std::vector<mode_result> p_rounds, r_rounds;
+      p_rounds.push_back(run_mode(sys, eng, opt, "p5v5", true, 1));
+      r_rounds.push_back(run_mode(sys, eng, opt, "r5v5", true, 1));
+      r_rounds.push_back(run_mode(sys, eng, opt, "r5v5-2", true, 2));
+      p_rounds.push_back(run_mode(sys, eng, opt, "p5v5-2", true, 2));
+      plain = mean_of(p_rounds);
+      ready = mean_of(r_rounds);
+      declines = run_mode(sys, eng, opt, "r5v5-d", true, 3);
+    } else {
+      std::vector<mode_result> p_rounds, g_rounds;
+      p_rounds.push_back(run_mode(sys, eng, opt, "pairs", false, 1));
+      g_rounds.push_back(run_mode(sys, eng, opt, "g5v5", true, 1));
+      if (opt.rounds > 1) {
+        g_rounds.push_back(run_mode(sys, eng, opt, "g5v5-2", true, 2));
+        p_rounds.push_back(run_mode(sys, eng, opt, "pairs-2", false, 2));
+      }
+      pairs = mean_of(p_rounds);
+      groups = mean_of(g_rounds);
+    }
     eng->stop();
   }
   if (admin)
     admin->query("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+  if (opt.mode == "ready") {
+    auto violations = plain.violations + ready.violations + declines.violations;
+    auto p95 = quantile(ready.ttm_ms, 0.95);
+    auto rematch_max = declines.rematch_ms.empty()
+                         ? 0.0
+                         : *std::max_element(declines.rematch_ms.begin(),
+                                             declines.rematch_ms.end());
+    std::printf("ready_plain_users_per_s=%.0f\n", plain.users_per_s);
+    std::printf("ready_users_per_s=%.0f\n", ready.users_per_s);
+    std::printf("ready_declines_users_per_s=%.0f\n", declines.users_per_s);
+    std::printf("ready_proposals_declined=%zu of %zu\n", declines.declined,
+                declines.proposals);
+    std::printf("ready_ttm_p95_ms=%.0f\n", p95);
+    std::printf("ready_rematch_p95_ms=%.0f\n",
+                quantile(declines.rematch_ms, 0.95));
+    std::printf("ready_rematch_max_ms=%.0f (of %zu requeued members)\n",
+                rematch_max, declines.rematch_ms.size());
+    std::printf("ready_rematch_within_p95=%s\n",
+                rematch_max <= p95 ? "yes" : "no");
+    std::printf("ready_violations=%zu\n", violations);
+    std::printf("ready_ratio_to_plain=%.2f\n",
+                plain.users_per_s > 0 ? ready.users_per_s / plain.users_per_s
+                                      : 0.0);
+    return violations == 0 ? 0 : 1;
+  }
   auto violations = pairs.violations + groups.violations;
   std::printf("groups_pairs_users_per_s=%.0f\n", pairs.users_per_s);
   std::printf("groups_5v5_users_per_s=%.0f\n", groups.users_per_s);
