@@ -289,6 +289,28 @@ std::string console_routes::stats_json() const {
     node["sessions_ended"] = metrics_->sessions_ended.load();
     node["session_actors"] = metrics_->sessions_live.load();
     node["client_links"] = metrics_->client_links.load();
+    auto& m = *metrics_;
+    node["proposals"] = json{{"made", m.proposals_made.load()},
+                             {"accepted", m.proposals_accepted.load()},
+                             {"declined", m.proposals_declined.load()},
+                             {"timed_out", m.proposals_timed_out.load()},
+                             {"lapsed", m.proposals_lapsed.load()}};
+    // A fill's time as the console's quantiles read it (seconds).
+    std::array<uint64_t, console_wait_histogram::bounds_s.size() + 1> fill{};
+    for (size_t i = 0; i <= latency_histogram::bounds_ms.size(); ++i) {
+      auto s = i < latency_histogram::bounds_ms.size()
+                 ? latency_histogram::bounds_ms[i] / 1000.0
+                 : 1e9;
+      size_t k = 0;
+      while (k < console_wait_histogram::bounds_s.size()
+             && s > console_wait_histogram::bounds_s[k])
+        ++k;
+      fill[k] += m.backfill_fill_latency.bucket(i);
+    }
+    node["backfill"] = json{{"requests", m.backfill_requests.load()},
+                            {"seats_filled", m.backfill_seats_filled.load()},
+                            {"fill_p50_s", quantile_s(fill, 0.5)},
+                            {"fill_p95_s", quantile_s(fill, 0.95)}};
   }
   if (node_view_) {
     auto v = node_view_();

@@ -56,6 +56,14 @@ try {
   assert.ok(shown.matchesRate > 0, `matches/s ${shown.matchesRate}`);
   assert.ok(shown.bars > 0 && shown.histTotal > 0, 'a histogram was drawn');
   assert.notEqual(shown.p50, '–');
+  // The ready check's tiles: the load before this made and declined some.
+  const tiles = await live.evaluate(() => Object.fromEntries(
+    ['proposals-made', 'proposals-accepted', 'proposals-declined', 'backfill-requests']
+      .map((id) => [id, Number(document.getElementById(id).dataset.value)])));
+  assert.ok(tiles['proposals-made'] > 0, `proposals made ${tiles['proposals-made']}`);
+  assert.ok(tiles['proposals-accepted'] > 0 && tiles['proposals-declined'] > 0,
+            JSON.stringify(tiles));
+  assert.ok(tiles['backfill-requests'] >= 0, JSON.stringify(tiles));
   // The canvas really has blue bars in it (not only the data attributes).
   const blue = await live.evaluate(() => {
     const c = document.querySelector('section.queue[data-queue="default"] canvas.histogram');

@@ -29,8 +29,15 @@ fail() {
   tail -n 20 "$work/matchd.log"
   exit 1
 }
+# A 2-vs-2 with a ready check, for the page's proposal tiles.
+cat >"$work/rules.json" <<'JSON'
+{"ready": {"shape": {"players": {"min": 4, "max": 4},
+                     "teams": {"count": 2, "size": 2},
+                     "accept_timeout_s": 3, "backfill": "auto"}}}
+JSON
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node console-test \
-  --queues default,demo --console-token "$console_token" --demo-queue demo \
+  --queues default,demo,ready --rules "$work/rules.json" \
+  --console-token "$console_token" --demo-queue demo \
   --log-level warn >"$work/matchd.log" 2>&1 &
 pids+=($!)
 "$matchd" --listen "127.0.0.1:$port_off" --secret "$secret" --node no-console \
@@ -89,6 +96,11 @@ expect 200 "" -X POST "$url/v1/users/$demo_user/parties/$demo_party/leave" -H "A
 curl -sI "$url/console/" | grep -qi "^content-security-policy: default-src 'none'; script-src 'self'" \
   || fail "no Content-Security-Policy on /console/"
 
+# Proposals first (the counters only grow): 10 % of the answers decline.
+"$matchctl" load --url "$url" --secret "$secret" --users 200 --rate 400 \
+  --queue ready --players 4 --teams 2 --accept-rate 0.9 --settle-ms 4000 \
+  --prefix rc- --no-progress >"$work/ready.out" 2>&1 \
+  || fail "the ready check load: $(tail -n 1 "$work/ready.out")"
 # Load on the queue 'default' while the browser looks.
 "$matchctl" load --url "$url" --secret "$secret" --users 100000 --rate 400 \
   --duration 25 --settle-ms 500 --no-progress >"$work/load.out" 2>&1 &
@@ -117,6 +129,10 @@ assert l["matched_users"] > 0 and l["joins"] >= l["matched_users"], l
 # (give or take the few matched between the reads of the two counters).
 assert abs(l["time_to_match"]["count"] - l["matched_users"]) <= 2 + l["matched_users"] // 100, l
 assert 0 < l["time_to_match"]["p50_s"] <= l["time_to_match"]["p99_s"], l
+p = s["node"]["proposals"]
+print("proposals:", p, "backfill:", s["node"]["backfill"])
+assert p["made"] > 0 and p["accepted"] > 0 and p["declined"] > 0, p
+assert p["accepted"] + p["declined"] + p["timed_out"] <= p["made"], p
 PY
 if [ "${MM_UPDATE_SCREENSHOTS:-0}" = 1 ]; then
   src=$(cd "$here/../.." && pwd)

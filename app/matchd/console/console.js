@@ -152,6 +152,15 @@ function render(stats) {
   $('websockets').textContent = n.websockets ?? '–';
   $('connections').textContent = n.connections ?? '–';
   $('demo-link').hidden = !stats.demo_queue;
+  // The ready check and backfill (docs/groups.md), counted since start.
+  const p = n.proposals || {}, b = n.backfill || {};
+  for (const [id, v] of [['proposals-made', p.made], ['proposals-accepted', p.accepted],
+                         ['proposals-declined', p.declined], ['proposals-timed-out', p.timed_out],
+                         ['backfill-requests', b.requests], ['backfill-seats', b.seats_filled]]) {
+    $(id).textContent = v ?? '–';
+    $(id).dataset.value = String(v ?? 0);
+  }
+  $('backfill-p95').textContent = fmtSeconds(b.fill_p95_s);
   bounds = stats.time_to_match_bounds_s;
   const now = { t: n.now_ms, queues: new Map() };
   for (const q of stats.queues)
