@@ -457,6 +457,13 @@ int main(int argc, char** argv) {
                  "accepts a match.proposed with this probability and "
                  "declines otherwise (default 1)")
     ->check(CLI::Range(0.0, 1.0));
+  load_cmd
+    ->add_option("--backfill", glo.leave_rate,
+                 "with --players, on a queue with \"backfill\": \"auto\": "
+                 "each matched member leaves its session with this "
+                 "probability; matched members keep listening, and the "
+                 "checker counts the fills (default 0)")
+    ->check(CLI::Range(0.0, 1.0));
   load_cmd->add_flag("--skill", glo.skill,
                      "with --players: send {\"skill\": 1000..2000} as each "
                      "member's attributes");

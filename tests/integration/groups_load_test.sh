@@ -5,7 +5,9 @@
 # in parties of 1..2 on a lobby of 3..6 players made short after 1 s, and
 # 800 on a 2-vs-2 with a ready check where 10 % of answers decline; the
 # checker's verdict ok (no double booking, partial match, split party,
-# undelivered event or lost user). A --players that disagrees with the
+# undelivered event or lost user); 1,200 on a 2-vs-2 with backfill whose
+# matched members leave at 30 %: the seats filled, never over 4, every
+# fill told. A --players that disagrees with the
 # node's shape is reported as partial matches: the checker can fail.
 #   groups_load_test.sh MATCHD MATCHCTL
 set -euo pipefail
@@ -27,12 +29,15 @@ cat >"$work/rules.json" <<'JSON'
  "ready": {"shape": {"players": {"min": 4, "max": 4},
                      "teams": {"count": 2, "size": 2}, "party_max": 2,
                      "accept_timeout_s": 3}},
+ "refill": {"shape": {"players": {"min": 3, "max": 4},
+                      "teams": {"count": 2, "size": 2}, "fill_after_s": 600,
+                      "backfill": "auto"}},
  "apart": {"attributes": {"skill": {"type": "number", "min": 0, "max": 5000}},
            "rules": [{"kind": "distance", "attribute": "skill", "base": 0}],
            "shape": {"players": {"min": 2, "max": 2}, "party_max": 2}}}
 JSON
 port=$(free_port)
-"$matchd" --listen "127.0.0.1:$port" --secret "$secret" --queues duel,lobby,apart,ready \
+"$matchd" --listen "127.0.0.1:$port" --secret "$secret" --queues duel,lobby,apart,ready,refill \
   --rules "$work/rules.json" --heartbeat 500 --log-level warn \
   >"$work/matchd.log" 2>&1 &
 pid=$!
@@ -106,6 +111,19 @@ run --queue ready --users 800 --rate 1000 --players 4 --teams 2 \
   && [ "$(field over_capacity)" = 0 ] || fail "ready: $last"
 [ "$(field matched)" -ge 400 ] || fail "ready: too few matched: $last"
 [ "$(field unobserved)" = 0 ] || fail "ready: parties gave up: $last"
+
+# Backfill (issue 33): 30 % of the matched leave their 2-vs-2, which goes
+# on with three and asks for a player by itself; the users still arriving
+# fill the seats. No session over 4, nobody in two sessions, every fill
+# heard by every member still listening.
+run --queue refill --users 1200 --rate 400 --players 3-4 --teams 2 \
+  --backfill 0.3 --prefix "b$$-" --settle-ms 4000
+[ "$rc" = 0 ] && grep -q '^verdict=ok ' <<<"$last" || fail "refill: exit $rc: $last"
+[ "$(field leaves)" -gt 0 ] && [ "$(field fills)" -gt 0 ] \
+  && [ "$(field seats_filled)" -gt 0 ] || fail "refill: no fills: $last"
+[ "$(field over_capacity)" = 0 ] && [ "$(field double_bookings)" = 0 ] \
+  && [ "$(field undelivered_events)" = 0 ] || fail "refill: $last"
+[ "$(field unobserved)" = 0 ] || fail "refill: parties gave up: $last"
 
 # The checker can fail: sessions of 10 counted against --players 8.
 run --queue duel --users 200 --rate 1000 --players 8 --teams 2 \

@@ -20,6 +20,7 @@
 #include "app/common/http_client.hpp"
 #include "app/common/token.hpp"
 #include "app/matchctl/load/checker.hpp"
+#include "app/matchctl/load/fill_check.hpp"
 
 namespace mm {
 
@@ -70,6 +71,7 @@ struct member {
   std::set<std::string> proposed; ///< proposals heard
   std::set<std::string> ended;    ///< ... and their ends heard
   bool requeued = false;          ///< told `requeued` by some proposal
+  bool left = false;              ///< left its session (--backfill)
 };
 
 struct party_run {
@@ -316,6 +318,13 @@ class group_runner {
     pr.gave_up = pr.matched < pr.members.size();
     active_users_ -= std::min(active_users_, pr.members.size());
     last_progress_ = clock_type::now();
+    // With --backfill a matched party keeps listening (for the fills of
+    // its session) until the run ends.
+    if (g_.leave_rate > 0 && !pr.gave_up) {
+      for (auto i : pr.members)
+        users_[i].done = true;
+      return;
+    }
     for (auto i : pr.members) {
       users_[i].done = true;
       if (users_[i].ws)
@@ -347,6 +356,10 @@ class group_runner {
       on_proposal_ended(p, i, j);
       return;
     }
+    if (type == "session.members_changed") {
+      on_fill(p, i, j);
+      return;
+    }
     if (type != "match.created")
       return;
     auto sid = j.value("session_id", "");
@@ -361,11 +374,63 @@ class group_runner {
         if (u.is_string())
           m.roster.insert(u.get<std::string>());
     m.teams = j.contains("teams") ? j["teams"] : json::array();
+    matched(p, i);
+  }
+
+  /// Member i of party p heard its match (a session's start or a fill).
+  void matched(size_t p, size_t i) {
     last_match_ = clock_type::now();
     last_progress_ = last_match_;
     auto& pr = parties_[p];
+    maybe_leave(i);
     if (++pr.matched == pr.members.size())
       give_up(p); // done: every member heard its match
+  }
+
+  // -- backfill ---------------------------------------------------------------
+
+  /// With --backfill, a matched member leaves its session at that rate.
+  void maybe_leave(size_t i) {
+    auto& m = users_[i];
+    if (g_.leave_rate <= 0 || m.left
+        || !std::bernoulli_distribution{g_.leave_rate}(answers_))
+      return;
+    m.left = true;
+    fills_.left(m.user);
+    ++leaves_;
+    call_retrying(i, {{"op", "leave"}, {"session", m.session}},
+                  [this](unsigned st, const json& b) {
+                    if (st != 200 && errors_++ < 5)
+                      std::cerr << "matchctl load: leave: " << st << " "
+                                << b.dump() << "\n";
+                  });
+  }
+
+  /// A fill of a session (backfill): every member hears it; a new member
+  /// takes it as its match.
+  void on_fill(size_t p, size_t i, const json& j) {
+    auto& m = users_[i];
+    fills_.heard(m.user, j);
+    last_progress_ = clock_type::now();
+    bool added = false;
+    if (j.contains("added") && j["added"].is_array())
+      for (auto& a : j["added"])
+        added = added || (a.is_object() && a.value("user", "") == m.user);
+    if (!added)
+      return;
+    auto sid = j.value("session_id", "");
+    if (!m.session.empty()) {
+      if (sid != m.session)
+        ++m.extra_sessions; // in two sessions
+      return;
+    }
+    m.session = sid;
+    if (j.contains("users"))
+      for (auto& u : j["users"])
+        if (u.is_string())
+          m.roster.insert(u.get<std::string>());
+    m.teams = j.contains("teams") ? j["teams"] : json::array();
+    matched(p, i);
   }
 
   // -- the ready check --------------------------------------------------------
@@ -477,7 +542,9 @@ class group_runner {
         continue;
       ++c.matched_users;
       auto [it, added] = first.emplace(m.session, &m);
-      if (!added
+      // (With backfill a session's roster changes: a fill's members see
+      // it after the fill; fill_check.hpp checks the fills instead.)
+      if (!added && g_.leave_rate <= 0
           && (it->second->roster != m.roster || it->second->teams != m.teams))
         ++c.double_bookings; // observers disagree on the session
     }
@@ -508,8 +575,9 @@ class group_runner {
                 team_of_user[u.get<std::string>()] = sid + "/"
                                                      + std::to_string(k);
           }
-        if (!m->teams.is_array() || m->teams.size() != g_.teams || in_teams != n
-            || hi != lo || hi > g_.max_players / g_.teams)
+        if (g_.leave_rate <= 0
+            && (!m->teams.is_array() || m->teams.size() != g_.teams
+                || in_teams != n || hi != lo || hi > g_.max_players / g_.teams))
           ++c.partial_matches;
       }
       std::set<size_t> nodes;
@@ -575,6 +643,15 @@ class group_runner {
         }
       }
     }
+    auto fc = fills_.count(g_.max_players, [&](const std::string& u) {
+      auto it = by_user.find(u);
+      return it != by_user.end() && !party_of[it->second]->gave_up;
+    });
+    c.leaves = leaves_;
+    c.fills = fc.fills;
+    c.seats_filled = fc.seats;
+    c.over_capacity += fc.over_capacity;
+    c.undelivered_events += fc.untold;
     c.proposals = proposals_heard_;
     c.declines = declines_;
     c.matches_left = full_matches_of(std::move(left), g_.teams, g_.max_players);
@@ -612,6 +689,8 @@ class group_runner {
   size_t looks_ = 0;
   size_t proposals_heard_ = 0; ///< by every member, each once
   size_t declines_ = 0;
+  size_t leaves_ = 0;
+  fill_ledger fills_;
   std::mt19937_64 answers_; ///< accept or decline
   bool final_ = false;
   bool over_ = false;
@@ -640,14 +719,15 @@ int run_group_load(const load_options& opts, const group_load_options& g) {
               "lost_users=%zu unobserved=%zu cross_node_sessions=%zu "
               "cross_node_parties=%zu matches_left=%zu proposals=%zu "
               "declines=%zu removed_parties=%zu proposals_leaked=%zu "
-              "requeued_lost=%zu over_capacity=%zu\n",
+              "requeued_lost=%zu over_capacity=%zu leaves=%zu fills=%zu "
+              "seats_filled=%zu\n",
               c.verdict(), c.users, c.parties, c.matched_users, c.sessions,
               c.waiting, c.errors, runner.users_per_s(c), c.double_bookings,
               c.partial_matches, c.split_parties, c.undelivered_events,
               c.lost_users, c.unobserved, c.cross_node_sessions,
               c.cross_node_parties, c.matches_left, c.proposals, c.declines,
               c.removed_parties, c.proposals_leaked, c.requeued_lost,
-              c.over_capacity);
+              c.over_capacity, c.leaves, c.fills, c.seats_filled);
   std::fflush(stdout);
   if (runner.answered() == 0)
     return 1;

@@ -48,6 +48,10 @@ struct group_load_options {
   /// A queue with a ready check: each member accepts a proposal with this
   /// probability and declines otherwise.
   double accept_rate = 1.0;
+  /// A queue with backfill (`--backfill R`): each matched member leaves its
+  /// session with this probability; the others keep listening for the
+  /// fills of the seats (session.members_changed).
+  double leave_rate = 0;
 };
 
 /// The counters of the group checker.
@@ -74,6 +78,10 @@ struct group_check {
   // more users than --players' max.
   std::size_t proposals = 0, declines = 0, removed_parties = 0;
   std::size_t proposals_leaked = 0, requeued_lost = 0, over_capacity = 0;
+  // Backfill: members who left, fills heard and the seats they filled; a
+  // fill past the maximum counts in over_capacity, a fill a listening
+  // member never heard in undelivered_events (fill_check.hpp).
+  std::size_t leaves = 0, fills = 0, seats_filled = 0;
 
   /// "ok" or "violations".
   const char* verdict() const noexcept {
@@ -98,7 +106,7 @@ bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi);
 ///   split_parties=.. undelivered_events=.. lost_users=.. unobserved=..
 ///   cross_node_sessions=.. cross_node_parties=.. matches_left=..
 ///   proposals=.. declines=.. removed_parties=.. proposals_leaked=..
-///   requeued_lost=.. over_capacity=..
+///   requeued_lost=.. over_capacity=.. leaves=.. fills=.. seats_filled=..
 /// Returns 0 (ok), 2 (violations) or 1 (nothing answered). Not idempotent:
 /// it drives real traffic.
 int run_group_load(const load_options& opts, const group_load_options& g);
