@@ -178,6 +178,7 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   rcfg.broker = e->broker_;
   rcfg.directory = e->directory_;
   rcfg.metrics = cfg.metrics;
+  rcfg.on_held = cfg.proposals_held;
   e->ready_check_ = spawn_ready_check(sys, std::move(rcfg));
   // The gateway: routes to other nodes (cluster) and replays a registering
   // user's active match (always).

@@ -48,6 +48,9 @@ struct engine_config {
   /// Test hook of the group finalizer (group_finalizer_config::at_checkpoint;
   /// its other settings follow `finalizer`'s). May be empty.
   std::function<void(checkpoint, const group_commit&)> group_at_checkpoint;
+  /// Test hook of the ready check (ready_check_config::on_held). May be
+  /// empty.
+  std::function<void(std::size_t)> proposals_held;
   session_config session; ///< `node` is overwritten with `node` above
   /// Match rules by queue (docs/rules.md; core/rules.hpp parse_rule_book
   /// makes them from JSON). Null or no entry: the queue is plain FIFO.

@@ -255,6 +255,15 @@ void ask(rc_ptr self, const std::string& queue,
       });
 }
 
+/// How many open proposals are not decided yet (none committing).
+size_t undecided(rc_ptr self) {
+  size_t n = 0;
+  for (auto& [queue, ps] : self->state.open)
+    for (auto& [gid, p] : ps)
+      n += p.committing ? 0 : 1;
+  return n;
+}
+
 void arm(rc_ptr self) {
   auto& st = self->state;
   if (st.armed || st.open.empty())
@@ -287,6 +296,8 @@ ready_check_actor spawn_ready_check(caf::actor_system& sys,
           count(self, &engine_metrics::proposals_made);
           propose(self, p.g);
           arm(self);
+          if (st.cfg.on_held) // a test hook: off unless armed
+            st.cfg.on_held(undecided(self));
         }
         return rp;
       },

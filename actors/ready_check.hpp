@@ -8,7 +8,9 @@
 // settles it by the rule (decliners and, at the deadline, the silent
 // removed and told; every other ticket back at its original place).
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,6 +35,11 @@ struct ready_check_config {
   /// Bound of a request to the broker.
   uint32_t request_timeout_ms = 10000;
   std::shared_ptr<engine_metrics> metrics; ///< may be null
+  /// Test hook (matchd's failpoint kill_holding_proposals, docs/matchd.md
+  /// "Failpoints"): called with how many open proposals, not yet decided,
+  /// this actor holds each time it makes one. Empty (the default): nothing
+  /// is counted.
+  std::function<void(std::size_t)> on_held;
 };
 
 /// Spawns the ready check. `finalize_atom, group_commit` with `accept_ms`

@@ -30,6 +30,7 @@
 #include "app/matchd/console_stats.hpp"
 #include "app/matchd/depth_lease.hpp"
 #include "app/matchd/engine_bridge.hpp"
+#include "app/matchd/failpoint.hpp"
 #include "app/matchd/heap.hpp"
 #include "app/matchd/http_server.hpp"
 #include "app/matchd/hub.hpp"
@@ -242,72 +243,6 @@ class readiness_probe {
   std::thread thread_;
 };
 
-/// A core actor a failpoint kills, and when (ms after start).
-struct actor_kill {
-  std::string name;
-  uint32_t after_ms = 0;
-};
-
-const char* const core_names[] = {"broker",  "finalizer", "directory", "relay",
-                                  "gateway", "lifecycle", "pair_lock", "swipe"};
-
-/// Test hook (docs/matchd.md, "Failpoints"): MM_FAILPOINT, read once at
-/// start, makes the finalizers SIGKILL this process at one point of a
-/// commit (of a pair or a group), so tests can crash a node exactly there; or (kill_actor=NAME@MS)
-/// kills one core actor MS ms after start. Empty: no hook. An unknown
-/// failpoint is refused (false).
-bool arm_failpoint(engine_config& ec, std::string& armed, actor_kill& kill) {
-  const char* env = std::getenv("MM_FAILPOINT");
-  armed = env != nullptr ? env : "";
-  if (armed.empty())
-    return true;
-  if (armed.rfind("kill_actor=", 0) == 0) {
-    auto spec = armed.substr(11);
-    auto at = spec.find('@');
-    kill.name = spec.substr(0, at);
-    try {
-      kill.after_ms
-        = at == std::string::npos
-            ? 0
-            : static_cast<uint32_t>(std::stoul(spec.substr(at + 1)));
-    } catch (const std::exception&) {
-      return false;
-    }
-    for (auto* n : core_names)
-      if (kill.name == n)
-        return true;
-    return false;
-  }
-  checkpoint at;
-  if (armed == "kill_before_commit")
-    at = checkpoint::before_answer; // the rows written, COMMIT not sent
-  else if (armed == "kill_after_commit")
-    at = checkpoint::after_commit; // committed, the queue not yet settled
-  else
-    return false;
-  auto name = armed;
-  auto die = [name](const std::string& what) {
-    std::fprintf(stderr, "failpoint %s: %s: SIGKILL\n", name.c_str(),
-                 what.c_str());
-    std::fflush(stderr);
-    ::kill(::getpid(), SIGKILL);
-  };
-  ec.finalizer.at_checkpoint = [at, die](checkpoint cp, const claim_pair& p) {
-    if (cp == at)
-      die("pair " + p.claimer_ticket + "/" + p.claimed.ticket);
-  };
-  ec.group_at_checkpoint = [at, die](checkpoint cp, const group_commit& g) {
-    if (cp != at)
-      return;
-    auto what = "group " + g.group + " of " + std::to_string(g.tickets.size())
-                + " tickets:";
-    for (auto& t : g.tickets)
-      what += " " + t.ticket;
-    die(what);
-  };
-  return true;
-}
-
 /// Waits until every actor of `sys` is done, or until `by`: false then.
 bool actors_done_by(caf::actor_system& sys,
                     std::chrono::steady_clock::time_point by) {
@@ -395,10 +330,11 @@ int run(const matchd_config& mc) {
   std::string failpoint;
   actor_kill kill;
   if (!arm_failpoint(ec, failpoint, kill)) {
-    lg->error("MM_FAILPOINT={}: unknown failpoint (kill_before_commit, "
-              "kill_after_commit, kill_actor=NAME@MS with NAME one of broker, "
-              "finalizer, directory, relay, gateway, lifecycle, pair_lock, "
-              "swipe)",
+    lg->error("MM_FAILPOINT={}: unknown or malformed failpoint "
+              "(kill_before_commit, kill_after_commit, "
+              "kill_holding_proposals=N with N >= 1, kill_actor=NAME@MS "
+              "with NAME one of broker, finalizer, directory, relay, "
+              "gateway, lifecycle, pair_lock, swipe)",
               failpoint);
     return 2;
   }
