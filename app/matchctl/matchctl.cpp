@@ -464,6 +464,13 @@ int main(int argc, char** argv) {
                  "probability; matched members keep listening, and the "
                  "checker counts the fills (default 0)")
     ->check(CLI::Range(0.0, 1.0));
+  load_cmd
+    ->add_option("--ignore-rate", glo.ignore_rate,
+                 "with --players, on a queue with a ready check: each member "
+                 "ignores a match.proposed (never answers) with this "
+                 "probability; --accept-rate splits the answers of the "
+                 "others (default 0)")
+    ->check(CLI::Range(0.0, 1.0));
   load_cmd->add_flag("--skill", glo.skill,
                      "with --players: send {\"skill\": 1000..2000} as each "
                      "member's attributes");

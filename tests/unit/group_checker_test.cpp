@@ -1,10 +1,12 @@
 // The group checker's count of full matches left among waiting parties
 // (matchctl load --players; app/matchctl/load/checker.hpp): what a quiet
-// queue without rules must never hold at the end of a run.
+// queue without rules must never hold at the end of a run; and how it reads
+// the ready check (app/matchctl/load/proposal_check.hpp).
 
 #include <gtest/gtest.h>
 
 #include "app/matchctl/load/checker.hpp"
+#include "app/matchctl/load/proposal_check.hpp"
 
 using mm::full_matches_of;
 
@@ -30,4 +32,48 @@ TEST(group_checker, one_lobby_by_sum) {
   EXPECT_EQ(full_matches_of({}, 2, 10), 0u);
   // A party larger than a team never counts.
   EXPECT_EQ(full_matches_of({7, 3}, 2, 10), 0u);
+}
+
+TEST(proposal_check, holder_and_order_from_ids) {
+  EXPECT_EQ(mm::proposal_holder("proposal:node-3:q2:g17:proposed"), "node-3");
+  EXPECT_EQ(mm::proposal_holder("outbox:42"), "?");
+  EXPECT_EQ(mm::proposal_holder("proposal:node-3"), "?");
+  EXPECT_EQ(mm::proposal_seq("g17"), 17u);
+  EXPECT_LT(mm::proposal_seq("g9"), mm::proposal_seq("g10"));
+  EXPECT_EQ(mm::proposal_seq("x17"), 0u);
+  EXPECT_EQ(mm::proposal_seq("gx"), 0u);
+}
+
+TEST(proposal_check, how_a_proposal_ended) {
+  mm::heard_proposal h;
+  h.seq = 5;
+  std::map<std::string, std::string> ended{{"g5", "told"}};
+  EXPECT_EQ(mm::proposal_end(ended, "g5", h, false, 5, false), "told");
+  ended.clear();
+  EXPECT_EQ(mm::proposal_end(ended, "g5", h, true, 5, false), "matched");
+  EXPECT_EQ(mm::proposal_end(ended, "g5", h, false, 9, false), "later");
+  EXPECT_EQ(mm::proposal_end(ended, "g5", h, false, 5, true), "queued");
+  // Heard, never ended, the party not back in the queue: held forever.
+  EXPECT_EQ(mm::proposal_end(ended, "g5", h, false, 5, false), "leaked");
+  mm::group_holder_tally t;
+  for (auto how : {"told", "removed", "later", "matched", "queued", "leaked"})
+    mm::tally_end(t, how);
+  EXPECT_EQ(t.heard, 6u);
+  EXPECT_EQ(t.told + t.removed + t.later + t.matched + t.queued + t.leaked, 6u);
+  EXPECT_EQ(t.leaked, 1u);
+  EXPECT_TRUE(mm::removal_reason("timed_out"));
+  EXPECT_FALSE(mm::removal_reason("requeued"));
+}
+
+TEST(proposal_check, a_session_needs_the_accept_of_its_proposal) {
+  std::set<std::string> roster{"a", "b", "c", "d"};
+  std::map<std::string, mm::heard_proposal> heard;
+  EXPECT_FALSE(mm::accepted_session(heard, roster)); // heard none
+  heard["g3"] = {"node-1", roster, 3, true};
+  heard["g8"] = {"node-2", {"a", "b", "e", "f"}, 8, false};
+  EXPECT_TRUE(mm::accepted_session(heard, roster));
+  // The same users proposed again (all requeued by a lapse): the later
+  // proposal made the session, and it was ignored.
+  heard["g9"] = {"node-3", roster, 9, false};
+  EXPECT_FALSE(mm::accepted_session(heard, roster));
 }

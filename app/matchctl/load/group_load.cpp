@@ -21,6 +21,7 @@
 #include "app/common/token.hpp"
 #include "app/matchctl/load/checker.hpp"
 #include "app/matchctl/load/fill_check.hpp"
+#include "app/matchctl/load/proposal_check.hpp"
 
 namespace mm {
 
@@ -67,11 +68,11 @@ struct member {
   std::string session; ///< from its first match.created
   std::set<std::string> roster;
   json teams;
-  size_t extra_sessions = 0;      ///< match.created of another session
-  std::set<std::string> proposed; ///< proposals heard
-  std::set<std::string> ended;    ///< ... and their ends heard
-  bool requeued = false;          ///< told `requeued` by some proposal
-  bool left = false;              ///< left its session (--backfill)
+  size_t extra_sessions = 0; ///< match.created of another session
+  std::map<std::string, heard_proposal> proposed; ///< proposals heard
+  /// ... and how each ended for it (as group_holder_tally names them)
+  std::map<std::string, std::string> ended;
+  bool left = false; ///< left its session (--backfill)
 };
 
 struct party_run {
@@ -89,6 +90,7 @@ struct party_run {
   bool gave_up = false;
   /// Removed by a ready check (declined, timed out) and told so.
   bool removed = false;
+  std::string final_phase; ///< the final look's answer, if asked
 };
 
 class group_runner {
@@ -172,6 +174,7 @@ class group_runner {
       call(leader, std::move(msg), [this, p](unsigned status, const json& b) {
         auto phase = b.value(parties_[p].id.empty() ? "state" : "phase",
                              std::string{});
+        parties_[p].final_phase = phase;
         parties_[p].waiting = status == 200
                               && (phase == "queued" || phase == "claiming"
                                   || phase == "finalizing");
@@ -226,7 +229,9 @@ class group_runner {
       h.on_close = [this, p, i](const ws_close_info&) {
         auto& m = users_[i];
         m.open = false;
-        if (!m.done) { // ended before the user was done
+        // Ended before the user was done; not by the run's end (its
+        // sockets closed then: a party still waiting kept listening).
+        if (!m.done && !over_) {
           fail_calls(i);
           give_up(p);
         }
@@ -349,11 +354,20 @@ class group_runner {
       return;
     }
     if (type == "match.proposed") {
-      on_proposed(i, j);
+      on_proposed(p, i, j);
       return;
     }
     if (type == "match.proposal_ended") {
       on_proposal_ended(p, i, j);
+      return;
+    }
+    // A removal the party tells (a lapsed proposal's holder cannot): its
+    // update to `open`, or a party of one's final state.
+    if (type == "party.updated" || type == "state") {
+      auto phase = j.value(type == "state" ? "state" : "phase", "");
+      if ((phase == "open" || phase == "failed" || phase == "timed_out")
+          && removal_reason(j.value("detail", "")))
+        removed_told(p, {});
       return;
     }
     if (type == "session.members_changed") {
@@ -435,15 +449,33 @@ class group_runner {
 
   // -- the ready check --------------------------------------------------------
 
-  void on_proposed(size_t i, const json& j) {
+  void on_proposed(size_t p, size_t i, const json& j) {
     auto id = j.value("proposal", "");
     auto& m = users_[i];
-    if (id.empty() || !m.proposed.insert(id).second)
+    if (id.empty() || m.proposed.count(id) != 0)
       return;
+    auto& h = m.proposed[id];
+    h.holder = proposal_holder(j.value("event_id", ""));
+    h.seq = proposal_seq(id);
+    if (j.contains("users") && j["users"].is_array())
+      for (auto& u : j["users"])
+        if (u.is_string())
+          h.users.insert(u.get<std::string>());
     ++proposals_heard_;
     last_progress_ = clock_type::now();
+    if (parties_[p].removed) { // late, from another node: over before that
+      m.ended.emplace(id, "later");
+      return;
+    }
+    // Drawn only when asked for: runs without it keep their answers.
+    if (g_.ignore_rate > 0
+        && std::bernoulli_distribution{g_.ignore_rate}(answers_)) {
+      ++ignores_; // never answered: the deadline (or a decline) decides
+      return;
+    }
     std::bernoulli_distribution yes{g_.accept_rate};
     bool accept = yes(answers_);
+    h.accepted = accept;
     declines_ += accept ? 0 : 1;
     call_retrying(i,
                   {{"op", accept ? "proposal_accept" : "proposal_decline"},
@@ -459,32 +491,42 @@ class group_runner {
 
   void on_proposal_ended(size_t p, size_t i, const json& j) {
     auto& m = users_[i];
-    m.ended.insert(j.value("proposal", ""));
+    auto id = j.value("proposal", "");
+    m.ended.emplace(id, "told");
     last_progress_ = clock_type::now();
-    auto outcome = j.value("outcome", "");
-    if (outcome == "requeued") {
-      m.requeued = true;
+    if (removal_reason(j.value("outcome", "")))
+      removed_told(p, id);
+  }
+
+  /// The party left the queue and was told (by proposal `id`'s end, or
+  /// with `id` empty by its own update after a lapsed proposal, which is
+  /// then the latest any member heard): done, not lost. One ticket, in
+  /// one proposal at a time: this end is every member's, and every
+  /// proposal any member heard before it is over (the sockets close now,
+  /// before each member hears the ends still on their way).
+  void removed_told(size_t p, const std::string& id) {
+    auto& pr = parties_[p];
+    if (pr.removed || pr.matched != 0)
       return;
-    }
-    if (outcome == "declined" || outcome == "timed_out"
-        || outcome == "removed") {
-      // The party left the queue and was told: done, not lost.
-      // One ticket, in one proposal at a time: this outcome is every
-      // member's, and every proposal any member heard before it is over
-      // (the sockets close now, before each member hears the ends that
-      // are still on their way, from other nodes too).
-      auto& pr = parties_[p];
-      std::set<std::string> heard{j.value("proposal", "")};
+    std::string last = id;
+    uint64_t last_seq = 0;
+    if (last.empty())
       for (auto k : pr.members)
-        heard.insert(users_[k].proposed.begin(), users_[k].proposed.end());
-      for (auto k : pr.members)
-        users_[k].ended.insert(heard.begin(), heard.end());
-      if (!pr.removed && pr.matched == 0) {
-        pr.removed = true;
-        give_up(p);
-        pr.gave_up = false;
+        for (auto& [pid, h] : users_[k].proposed)
+          if (users_[k].ended.count(pid) == 0 && h.seq >= last_seq) {
+            last = pid;
+            last_seq = h.seq;
+          }
+    // `id`'s end is on its way to the other members.
+    for (auto k : pr.members)
+      for (auto& [pid, h] : users_[k].proposed) {
+        auto how = pid != last ? "later" : !id.empty() ? "told" : "removed";
+        if (users_[k].ended.emplace(pid, how).second && how[0] == 'r')
+          last_removed_ms_[h.holder] = unix_now_ms();
       }
-    }
+    pr.removed = true;
+    give_up(p);
+    pr.gave_up = false;
   }
 
   void call(size_t i, json msg, reply_fn cb) {
@@ -527,6 +569,12 @@ class group_runner {
   }
 
   // -- the checker -------------------------------------------------------------
+
+  static void leak(group_check& c, std::string what) {
+    ++c.proposals_leaked;
+    if (c.leaked_examples.size() < 5)
+      c.leaked_examples.push_back(std::move(what));
+  }
 
   group_check check() const {
     group_check c;
@@ -622,14 +670,37 @@ class group_runner {
         nodes.insert(users_[i].node);
       c.cross_node_parties += nodes.size() > 1 ? 1 : 0;
       c.removed_parties += pr.removed ? 1 : 0;
+      // How each proposal a member heard ended for it. The ticket is in
+      // one proposal at a time: a later one ends the earlier; at the end
+      // a party back in the queue (not `finalizing`: held) is in none.
+      uint64_t last_seq = 0;
+      for (auto i : pr.members)
+        for (auto& [id, h] : users_[i].proposed)
+          last_seq = std::max(last_seq, h.seq);
+      bool back = pr.waiting
+                  && (pr.final_phase == "queued"
+                      || pr.final_phase == "claiming");
       for (auto i : pr.members) {
         auto& m = users_[i];
         if (pr.gave_up)
           continue; // stopped listening: what it missed is unobserved
-        for (auto& id : m.proposed)
-          if (!m.ended.count(id) && m.session.empty())
-            ++c.proposals_leaked;
-        if (m.requeued && matched == 0 && !pr.waiting && !pr.removed)
+        bool leaked = false;
+        for (auto& [id, h] : m.proposed) {
+          auto how = proposal_end(m.ended, id, h, !m.session.empty(), last_seq,
+                                  back);
+          tally_end(c.holders[h.holder], how);
+          if (how == "leaked")
+            leak(c, m.user + " " + id + " " + h.holder + " " + pr.final_phase);
+          leaked = leaked || how == "leaked";
+        }
+        // Still held in a group at the end, after the quiet: stuck in a
+        // proposal, whether or not it ever heard of it.
+        if (!leaked && proposals_heard_ > 0 && pr.waiting && !back)
+          leak(c, m.user + " - - " + pr.final_phase + " (heard "
+                    + std::to_string(m.proposed.size()) + ")");
+        // Its proposals ended without removing it (told `requeued`, or
+        // silently by a lapsed lease): it must end matched or waiting.
+        if (!m.proposed.empty() && matched == 0 && !pr.waiting && !pr.removed)
           ++c.requeued_lost;
       }
       if (matched == 0 && pr.queued && !pr.removed) {
@@ -652,8 +723,17 @@ class group_runner {
     c.seats_filled = fc.seats;
     c.over_capacity += fc.over_capacity;
     c.undelivered_events += fc.untold;
+    // On a ready-check queue every session is a proposal every member
+    // accepted: the latest one the member heard with the session's users.
+    if (proposals_heard_ > 0)
+      for (auto& m : users_)
+        if (!m.session.empty() && !accepted_session(m.proposed, m.roster))
+          ++c.unaccepted_sessions;
+    for (auto& [holder, ms] : last_removed_ms_)
+      c.holders[holder].last_removed_ms = ms;
     c.proposals = proposals_heard_;
     c.declines = declines_;
+    c.ignores = ignores_;
     c.matches_left = full_matches_of(std::move(left), g_.teams, g_.max_players);
     return c;
   }
@@ -691,7 +771,10 @@ class group_runner {
   size_t declines_ = 0;
   size_t leaves_ = 0;
   fill_ledger fills_;
-  std::mt19937_64 answers_; ///< accept or decline
+  size_t ignores_ = 0;
+  /// By holder: Unix ms of the last removal a party told after a lapse.
+  std::map<std::string, int64_t> last_removed_ms_;
+  std::mt19937_64 answers_; ///< ignore, accept or decline
   bool final_ = false;
   bool over_ = false;
   clock_type::time_point start_;
@@ -713,13 +796,21 @@ int run_group_load(const load_options& opts, const group_load_options& g) {
               "%zu calls asked again after a 503\n",
               g.min_players, g.max_players, g.teams, g.party_min, g.party_max,
               opts.queue_name(0).c_str(), runner.retries());
+  for (auto& [holder, t] : c.holders)
+    std::printf("holder=%s heard=%zu told=%zu removed=%zu later=%zu "
+                "matched=%zu queued=%zu leaked=%zu last_removed_ms=%lld\n",
+                holder.c_str(), t.heard, t.told, t.removed, t.later, t.matched,
+                t.queued, t.leaked, static_cast<long long>(t.last_removed_ms));
+  for (auto& x : c.leaked_examples)
+    std::printf("leaked: %s\n", x.c_str());
   std::printf("verdict=%s users=%zu parties=%zu matched=%zu sessions=%zu "
               "waiting=%zu errors=%zu users_per_s=%.0f double_bookings=%zu "
               "partial_matches=%zu split_parties=%zu undelivered_events=%zu "
               "lost_users=%zu unobserved=%zu cross_node_sessions=%zu "
               "cross_node_parties=%zu matches_left=%zu proposals=%zu "
               "declines=%zu removed_parties=%zu proposals_leaked=%zu "
-              "requeued_lost=%zu over_capacity=%zu leaves=%zu fills=%zu "
+              "requeued_lost=%zu over_capacity=%zu ignores=%zu "
+              "unaccepted_sessions=%zu leaves=%zu fills=%zu "
               "seats_filled=%zu\n",
               c.verdict(), c.users, c.parties, c.matched_users, c.sessions,
               c.waiting, c.errors, runner.users_per_s(c), c.double_bookings,
@@ -727,7 +818,8 @@ int run_group_load(const load_options& opts, const group_load_options& g) {
               c.lost_users, c.unobserved, c.cross_node_sessions,
               c.cross_node_parties, c.matches_left, c.proposals, c.declines,
               c.removed_parties, c.proposals_leaked, c.requeued_lost,
-              c.over_capacity, c.leaves, c.fills, c.seats_filled);
+              c.over_capacity, c.ignores, c.unaccepted_sessions, c.leaves,
+              c.fills, c.seats_filled);
   std::fflush(stdout);
   if (runner.answered() == 0)
     return 1;

@@ -30,9 +30,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "app/matchctl/load.hpp"
+#include "app/matchctl/load/proposal_check.hpp"
 
 namespace mm {
 
@@ -45,13 +48,15 @@ struct group_load_options {
   uint32_t party_max = 1;
   /// Send {"skill": uniform 1000..2000} as each member's attributes.
   bool skill = false;
-  /// A queue with a ready check: each member accepts a proposal with this
-  /// probability and declines otherwise.
+  /// A queue with a ready check: each member ignores a proposal (never
+  /// answers) with probability `ignore_rate`; a member who answers accepts
+  /// with probability `accept_rate` and declines otherwise.
   double accept_rate = 1.0;
   /// A queue with backfill (`--backfill R`): each matched member leaves its
   /// session with this probability; the others keep listening for the
   /// fills of the seats (session.members_changed).
   double leave_rate = 0;
+  double ignore_rate = 0.0;
 };
 
 /// The counters of the group checker.
@@ -69,25 +74,41 @@ struct group_check {
   std::size_t cross_node_parties = 0;
   /// Full matches the waiting parties could make by size (see above).
   std::size_t matches_left = 0;
-  // The ready check: proposals heard, answers given, parties removed by
-  // it (told declined / timed_out: not lost), and its violations:
+  // The ready check: proposals heard, answers given (declines), proposals
+  // ignored (never answered), parties removed by it (told declined /
+  // timed_out, by match.proposal_ended or, when the holder died and the
+  // lease settled it, by the party's own update: not lost), and its
+  // violations:
   // proposals_leaked, a proposal a listening member heard that never
-  // ended for it (no match.proposal_ended, no match.created);
-  // requeued_lost, a member told `requeued` whose party in the end is
-  // neither matched nor waiting nor removed; over_capacity, a session of
-  // more users than --players' max.
-  std::size_t proposals = 0, declines = 0, removed_parties = 0;
+  // ended for it: no match.proposal_ended, no removal told, no later
+  // proposal of its ticket, no match.created, and at the end its party is
+  // not back in the queue (the final look finds it still `finalizing`, or
+  // gone);
+  // requeued_lost, a member whose proposal ended without removing it
+  // (told `requeued`, or silently by a lapsed lease) whose party in the
+  // end is neither matched nor waiting nor removed;
+  // over_capacity, a session of more users than --players' max;
+  // unaccepted_sessions, a member of a session (match.created) who never
+  // sent an accept for the proposal that made it (the latest it heard
+  // with the session's users), or heard none, on a ready-check queue.
+  std::size_t proposals = 0, declines = 0, ignores = 0, removed_parties = 0;
   std::size_t proposals_leaked = 0, requeued_lost = 0, over_capacity = 0;
   // Backfill: members who left, fills heard and the seats they filled; a
   // fill past the maximum counts in over_capacity, a fill a listening
   // member never heard in undelivered_events (fill_check.hpp).
   std::size_t leaves = 0, fills = 0, seats_filled = 0;
+  std::size_t unaccepted_sessions = 0;
+  /// By holder (the node a proposal's event id names); not in the verdict.
+  std::map<std::string, group_holder_tally> holders;
+  /// A few leaked proposals, for the report: "USER PROPOSAL HOLDER PHASE"
+  /// (the party's phase at the final look).
+  std::vector<std::string> leaked_examples;
 
   /// "ok" or "violations".
   const char* verdict() const noexcept {
     return double_bookings + partial_matches + split_parties
                  + undelivered_events + lost_users + proposals_leaked
-                 + requeued_lost + over_capacity
+                 + requeued_lost + over_capacity + unaccepted_sessions
                == 0
              ? "ok"
              : "violations";
@@ -99,14 +120,26 @@ struct group_check {
 bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi);
 
 /// Runs `opts.users` users in parties on queue `opts.queue_name(0)` (party
-/// p's members all on node `opts.urls[p % urls]`) and prints the report;
-/// the last line is
+/// p's member k on node `opts.urls[(p + k) % urls]`) and prints the report;
+/// on a ready-check queue a line per proposal holder (the node named in
+/// the proposal's event id) over the members of parties that kept
+/// listening:
+///   holder=NODE heard=.. told=.. removed=.. later=.. matched=.. queued=..
+///   leaked=.. last_removed_ms=..
+/// (member-proposals heard, then how each ended for the member: its
+/// match.proposal_ended, a removal its party told, a later proposal of its
+/// ticket, its match, back in the queue at the final look, or never; the
+/// Unix ms of the last removal told, 0 if none), and up to five
+///   leaked: USER PROPOSAL HOLDER PHASE
+/// (PROPOSAL and HOLDER `-` for a member held at the end in a proposal it
+/// never heard; PHASE its party's at the final look); the last line is
 ///   verdict=ok users=.. parties=.. matched=.. sessions=.. waiting=..
 ///   errors=.. users_per_s=.. double_bookings=.. partial_matches=..
 ///   split_parties=.. undelivered_events=.. lost_users=.. unobserved=..
 ///   cross_node_sessions=.. cross_node_parties=.. matches_left=..
 ///   proposals=.. declines=.. removed_parties=.. proposals_leaked=..
-///   requeued_lost=.. over_capacity=.. leaves=.. fills=.. seats_filled=..
+///   requeued_lost=.. over_capacity=.. ignores=.. unaccepted_sessions=..
+///   leaves=.. fills=.. seats_filled=..
 /// Returns 0 (ok), 2 (violations) or 1 (nothing answered). Not idempotent:
 /// it drives real traffic.
 int run_group_load(const load_options& opts, const group_load_options& g);
