@@ -18,6 +18,12 @@
 #       itself at its first group commit with the rows written, COMMIT not
 #       sent (MM_FAILPOINT, docs/matchd.md); groups_kill_after_commit: right
 #       after the COMMIT, the queue not yet settled. The same checks.
+#   cluster_test.sh groups_kill_proposals MATCHCTL   a 2-vs-2 with a 6 s
+#       ready check (q2), each member ignoring 30 % of its proposals so
+#       that most stay open; node 3 kills itself once it holds 100 open
+#       proposals (MM_FAILPOINT): within their lease the store settles every
+#       one, no member of a surviving node stuck, lost, or in a session it
+#       did not accept.
 set -euo pipefail
 mode=$1 matchctl=$2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -43,7 +49,10 @@ if $grouped; then
                   "balance": "skill"}},
  "q1": {"shape": {"players": {"min": 4, "max": 4},
                   "teams": {"count": 2, "size": 2}, "party_max": 2,
-                  "accept_timeout_s": 3}}}
+                  "accept_timeout_s": 3}},
+ "q2": {"shape": {"players": {"min": 4, "max": 4},
+                  "teams": {"count": 2, "size": 2}, "party_max": 2,
+                  "accept_timeout_s": 6}}}
 JSON
   export MATCHD_RULES="$dir/rules.json"
   # Plaintext on loopback: CAF 0.17.6's OpenSSL module drops a node-to-node
@@ -110,8 +119,8 @@ PY
   exit 0
 fi
 
-# Field NAME of the group load's last line.
-group_field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" "$dir/groups.out"; }
+# Field NAME of the group load's last line (its verdict).
+group_field() { sed -n "/^verdict=/s/.* $1=\([0-9]*\).*/\1/p" "$dir/groups.out"; }
 # The group load's verdict ok with no full match left waiting; in the
 # database no user in two sessions (of member rows matching FILTER) and
 # every session of 10.
@@ -167,6 +176,108 @@ if [ "$mode" = groups ]; then
   [ "$double" = 0 ] || fail "ready check: double bookings"
   wait_delivered
   echo "PASS (groups)"
+  exit 0
+fi
+
+if [ "$mode" = groups_kill_proposals ]; then
+  # Node 3 again, armed: it SIGKILLs itself once its ready check holds
+  # $held open proposals (docs/matchd.md, "Failpoints").
+  held=100 accept_ms=6000 hold_ms=10000 # q2's accept time; the claim hold
+  lease_ms=$((accept_ms + hold_ms))
+  "$cluster" kill "$dir" 3 >/dev/null
+  MM_FAILPOINT=kill_holding_proposals=$held "$cluster" restart "$dir" 3 >/dev/null
+  node3=$(cat "$dir/node3.pid")
+  rport=$(cat "$dir/redis/port")
+  # Node 3's proposals in the queue store: its 'p:' records, and gpend's
+  # leases of groups without a record or with one of node 3 (settled, a
+  # proposal leaves both at once: lib/proposals.lua).
+  # shellcheck disable=SC2016 # Lua, not shell
+  count_lua='local n, orphans = 0, 0
+local h = redis.call("HGETALL", KEYS[1])
+for i = 1, #h, 2 do
+  if h[i]:sub(1, 2) == "p:" and h[i + 1]:sub(1, #ARGV[1] + 1) == ARGV[1] .. "|" then n = n + 1 end
+end
+for _, e in ipairs(redis.call("ZRANGE", KEYS[2], 0, -1)) do
+  if e:sub(1, 1) == "g" then
+    local p = redis.call("HGET", KEYS[1], "p:" .. e:sub(2))
+    if not p or p:sub(1, #ARGV[1] + 1) == ARGV[1] .. "|" then orphans = orphans + 1 end
+  end
+end
+return {n, orphans}'
+  of_node3() { redis-cli -p "$rport" --raw EVAL "$count_lua" 2 'mm:{q2}:gtix' 'mm:{q2}:gpend' node-3 | paste -sd' '; }
+  # 30 % of the answers never come: a proposal with a silent member (three
+  # in four of them) stays open its whole 6 s, so node 3 piles them up.
+  # The load's final look comes after the leases: settle > lease.
+  "$matchctl" load "${urls[@]}" --secret "$secret" --users 2400 --rate 400 \
+    --queue q2 --players 4 --teams 2 --party-size 1-2 --ignore-rate 0.3 \
+    --accept-rate 0.95 --prefix "k$prefix" --no-progress \
+    --settle-ms $((lease_ms + 2000)) >"$dir/groups.out" 2>&1 &
+  loader=$!
+  for _ in $(seq 1200); do
+    grep -q "failpoint kill_holding_proposals=$held: .* SIGKILL" "$dir/node3.log" && break
+    sleep 0.05
+  done
+  kill_ms=$(date +%s%3N)
+  grep "failpoint kill_holding_proposals" "$dir/node3.log" \
+    || fail "node 3 never held $held open proposals"
+  sleep 0.2
+  # Gone (a zombie is gone too: SIGKILL cannot be caught).
+  if kill -0 "$node3" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$node3/stat"; then
+    fail "node 3 still runs"
+  fi
+  at_kill=$(of_node3)
+  echo "node 3 died at its failpoint; its proposals in the store (records, leases): $at_kill"
+  [ "${at_kill%% *}" -ge $((held / 2)) ] || fail "only ${at_kill%% *} proposals of node 3 in the store"
+  # Settled within the lease: every one of them was made before the kill,
+  # so its lease ends by kill + accept + hold; a member's re-scan (1 s) or
+  # any claim's sweep settles it then.
+  settled_ms=
+  while [ $(($(date +%s%3N) - kill_ms)) -le $((lease_ms + 5000)) ]; do
+    if [ "$(of_node3)" = "0 0" ]; then
+      settled_ms=$(($(date +%s%3N) - kill_ms))
+      break
+    fi
+    sleep 0.25
+  done
+  echo "node 3's proposals settled in the store ${settled_ms:-never} ms after the kill (lease ${lease_ms} ms from the claim)"
+  if [ -z "$settled_ms" ] || [ "$settled_ms" -gt $((lease_ms + 2000)) ]; then
+    fail "node 3's proposals not settled within the lease: $(of_node3) left"
+  fi
+  set +e
+  wait "$loader"
+  rc=$?
+  set -e
+  grep '^holder=\|^leaked:' "$dir/groups.out" || true
+  tail -n 1 "$dir/groups.out"
+  [ "$rc" = 0 ] || fail "matchctl load (proposals, node killed) exited $rc"
+  grep -q '^verdict=ok ' "$dir/groups.out" || fail "group verdict"
+  for f in proposals_leaked requeued_lost unaccepted_sessions over_capacity lost_users; do
+    [ "$(group_field $f)" = 0 ] || fail "$f=$(group_field $f)"
+  done
+  [ "$(group_field unobserved)" -gt 0 ] || fail "no party lost its node"
+  [ "$(group_field ignores)" -gt 0 ] || fail "no proposal ignored"
+  [ "$(group_field matched)" -gt 0 ] || fail "nobody matched"
+  # Members on the surviving nodes heard node 3's proposals; each ended
+  # for them, removed ones told within the lease, none leaked.
+  line=$(grep '^holder=node-3 ' "$dir/groups.out") || fail "no member of a surviving node heard node 3's proposals"
+  h3() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
+  [ "$(h3 heard)" -gt 0 ] || fail "node 3's proposals: none heard: $line"
+  [ "$(h3 leaked)" = 0 ] || fail "node 3's proposals leaked: $line"
+  # Both ends of a lapse: the silent removed (and told), the others back.
+  [ "$(h3 removed)" -gt 0 ] || fail "node 3's proposals: nobody removed: $line"
+  [ $(($(h3 later) + $(h3 matched) + $(h3 queued))) -gt 0 ] \
+    || fail "node 3's proposals: nobody requeued: $line"
+  late=$(($(h3 last_removed_ms) - kill_ms))
+  echo "node 3's proposals: last removal told $late ms after the kill"
+  [ "$late" -le $((lease_ms + 2000)) ] || fail "a removal told $late ms after the kill"
+  [ "$(of_node3)" = "0 0" ] || fail "node 3's proposals back in the store: $(of_node3)"
+  double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members GROUP BY user_id HAVING count(*) > 1) d")
+  sizes=$(q "SELECT count(*) FROM (SELECT session_id FROM session_members GROUP BY session_id HAVING count(*) <> 4) s")
+  echo "database: $double users in two sessions, $sizes sessions not of 4"
+  [ "$double" = 0 ] || fail "double bookings"
+  [ "$sizes" = 0 ] || fail "partial matches in the database"
+  wait_delivered
+  echo "PASS ($mode)"
   exit 0
 fi
 
