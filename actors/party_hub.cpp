@@ -361,10 +361,12 @@ party_hub_actor spawn_party_hub(caf::actor_system& sys, party_links links,
           // A member here passes its match event on to its party's node
           // (which checks it against the database); nobody waits for it.
           auto& d = self->state;
-          // (The party reads match.created and session.ended only; the
-          // check needs a member of the event's session: user_a is one.)
+          // (The party reads match.created, a fill's members_changed and
+          // session.ended only; the check needs a member of the event's
+          // session: user_a is one.)
           if (!d.links.gateway || ev.user_a.empty()
-              || (ev.type != "match.created" && ev.type != session_ended_event))
+              || (ev.type != "match.created" && ev.type != session_ended_event
+                  && ev.type != "session.members_changed"))
             return;
           auto c = call_of(party_op::deliver, ev.user_a, party);
           c.event = std::move(ev);

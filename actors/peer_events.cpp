@@ -3,6 +3,10 @@
 
 #include "actors/peer_events.hpp"
 
+#include <set>
+
+#include <nlohmann/json.hpp>
+
 #include "persistence/matchdb/match_store.hpp"
 
 namespace mm {
@@ -70,8 +74,31 @@ std::optional<match_event> as_recorded(const std::string& user,
   if (check_member(rec, user).code != errc::none)
     return std::nullopt;
   if (ev.type == "match.created"
-      && ev.event_id == match_created_event_id(rec.session_id))
-    return event_of(rec);
+      && ev.event_id == match_created_event_id(rec.session_id)) {
+    if (rec.members.empty())
+      return event_of(rec);
+    // A group's roster may have changed since (leaves, fills): the peer's
+    // event keeps the roster it was made with, every one of its users a
+    // member of `rec`.
+    std::set<std::string> roster;
+    for (auto& m : rec.members)
+      roster.insert(m.user);
+    auto j = nlohmann::json::parse(ev.payload, nullptr, false);
+    if (!j.is_object() || !j.contains("users") || !j["users"].is_array())
+      return std::nullopt;
+    for (auto& u : j["users"])
+      if (!u.is_object() || !roster.count(u.value("user", std::string{})))
+        return std::nullopt;
+    for (auto* u : {&ev.user_a, &ev.user_b})
+      if (!roster.count(*u))
+        return std::nullopt;
+    for (auto& u : ev.others)
+      if (!roster.count(u))
+        return std::nullopt;
+    auto out = ev;
+    out.queue = rec.queue;
+    return out;
+  }
   if (ev.type == "session.ended"
       && ev.event_id == session_ended_event_id(rec.session_id)
       && rec.status == session_status::closed) {
@@ -86,15 +113,12 @@ std::optional<match_event> as_recorded(const std::string& user,
       out.others.push_back(rec.members[i].user);
     return out;
   }
-  if (ev.type == members_changed_type && rec.status == session_status::active
+  // A fill of the session (to a member of it, checked above, active or
+  // not: the session may have ended, or the member left, since the fill).
+  if (ev.type == members_changed_type
       && ev.event_id.rfind(
            std::string{members_changed_type} + ":" + rec.session_id + ":", 0)
            == 0) {
-    bool in = false;
-    for (auto& m : rec.members)
-      in = in || (m.user == user && m.active);
-    if (!in)
-      return std::nullopt;
     auto out = ev; // the fill is only in the payload
     out.queue = rec.queue;
     return out;

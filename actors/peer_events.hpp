@@ -25,12 +25,15 @@ match_event members_changed_event(const match_record& s,
 /// The event a peer's `deliver_atom, user, ev` may hand to `user`, given the
 /// session `rec` the database has under `ev.session_id`: empty unless
 /// `user` is one of its members and `ev.event_id` is the session's id of
-/// `ev.type`. A `match.created` is rebuilt from `rec` (payload included);
+/// `ev.type`. A pair's `match.created` is rebuilt from `rec` (payload
+/// included); a group's keeps the peer's roster (the one it was made with:
+/// members may have left or come since), each of its users a member of
+/// `rec`;
 /// a `session.ended` needs `rec` closed, and keeps the peer's payload (who
 /// ended it and why are not in `rec`) with the users, tickets and queue of
-/// `rec`. A `session.members_changed` needs `rec` active with `user` an
-/// active member and keeps the peer's payload (the fill is not in `rec`),
-/// with `rec`'s queue and active members.
+/// `rec`. A `session.members_changed` (an id of `rec`'s fills) keeps the
+/// peer's payload (the fill is not in `rec`) with `rec`'s queue; `user`
+/// may have left, or the session ended, since the fill.
 std::optional<match_event> as_recorded(const std::string& user,
                                        const match_event& ev,
                                        const match_record& rec);

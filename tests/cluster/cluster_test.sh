@@ -11,6 +11,10 @@
 #       Then a 2-vs-2 with a ready check (q1), 10 % of answers declining,
 #       members answering on their own nodes: no proposal leaked, no
 #       requeued user lost, no double booking.
+#       Then a 2-vs-2 with backfill (q3): 40 % of the matched leave, the
+#       sessions go on with three and ask for players; the seats are
+#       filled across nodes, never over 4, every fill told to every
+#       member still listening, nobody in two sessions.
 #   cluster_test.sh groups_kill MATCHCTL   the same with node 3 SIGKILLed
 #       2 s in, while its claims commit groups: nobody of a party that kept
 #       listening lost or stuck, no double booking, no partial session.
@@ -52,7 +56,10 @@ if $grouped; then
                   "accept_timeout_s": 3}},
  "q2": {"shape": {"players": {"min": 4, "max": 4},
                   "teams": {"count": 2, "size": 2}, "party_max": 2,
-                  "accept_timeout_s": 6}}}
+                  "accept_timeout_s": 6}},
+ "q3": {"shape": {"players": {"min": 3, "max": 4},
+                  "teams": {"count": 2, "size": 2}, "party_max": 2,
+                  "fill_after_s": 600, "backfill": "auto"}}}
 JSON
   export MATCHD_RULES="$dir/rules.json"
   # Plaintext on loopback: CAF 0.17.6's OpenSSL module drops a node-to-node
@@ -143,6 +150,7 @@ if [ "$mode" = groups ]; then
     --prefix "$prefix" --no-progress --settle-ms 8000 >"$dir/groups.out" 2>&1
   rc=$?
   set -e
+  grep "matchctl load:" "$dir/groups.out" | head -n 3 || true
   tail -n 3 "$dir/groups.out"
   [ "$rc" = 0 ] || fail "matchctl load (groups) exited $rc"
   check_groups ""
@@ -174,6 +182,31 @@ if [ "$mode" = groups ]; then
     || fail "ready check: no declines or no match across nodes"
   double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members GROUP BY user_id HAVING count(*) > 1) d")
   [ "$double" = 0 ] || fail "ready check: double bookings"
+  # Backfill across nodes (q3, docs/groups.md "Backfill"): 40 % of the
+  # matched leave their 2-vs-2, which goes on with three and asks for
+  # players on the node that handled the leave; the parties still arriving
+  # on any node fill the seats.
+  set +e
+  "$matchctl" load "${urls[@]}" --secret "$secret" --users 1500 --rate 400 \
+    --queue q3 --players 3-4 --teams 2 --party-size 1-2 --backfill 0.4 \
+    --prefix "b$prefix" --no-progress --settle-ms 6000 >"$dir/groups.out" 2>&1
+  rc=$?
+  set -e
+  tail -n 1 "$dir/groups.out"
+  [ "$rc" = 0 ] && grep -q '^verdict=ok ' "$dir/groups.out" \
+    || fail "matchctl load (backfill) exited $rc"
+  [ "$(group_field fills)" -gt 0 ] && [ "$(group_field seats_filled)" -gt 0 ] \
+    || fail "backfill: no seat filled"
+  [ "$(group_field over_capacity)" = 0 ] && [ "$(group_field double_bookings)" = 0 ] \
+    && [ "$(group_field undelivered_events)" = 0 ] \
+    || fail "backfill: over capacity, double booked or a fill untold"
+  over=$(q "SELECT count(*) FROM (SELECT m.session_id FROM session_members m JOIN match_sessions s ON s.id = m.session_id WHERE m.active AND s.queue = 'q3' GROUP BY m.session_id HAVING count(*) > 4) o")
+  [ "$over" = 0 ] || fail "backfill: $over sessions over 4 in the database"
+  double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members WHERE active GROUP BY user_id HAVING count(*) > 1) d")
+  [ "$double" = 0 ] || fail "backfill: double bookings in the database"
+  filled=$(q "SELECT count(*) FROM session_members m JOIN match_sessions s ON s.id = m.session_id WHERE s.queue = 'q3' AND m.ord >= 4")
+  echo "backfill: $filled members joined running sessions (database)"
+  [ "$filled" -gt 0 ] || fail "backfill: no fill in the database"
   wait_delivered
   echo "PASS (groups)"
   exit 0
