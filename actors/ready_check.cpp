@@ -38,6 +38,7 @@ struct proposal {
   group_commit g;
   std::vector<verdict_promise> waiters;
   bool asking = false;     // a decide of it is under way
+  bool again = false;      // an answer came meanwhile: ask again after it
   bool committing = false; // accepted: the group finalizer has it
 };
 
@@ -187,12 +188,22 @@ void commit(rc_ptr self, proposal& p) {
       });
 }
 
+void ask(rc_ptr self, const std::string& queue,
+         std::vector<std::string> groups);
+
 void on_decision(rc_ptr self, const std::string& queue, proposal_decision& d) {
   auto* found = find(self, queue, d.group);
   if (found == nullptr)
     return;
   auto& p = *found;
   p.asking = false;
+  if (d.status == "pending" && p.again && !p.committing) {
+    // An answer came while the store was asked: it may decide it now
+    // (else it would wait for the next poll).
+    p.again = false;
+    ask(self, queue, {d.group});
+    return;
+  }
   if (d.status == "pending" || p.committing)
     return;
   if (d.status == "accepted") {
@@ -303,8 +314,12 @@ ready_check_actor spawn_ready_check(caf::actor_system& sys,
       },
       [self](answer_atom, group_ref& ref) {
         auto* p = find(self, ref.queue, ref.group);
-        if (p == nullptr || p->asking || p->committing)
+        if (p == nullptr || p->committing)
           return;
+        if (p->asking) {
+          p->again = true;
+          return;
+        }
         ask(self, ref.queue, {ref.group});
       },
       [self](tick_atom) {
