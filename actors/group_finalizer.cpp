@@ -107,6 +107,29 @@ std::vector<std::string> busy_tickets(match_store& store, const group_commit& g,
   return out;
 }
 
+/// Asks checkpoint `before_create`: a group with a cancelled ticket is
+/// withdrawn (`job` says so, and the answer is empty). Else the commit's
+/// check of the later checkpoints.
+commit_check checkpoints(const cancel_registry& cancels, const hook_fn& hook,
+                         group_job& job) {
+  const auto& g = job.req;
+  if (hook)
+    hook(checkpoint::before_create, g);
+  if (auto c = cancelled_tickets(cancels, g); !c.empty()) {
+    job.kind = group_job::cancelled;
+    job.removed = std::move(c);
+    job.detail = "cancelled before create";
+    return {};
+  }
+  return [&cancels, &hook, &g](commit_stage stage, size_t) {
+    if (hook)
+      hook(stage == commit_stage::after_create ? checkpoint::after_create
+                                               : checkpoint::before_answer,
+           g);
+    return cancelled_tickets(cancels, g).empty();
+  };
+}
+
 /// A fill of a backfill request (its ticket first, docs/groups.md
 /// "Backfill"): the other tickets' members join the session in one
 /// transaction. A session that ended or filled up meanwhile (or that
@@ -115,14 +138,9 @@ std::vector<std::string> busy_tickets(match_store& store, const group_commit& g,
 void run_fill(match_store& store, const cancel_registry& cancels,
               const hook_fn& hook, group_job& job) {
   const auto& g = job.req;
-  if (hook)
-    hook(checkpoint::before_create, g);
-  if (auto c = cancelled_tickets(cancels, g); !c.empty()) {
-    job.kind = group_job::cancelled;
-    job.removed = std::move(c);
-    job.detail = "cancelled before create";
+  auto check = checkpoints(cancels, hook, job);
+  if (!check)
     return;
-  }
   backfill_request r;
   r.session_id = g.tickets[0].ticket.substr(1);
   r.queue = g.queue;
@@ -134,13 +152,6 @@ void run_fill(match_store& store, const cancel_registry& cancels,
       r.members.push_back(session_member{
         m.user, g.tickets[i].ticket, m.attrs,
         g.tickets[i].team > 0 ? g.tickets[i].team - 1 : 0, true});
-  auto check = [&](commit_stage stage, size_t) {
-    if (hook)
-      hook(stage == commit_stage::after_create ? checkpoint::after_create
-                                               : checkpoint::before_answer,
-           g);
-    return cancelled_tickets(cancels, g).empty();
-  };
   auto f = store.add_members(r, check);
   if (f) {
     job.kind = group_job::committed;
@@ -183,21 +194,9 @@ void run_group(match_store& store, const cancel_registry& cancels,
     run_fill(store, cancels, hook, job);
     return;
   }
-  if (hook)
-    hook(checkpoint::before_create, g);
-  if (auto c = cancelled_tickets(cancels, g); !c.empty()) {
-    job.kind = group_job::cancelled;
-    job.removed = std::move(c);
-    job.detail = "cancelled before create";
+  auto check = checkpoints(cancels, hook, job);
+  if (!check)
     return;
-  }
-  auto check = [&](commit_stage stage, size_t) {
-    if (hook)
-      hook(stage == commit_stage::after_create ? checkpoint::after_create
-                                               : checkpoint::before_answer,
-           g);
-    return cancelled_tickets(cancels, g).empty();
-  };
   auto r = store.commit_group(to_request(g), check);
   if (r) {
     job.kind = group_job::committed;

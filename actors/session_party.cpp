@@ -115,17 +115,23 @@ void party_event(ses_ptr self, const match_event& ev) {
          j.value("detail", ""));
 }
 
+/// The user plays in the group session of `ev` (its match, or a fill).
+void in_group(ses_ptr self, const match_event& ev, const char* detail) {
+  auto& d = self->state;
+  d.free_known = false;
+  if (live(d.st.phase) || d.st.session_id == ev.session_id)
+    return; // a join of ours: its party tells how it ended
+  d.st.queue = ev.queue;
+  d.st.token.clear();
+  d.st.detail = detail;
+  d.st.session_id = ev.session_id;
+  enter(self, session_phase::matched);
+}
+
 bool group_event(ses_ptr self, const match_event& ev) {
   auto& d = self->state;
   if (ev.type == "match.created" && !ev.others.empty()) {
-    d.free_known = false;
-    if (live(d.st.phase) || d.st.session_id == ev.session_id)
-      return true; // a join of ours: its party tells how it ended
-    d.st.queue = ev.queue;
-    d.st.token.clear();
-    d.st.detail = "matched with a group";
-    d.st.session_id = ev.session_id;
-    enter(self, session_phase::matched);
+    in_group(self, ev, "matched with a group");
     return true;
   }
   if (ev.type == "session.members_changed") {
@@ -134,16 +140,8 @@ bool group_event(ses_ptr self, const match_event& ev) {
     if (!j.is_object() || !j.contains("added") || !j["added"].is_array())
       return true;
     for (auto& a : j["added"])
-      if (a.is_object() && a.value("user", "") == d.base_user) {
-        d.free_known = false;
-        if (live(d.st.phase) || d.st.session_id == ev.session_id)
-          return true; // a join of ours: its party tells how it ended
-        d.st.queue = ev.queue;
-        d.st.token.clear();
-        d.st.detail = "joined a session (backfill)";
-        d.st.session_id = ev.session_id;
-        enter(self, session_phase::matched);
-      }
+      if (a.is_object() && a.value("user", "") == d.base_user)
+        in_group(self, ev, "joined a session (backfill)");
     return true;
   }
   if (ev.type == "session.member_left") {

@@ -9,10 +9,11 @@ matchd=$1 client_dir=$2
 work=$(mktemp -d /tmp/js_client.XXXXXX)
 port=$(free_port)
 secret="js-client-test-secret-0123456789"
-# "trio": a lobby of 2..3 players, parties of up to 2 (docs/groups.md);
+# "trio": a lobby of 2..3 players, parties of up to 2 (docs/groups.md),
+# backfill at a member's request;
 # "ready": a 1-vs-1 with a ready check.
 echo '{"trio": {"shape": {"players": {"min": 2, "max": 3}, "party_max": 2,
-  "fill_after_s": 600}},
+  "fill_after_s": 600, "backfill": "manual"}},
   "ready": {"shape": {"players": {"min": 2, "max": 2},
     "teams": {"count": 2, "size": 1}, "accept_timeout_s": 5}}}' \
   >"$work/rules.json"

@@ -21,6 +21,7 @@
 #include "app/common/token.hpp"
 #include "app/matchctl/load/checker.hpp"
 #include "app/matchctl/load/fill_check.hpp"
+#include "app/matchctl/load/group_run.hpp"
 #include "app/matchctl/load/proposal_check.hpp"
 
 namespace mm {
@@ -51,47 +52,8 @@ bool parse_range(const std::string& text, uint32_t& lo, uint32_t& hi) {
 
 namespace {
 
-using json = nlohmann::json;
+using namespace group_run;
 using clock_type = std::chrono::steady_clock;
-using reply_fn = std::function<void(unsigned, const json&)>;
-
-struct member {
-  std::string user;
-  std::string auth;
-  int skill = 0;
-  size_t node = 0; ///< the URL its party talks to
-  std::shared_ptr<ws_client> ws;
-  bool open = false;
-  bool done = false; ///< matched, or given up: the socket may close
-  uint32_t next_id = 0;
-  std::map<uint32_t, reply_fn> calls;
-  std::string session; ///< from its first match.created
-  std::set<std::string> roster;
-  json teams;
-  size_t extra_sessions = 0; ///< match.created of another session
-  std::map<std::string, heard_proposal> proposed; ///< proposals heard
-  /// ... and how each ended for it (as group_holder_tally names them)
-  std::map<std::string, std::string> ended;
-  bool left = false; ///< left its session (--backfill)
-};
-
-struct party_run {
-  std::vector<size_t> members; // indices into `users`, the leader first
-  std::string id;              // at the hub ('' for a party of one)
-  std::string ticket;
-  size_t opened = 0;
-  size_t matched = 0;
-  bool queued = false;  // the queue request was answered 2xx
-  bool waiting = false; // the final look found it still waiting
-  bool finished = false;
-  /// Given up before every member heard its match (a socket ended early,
-  /// a call failed): its members stopped listening, so what they did not
-  /// hear is unobserved, not undelivered or lost.
-  bool gave_up = false;
-  /// Removed by a ready check (declined, timed out) and told so.
-  bool removed = false;
-  std::string final_phase; ///< the final look's answer, if asked
-};
 
 class group_runner {
  public:
@@ -570,172 +532,10 @@ class group_runner {
 
   // -- the checker -------------------------------------------------------------
 
-  static void leak(group_check& c, std::string what) {
-    ++c.proposals_leaked;
-    if (c.leaked_examples.size() < 5)
-      c.leaked_examples.push_back(std::move(what));
-  }
-
   group_check check() const {
-    group_check c;
-    c.users = users_.size();
-    c.parties = parties_.size();
-    c.errors = errors_;
-    // Each session as its first observer saw it.
-    std::map<std::string, const member*> first;
-    std::map<std::string, std::string> team_of_user; // from teams
-    for (auto& m : users_) {
-      c.double_bookings += m.extra_sessions;
-      if (m.session.empty())
-        continue;
-      ++c.matched_users;
-      auto [it, added] = first.emplace(m.session, &m);
-      // (With backfill a session's roster changes: a fill's members see
-      // it after the fill; fill_check.hpp checks the fills instead.)
-      if (!added && g_.leave_rate <= 0
-          && (it->second->roster != m.roster || it->second->teams != m.teams))
-        ++c.double_bookings; // observers disagree on the session
-    }
-    c.sessions = first.size();
-    std::map<std::string, const member*> by_user;
-    std::map<const member*, const party_run*> party_of;
-    for (auto& m : users_)
-      by_user[m.user] = &m;
-    for (auto& pr : parties_)
-      for (auto i : pr.members)
-        party_of[&users_[i]] = &pr;
-    for (auto& [sid, m] : first) {
-      auto n = m->roster.size();
-      if (n < g_.min_players || n > g_.max_players)
-        ++c.partial_matches;
-      if (n > g_.max_players)
-        ++c.over_capacity;
-      if (g_.teams > 0) {
-        size_t in_teams = 0, lo = SIZE_MAX, hi = 0;
-        if (m->teams.is_array())
-          for (size_t k = 0; k < m->teams.size(); ++k) {
-            const auto& t = m->teams[k];
-            lo = std::min(lo, t.size());
-            hi = std::max(hi, t.size());
-            in_teams += t.size();
-            for (auto& u : t)
-              if (u.is_string())
-                team_of_user[u.get<std::string>()] = sid + "/"
-                                                     + std::to_string(k);
-          }
-        if (g_.leave_rate <= 0
-            && (!m->teams.is_array() || m->teams.size() != g_.teams
-                || in_teams != n || hi != lo || hi > g_.max_players / g_.teams))
-          ++c.partial_matches;
-      }
-      std::set<size_t> nodes;
-      for (auto& u : m->roster)
-        if (auto it = by_user.find(u); it != by_user.end())
-          nodes.insert(it->second->node);
-      c.cross_node_sessions += nodes.size() > 1 ? 1 : 0;
-      for (auto& u : m->roster) {
-        auto it = by_user.find(u);
-        if (it == by_user.end()) {
-          ++c.partial_matches; // a user this run does not know
-          continue;
-        }
-        if (it->second->session == sid)
-          continue;
-        if (party_of[it->second]->gave_up)
-          ++c.unobserved; // it had stopped listening
-        else
-          ++c.undelivered_events;
-      }
-    }
-    std::vector<uint32_t> left; // the sizes of the parties still waiting
-    for (auto& pr : parties_) {
-      std::set<std::string> where, teams;
-      size_t matched = 0;
-      for (auto i : pr.members) {
-        auto& m = users_[i];
-        if (m.session.empty())
-          continue;
-        ++matched;
-        where.insert(m.session);
-        if (g_.teams > 0)
-          teams.insert(team_of_user[m.user]);
-      }
-      // Only some members heard: a split if they all kept listening (the
-      // others' missing events are counted above as well).
-      bool some = matched != 0 && matched != pr.members.size();
-      if ((some && !pr.gave_up) || where.size() > 1 || teams.size() > 1)
-        ++c.split_parties;
-      std::set<size_t> nodes;
-      for (auto i : pr.members)
-        nodes.insert(users_[i].node);
-      c.cross_node_parties += nodes.size() > 1 ? 1 : 0;
-      c.removed_parties += pr.removed ? 1 : 0;
-      // How each proposal a member heard ended for it. The ticket is in
-      // one proposal at a time: a later one ends the earlier; at the end
-      // a party back in the queue (not `finalizing`: held) is in none.
-      uint64_t last_seq = 0;
-      for (auto i : pr.members)
-        for (auto& [id, h] : users_[i].proposed)
-          last_seq = std::max(last_seq, h.seq);
-      bool back = pr.waiting
-                  && (pr.final_phase == "queued"
-                      || pr.final_phase == "claiming");
-      for (auto i : pr.members) {
-        auto& m = users_[i];
-        if (pr.gave_up)
-          continue; // stopped listening: what it missed is unobserved
-        bool leaked = false;
-        for (auto& [id, h] : m.proposed) {
-          auto how = proposal_end(m.ended, id, h, !m.session.empty(), last_seq,
-                                  back);
-          tally_end(c.holders[h.holder], how);
-          if (how == "leaked")
-            leak(c, m.user + " " + id + " " + h.holder + " " + pr.final_phase);
-          leaked = leaked || how == "leaked";
-        }
-        // Still held in a group at the end, after the quiet: stuck in a
-        // proposal, whether or not it ever heard of it.
-        if (!leaked && proposals_heard_ > 0 && pr.waiting && !back)
-          leak(c, m.user + " - - " + pr.final_phase + " (heard "
-                    + std::to_string(m.proposed.size()) + ")");
-        // Its proposals ended without removing it (told `requeued`, or
-        // silently by a lapsed lease): it must end matched or waiting.
-        if (!m.proposed.empty() && matched == 0 && !pr.waiting && !pr.removed)
-          ++c.requeued_lost;
-      }
-      if (matched == 0 && pr.queued && !pr.removed) {
-        if (pr.waiting) {
-          c.waiting += pr.members.size();
-          left.push_back(static_cast<uint32_t>(pr.members.size()));
-        } else if (pr.gave_up) {
-          c.unobserved += pr.members.size();
-        } else {
-          c.lost_users += pr.members.size();
-        }
-      }
-    }
-    auto fc = fills_.count(g_.max_players, [&](const std::string& u) {
-      auto it = by_user.find(u);
-      return it != by_user.end() && !party_of[it->second]->gave_up;
-    });
-    c.leaves = leaves_;
-    c.fills = fc.fills;
-    c.seats_filled = fc.seats;
-    c.over_capacity += fc.over_capacity;
-    c.undelivered_events += fc.untold;
-    // On a ready-check queue every session is a proposal every member
-    // accepted: the latest one the member heard with the session's users.
-    if (proposals_heard_ > 0)
-      for (auto& m : users_)
-        if (!m.session.empty() && !accepted_session(m.proposed, m.roster))
-          ++c.unaccepted_sessions;
-    for (auto& [holder, ms] : last_removed_ms_)
-      c.holders[holder].last_removed_ms = ms;
-    c.proposals = proposals_heard_;
-    c.declines = declines_;
-    c.ignores = ignores_;
-    c.matches_left = full_matches_of(std::move(left), g_.teams, g_.max_players);
-    return c;
+    group_tallies t{errors_, proposals_heard_, declines_,        ignores_,
+                    leaves_, &fills_,          &last_removed_ms_};
+    return check_group_run(users_, parties_, g_, t);
   }
 
  public:

@@ -150,6 +150,7 @@ export class MatchmakerClient {
   endSession(session: string, reason?: string): Promise<EndView>;
   swipe(to: string, action?: 'LIKE' | 'DISLIKE'): Promise<SwipeView>;
   leaveSession(session: string, reason?: string): Promise<LeaveView>;
+  requestBackfill(session: string): Promise<BackfillView>;
   createParty(): Promise<PartyView>;
   joinParty(party: string, code: string): Promise<PartyView>;
   party(party: string): Promise<PartyView>;
@@ -200,6 +201,14 @@ export interface LeaveView {
   remaining: number;
   left_now: boolean;
   state: 'active' | 'ended';
+}
+
+export interface BackfillView {
+  session_id: string;
+  queue: string;
+  state: 'waiting' | 'full';
+  players: number;
+  max_players: number;
 }
 
 export function newTicketId(): string;

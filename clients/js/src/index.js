@@ -164,6 +164,17 @@ export class MatchmakerClient {
   }
 
   /**
+   * Asks for players for the open seats of the group session `session`
+   * (its queue's shape allows backfill, docs/groups.md "Backfill"); every
+   * member hears session.members_changed as seats fill. Answers
+   * {session_id, queue, state, players, max_players}; state "full": no
+   * seat is open, nothing was asked. Idempotent.
+   */
+  requestBackfill(session) {
+    return this._request('POST', `${this._userPath()}/sessions/${segment(session, 'session')}/backfill`, {});
+  }
+
+  /**
    * Creates a party led by the user (docs/groups.md). Answers the party:
    * {party, code, leader, members, phase, version, ...}; hand `code` to
    * those who may join.

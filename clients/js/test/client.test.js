@@ -213,6 +213,19 @@ test('a party and a user alone make a lobby of three; a member leaves', async ()
     const gone = await sa.next((ev) => ev.type === 'session.member_left');
     assert.equal(gone.user, cid.user);
     assert.equal(gone.remaining, 2);
+    // A member asks for a player for the seat; a stranger may not; the
+    // next user to queue fills it and every member hears it.
+    const asked = await ann.requestBackfill(ma.session_id);
+    assert.equal(asked.state, 'waiting');
+    assert.equal(asked.players, 2);
+    assert.equal(asked.max_players, 3);
+    await assert.rejects(client('eve').requestBackfill(ma.session_id), (err) => err.status === 403);
+    const dee = client('dee');
+    await dee.join('trio', { ticket: 'd-1' });
+    const filled = await sa.next((ev) => ev.type === 'session.members_changed');
+    assert.equal(filled.session_id, ma.session_id);
+    assert.deepEqual(filled.added.map((a) => a.user), [dee.user]);
+    assert.equal(filled.remaining, 3);
   } finally {
     sa.close();
     sb.close();
