@@ -249,10 +249,14 @@ void on_event(party_ptr self, match_event& ev) {
   }
   if (is_proposal_event(ev.type)) {
     // A proposal of our ticket ended: look at the ticket now rather than
-    // at the next heartbeat (back at its place, or removed).
+    // at the next heartbeat (back at its place, or removed). Matched: its
+    // match.created follows, and a look would be a claim for nothing.
     if (ev.type == proposal_ended_event && live(d.phase)
-        && d.phase != party_phase::claiming)
-      claim(self, true);
+        && d.phase != party_phase::claiming) {
+      auto j = nlohmann::json::parse(ev.payload, nullptr, false);
+      if (!j.is_object() || j.value("outcome", std::string{}) != "matched")
+        claim(self, true);
+    }
     return;
   }
   if (ev.type == session_ended_event) {
