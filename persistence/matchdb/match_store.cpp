@@ -1,5 +1,5 @@
-// Rules shared by both match stores, so that they validate, key and describe
-// matches identically.
+// Rules shared by both match stores, so that they validate and key matches
+// identically (their events' ids and payloads: match_events.cpp).
 
 #include "persistence/matchdb/match_store.hpp"
 
@@ -12,8 +12,6 @@
 #include <set>
 #include <stdexcept>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "mm_migrations.hpp" // generated from persistence/matchdb/migrations/
 
@@ -367,32 +365,6 @@ failure check_limit(uint32_t limit, uint32_t max) {
   return {};
 }
 
-/// The users of a session as its events name them.
-nlohmann::json
-users_json(const std::string& user_a, const std::string& ticket_a,
-           const std::string& user_b, const std::string& ticket_b) {
-  return nlohmann::json::array({
-    {{"user", user_a}, {"ticket", ticket_a}},
-    {{"user", user_b}, {"ticket", ticket_b}},
-  });
-}
-
-/// The members of a session as its events name them: a group's every
-/// member with its team (and, when asked, whether it is still in), else
-/// the pair.
-nlohmann::json session_users_json(const match_record& s, bool with_active) {
-  if (s.members.empty())
-    return users_json(s.user_a, s.ticket_a, s.user_b, s.ticket_b);
-  auto out = nlohmann::json::array();
-  for (const auto& m : s.members) {
-    nlohmann::json j{{"user", m.user}, {"ticket", m.ticket}, {"team", m.team}};
-    if (with_active)
-      j["active"] = m.active;
-    out.push_back(std::move(j));
-  }
-  return out;
-}
-
 failure check_attrs(const std::string& attrs) {
   // NUL: PostgreSQL text and jsonb cannot hold it.
   if (attrs.size() > max_attrs_len || attrs.find('\0') != std::string::npos
@@ -400,6 +372,20 @@ failure check_attrs(const std::string& attrs) {
     return bad("attrs must be UTF-8 without NUL, at most "
                + std::to_string(max_attrs_len) + " bytes");
   return {};
+}
+
+} // namespace
+
+namespace {
+
+/// A group member's user, ticket and attrs (a group's or a fill's).
+failure check_member_row(const session_member& m) {
+  if (auto f = check_id("user", m.user); f.code != errc::none)
+    return f;
+  if (auto f = check_text("ticket", m.ticket, max_ticket_len);
+      f.code != errc::none)
+    return f;
+  return check_attrs(m.attrs);
 }
 
 } // namespace
@@ -418,12 +404,7 @@ failure check_group_request(const group_match_request& req) {
     return bad("min_players must be 2..members");
   std::set<std::string> seen;
   for (const auto& m : req.members) {
-    if (auto f = check_id("user", m.user); f.code != errc::none)
-      return f;
-    if (auto f = check_text("ticket", m.ticket, max_ticket_len);
-        f.code != errc::none)
-      return f;
-    if (auto f = check_attrs(m.attrs); f.code != errc::none)
+    if (auto f = check_member_row(m); f.code != errc::none)
       return f;
     if (m.team >= max_group_members)
       return bad("team must be below " + std::to_string(max_group_members));
@@ -455,12 +436,7 @@ failure check_backfill_request(const backfill_request& req) {
                + " members");
   std::set<std::string> seen;
   for (const auto& m : req.members) {
-    if (auto f = check_id("user", m.user); f.code != errc::none)
-      return f;
-    if (auto f = check_text("ticket", m.ticket, max_ticket_len);
-        f.code != errc::none)
-      return f;
-    if (auto f = check_attrs(m.attrs); f.code != errc::none)
+    if (auto f = check_member_row(m); f.code != errc::none)
       return f;
     if (m.team >= teams)
       return bad(req.team_size > 0
@@ -553,138 +529,9 @@ std::pair<std::string, std::string> pair_bounds(const std::string& a,
   return b < a ? std::make_pair(b, a) : std::make_pair(a, b);
 }
 
-std::string match_created_event_id(const std::string& session_id) {
-  // Derived from the session: a session can never get a second event id.
-  return std::string{match_created_type} + ":" + session_id;
-}
-
-std::string match_created_payload(const std::string& session_id,
-                                  const match_request& req) {
-  nlohmann::json j;
-  j["event_id"] = match_created_event_id(session_id);
-  j["type"] = match_created_type;
-  j["session_id"] = session_id;
-  j["queue"] = req.queue;
-  j["users"] = users_json(req.user_a, req.ticket_a, req.user_b, req.ticket_b);
-  return j.dump();
-}
-
 std::string group_key(const group_match_request& req) {
   // A pair's key holds tabs; ids hold no control characters.
   return req.queue + "\ngroup\n" + req.group;
-}
-
-std::string group_created_payload(const std::string& session_id,
-                                  const group_match_request& req) {
-  nlohmann::json j;
-  j["event_id"] = match_created_event_id(session_id);
-  j["type"] = match_created_type;
-  j["session_id"] = session_id;
-  j["queue"] = req.queue;
-  j["group"] = req.group;
-  auto users = nlohmann::json::array();
-  uint32_t teams = 1;
-  for (const auto& m : req.members) {
-    users.push_back({{"user", m.user}, {"ticket", m.ticket}, {"team", m.team}});
-    teams = std::max(teams, m.team + 1);
-  }
-  auto by_team = nlohmann::json::array();
-  for (uint32_t t = 0; t < teams; ++t) {
-    auto team = nlohmann::json::array();
-    for (const auto& m : req.members)
-      if (m.team == t)
-        team.push_back(m.user);
-    by_team.push_back(std::move(team));
-  }
-  j["users"] = std::move(users);
-  j["teams"] = std::move(by_team);
-  return j.dump();
-}
-
-std::string member_left_event_id(const std::string& session_id,
-                                 const std::string& user) {
-  // One per member and session: a leave is told once.
-  return std::string{member_left_type} + ":" + session_id + ":" + user;
-}
-
-std::string member_left_payload(const match_record& session,
-                                const std::string& user,
-                                const std::string& reason) {
-  nlohmann::json j;
-  j["event_id"] = member_left_event_id(session.session_id, user);
-  j["type"] = member_left_type;
-  j["session_id"] = session.session_id;
-  j["queue"] = session.queue;
-  j["user"] = user;
-  j["reason"] = reason;
-  uint32_t remaining = 0;
-  for (const auto& m : session.members)
-    remaining += m.active ? 1 : 0;
-  j["remaining"] = remaining;
-  j["users"] = session_users_json(session, true);
-  return j.dump();
-}
-
-std::string members_changed_event_id(const std::string& session_id,
-                                     const std::string& group) {
-  // One per fill: a retry of the fill can never tell it twice.
-  return std::string{members_changed_type} + ":" + session_id + ":" + group;
-}
-
-std::string members_changed_payload(const match_record& session,
-                                    const backfill_request& req) {
-  nlohmann::json j;
-  j["event_id"] = members_changed_event_id(session.session_id, req.group);
-  j["type"] = members_changed_type;
-  j["session_id"] = session.session_id;
-  j["queue"] = session.queue;
-  j["group"] = req.group;
-  auto added = nlohmann::json::array();
-  for (const auto& m : req.members)
-    added.push_back({{"user", m.user}, {"ticket", m.ticket}, {"team", m.team}});
-  j["added"] = std::move(added);
-  // The relay delivers to `users` (the first two as the pair): the active
-  // members only, so a leaver is not told of seats it no longer shares.
-  auto users = nlohmann::json::array();
-  uint32_t teams = 1;
-  for (const auto& m : session.members)
-    if (m.active) {
-      users.push_back(
-        {{"user", m.user}, {"ticket", m.ticket}, {"team", m.team}});
-      teams = std::max(teams, m.team + 1);
-    }
-  auto by_team = nlohmann::json::array();
-  for (uint32_t t = 0; t < teams; ++t) {
-    auto team = nlohmann::json::array();
-    for (const auto& m : session.members)
-      if (m.active && m.team == t)
-        team.push_back(m.user);
-    by_team.push_back(std::move(team));
-  }
-  j["remaining"] = users.size();
-  j["users"] = std::move(users);
-  j["members"] = session_users_json(session, true);
-  j["teams"] = std::move(by_team);
-  return j.dump();
-}
-
-std::string session_ended_event_id(const std::string& session_id) {
-  // Derived from the session: a session can never get a second one.
-  return std::string{session_ended_type} + ":" + session_id;
-}
-
-std::string session_ended_payload(const match_record& session,
-                                  const std::string& ended_by,
-                                  const std::string& reason) {
-  nlohmann::json j;
-  j["event_id"] = session_ended_event_id(session.session_id);
-  j["type"] = session_ended_type;
-  j["session_id"] = session.session_id;
-  j["queue"] = session.queue;
-  j["users"] = session_users_json(session, false);
-  j["ended_by"] = ended_by;
-  j["reason"] = reason;
-  return j.dump();
 }
 
 std::string new_session_id() {
