@@ -84,7 +84,6 @@ struct request {
   bool busy = false;            ///< a read or a claim is under way
   bool refresh = false;         ///< the roster changed: filed anew
   uint32_t ticks = 0;           ///< heartbeats since the session was read
-  uint32_t players = 0;         ///< active members when filed
   clock_type::time_point since; ///< filed (the fill's latency)
 };
 
@@ -152,13 +151,17 @@ caf::error refusal(const backfill_state& st, const std::string& id,
   if (rec->status != session_status::active)
     return caf::make_error(errc::not_found, "session " + id + " ended");
   if (!user.empty()) {
-    bool in = false;
-    for (auto& m : rec->members)
-      in = in || (m.user == user && m.active);
-    if (!in && rec->user_a != user && rec->user_b != user)
+    const session_member* m = nullptr;
+    for (auto& x : rec->members)
+      if (x.user == user)
+        m = &x;
+    // (A pair's session lists no members: its two users.)
+    bool pair_member = rec->members.empty()
+                       && (rec->user_a == user || rec->user_b == user);
+    if (m == nullptr && !pair_member)
       return caf::make_error(errc::forbidden,
                              user + " is not in session " + id);
-    if (!in)
+    if (m != nullptr && !m->active)
       return caf::make_error(errc::forbidden,
                              user + " is no longer in session " + id);
   }
@@ -279,7 +282,6 @@ void on_read(bf_ptr self, const std::string& id,
   }
   r.refresh = false;
   r.spec = spec_of(st, *rec, *r.rs);
-  r.players = active_count(*rec);
   r.since = clock_type::now();
   claim(self, id);
 }
@@ -391,7 +393,6 @@ void start(bf_ptr self, const match_record& rec, const rule_set& rs) {
   r.queue = rec.queue;
   r.rs = &rs;
   r.spec = spec_of(st, rec, rs);
-  r.players = active_count(rec);
   r.since = clock_type::now();
   if (auto& m = st.cfg.metrics)
     m->backfill_requests.fetch_add(1, std::memory_order_relaxed);

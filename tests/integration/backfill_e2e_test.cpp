@@ -86,6 +86,28 @@ class backfill_off_e2e : public backfill_e2e {
   }
 };
 
+/// A plain pair queue (no rules, no shape).
+class backfill_pair_e2e : public api_e2e {};
+
+TEST_P(backfill_pair_e2e, a_pairs_session_has_no_seat_to_fill) {
+  auto a = unique("a"), b = unique("b");
+  ws_conn wa{node_->port(), a, token(a)};
+  ASSERT_EQ(join(a, "t-" + a).status, 200u);
+  ASSERT_EQ(join(b, "t-" + b).status, 200u);
+  auto m = wa.next_of("match.created", 10s);
+  ASSERT_TRUE(m);
+  auto s = (*m)["session_id"].get<std::string>();
+  auto r = http_->request(
+    http::verb::post, path(a, "/sessions/" + s + "/backfill"), token(a), "{}");
+  EXPECT_EQ(r.status, 400u) << r.body;
+  EXPECT_EQ(r.error(), "invalid_argument");
+  auto stranger = unique("eve");
+  auto f = http_->request(http::verb::post,
+                          path(stranger, "/sessions/" + s + "/backfill"),
+                          token(stranger), "{}");
+  EXPECT_EQ(f.status, 403u) << f.body;
+}
+
 TEST_P(backfill_e2e, a_left_seat_is_filled_and_every_member_told) {
   auto a = unique("a"), b = unique("b"), c = unique("c"), d = unique("d");
   auto e = unique("e");
@@ -198,6 +220,9 @@ TEST_P(backfill_off_e2e, a_queue_without_backfill_refuses_it) {
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, backfill_e2e,
+                         ::testing::Values("embedded", "redis_pg"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(stores, backfill_pair_e2e,
                          ::testing::Values("embedded", "redis_pg"),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(stores, backfill_off_e2e,
