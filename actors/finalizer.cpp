@@ -340,6 +340,20 @@ void settle_mutual(fin_ptr self, pending_pair& pp, pair_outcome& o) {
   }
 }
 
+/// The claim's and the commit's times of a committed pair, for traces.
+void record_timing(match_timings& out, const pending_pair& pp,
+                   const std::string& session) {
+  using namespace std::chrono;
+  auto since = duration_cast<nanoseconds>(pp.since.time_since_epoch()).count();
+  match_timing t;
+  t.claim_end_ns = match_timings::wall_ns_of_steady(since);
+  t.claim_start_ns = pp.pair.claimed_at > 0
+                       ? match_timings::wall_ns_of_steady(pp.pair.claimed_at)
+                       : t.claim_end_ns;
+  t.commit_end_ns = match_timings::now_ns();
+  out.put(session, t);
+}
+
 /// The pairs of one queue committed by one batch: released together, then
 /// their claimers answered.
 struct committed_group {
@@ -395,6 +409,8 @@ void settle(fin_ptr self, std::vector<pending_pair>& batch,
         g.tickets.push_back(p.claimer_ticket);
         g.answers.emplace_back(pp.rp, o.session_id);
         g.since.push_back(pp.since);
+        if (st.cfg.timings && o.created)
+          record_timing(*st.cfg.timings, pp, o.session_id);
         break;
       }
       case pair_outcome::cancelled:

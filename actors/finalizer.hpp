@@ -6,6 +6,7 @@
 #include <string>
 
 #include "actors/cancel_registry.hpp"
+#include "core/match_timings.hpp"
 #include "core/metrics.hpp"
 #include "messages/type_ids.hpp"
 
@@ -93,6 +94,9 @@ struct finalizer_config {
   /// included), and `commit_retries` (group commits that failed for want
   /// of the database, each followed by a backoff and another commit).
   std::shared_ptr<engine_metrics> metrics;
+  /// When each committed pair was claimed and committed (traces); may be
+  /// null.
+  std::shared_ptr<match_timings> timings;
 };
 
 /// Spawns the finalizer: it turns claimed pairs into committed matches

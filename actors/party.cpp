@@ -240,13 +240,8 @@ void join_member(party_ptr self, const std::string& user, info_promise rp) {
 /// A match event of a member: ours when it names our ticket.
 void on_event(party_ptr self, match_event& ev) {
   auto& d = self->state;
-  if (!d.seen.insert(ev.event_id).second)
+  if (!d.seen.insert(ev.event_id))
     return;
-  d.seen_order.push_back(ev.event_id);
-  if (d.seen_order.size() > 256) {
-    d.seen.erase(d.seen_order.front());
-    d.seen_order.pop_front();
-  }
   if (is_proposal_event(ev.type)) {
     // A proposal of our ticket ended: look at the ticket now rather than
     // at the next heartbeat (back at its place, or removed). Matched: its

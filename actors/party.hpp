@@ -28,6 +28,11 @@ struct party_config {
   /// finalizer; also how often a cancel of a claimed ticket looks again.
   uint32_t request_timeout_ms = 30000;
   uint32_t recheck_ms = 1000;
+  /// A re-scan that finds the ticket gone while the database shows no
+  /// session of the leader waits this long for a late match event (a
+  /// session another node committed and that already ended) before the
+  /// ticket is filed anew; 0: at once.
+  uint32_t gone_grace_ms = 5000;
   /// An open party with no request and no change for this long closes
   /// (its members are told); 0: never.
   uint32_t idle_close_ms = 3600000;

@@ -4,7 +4,6 @@
 // members, events and the states; actors/party_ticket.cpp: the ticket's
 // claim, commit, cancel and queueing). Internal: include only from those.
 
-#include <deque>
 #include <memory>
 #include <set>
 #include <string>
@@ -15,6 +14,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/party.hpp"
+#include "core/seen_ids.hpp"
 
 namespace spdlog {
 class logger;
@@ -48,15 +48,15 @@ struct party_data {
   uint64_t gen = 0;       // timers of an older state are ignored
   uint64_t ticket_no = 0; // the give-up timer belongs to one ticket
   uint32_t backoff_ms = 0;
-  bool rescan = false;     // the pending claim is a re-scan
-  bool cancelling = false; // a member's cancel (or the give-up) is on
+  bool rescan = false;      // the pending claim is a re-scan
+  bool gone_waited = false; // the ticket was found gone and waited once
+  bool cancelling = false;  // a member's cancel (or the give-up) is on
   std::string cancelled_by;
   bool giving_up = false;
   std::vector<info_promise> queue_waiters;
   std::vector<info_promise> cancel_waiters;
   std::vector<std::pair<std::string, info_promise>> leave_waiters;
-  std::set<std::string> seen; // event ids
-  std::deque<std::string> seen_order;
+  seen_ids seen{256}; // event ids
   caf::actor_clock::time_point last_touch;
   bool idle_armed = false;
   static inline const char* name = "party";

@@ -132,7 +132,18 @@ void after_gone(party_ptr self) {
           enter(self, party_phase::matched, {});
         } else if (d.cancelling) {
           enter(self, party_phase::open, "cancelled by " + d.cancelled_by);
+        } else if (!d.gone_waited && d.cfg.gone_grace_ms > 0) {
+          // Settled by a claim whose session already ended, or lapsed. Its
+          // match event may still be on the way: filed anew now, the
+          // party could be matched again while that session is being
+          // delivered. The event gets the grace; then the database again.
+          d.gone_waited = true;
+          d.rescan = true;
+          self->delayed_send(self,
+                             std::chrono::milliseconds(d.cfg.gone_grace_ms),
+                             retry_atom_v, gen);
         } else {
+          d.gone_waited = false;
           claim(self, false);
         }
       },
@@ -147,6 +158,8 @@ void on_claim(party_ptr self, uint64_t gen, group_claim_result& r) {
   if (gen != d.gen || !live(d.phase))
     return;
   d.backoff_ms = 0;
+  if (r.outcome != group_claim_outcome::gone)
+    d.gone_waited = false;
   switch (r.outcome) {
     case group_claim_outcome::gone:
       after_gone(self);
@@ -355,6 +368,7 @@ void queue_party(party_ptr self, party_queue_request& r, info_promise rp) {
     d.cancelling = false;
     d.giving_up = false;
     d.backoff_ms = 0;
+    d.gone_waited = false;
     ++d.ticket_no;
     if (r.give_up_after_s > 0)
       self->delayed_send(self, std::chrono::seconds(r.give_up_after_s),

@@ -25,9 +25,19 @@ match_event event_of(const match_record& m) {
     g.queue = m.queue;
     g.group = m.group;
     g.min_players = m.min_players;
-    g.members = m.members;
-    for (size_t i = 2; i < m.members.size(); ++i)
-      ev.others.push_back(m.members[i].user);
+    // Its members now (a replay comes after leaves and fills): one who
+    // left is in this session no more, and must not be told it again.
+    for (auto& x : m.members)
+      if (x.active)
+        g.members.push_back(x);
+    if (g.members.size() >= 2) {
+      ev.user_a = g.members[0].user;
+      ev.ticket_a = g.members[0].ticket;
+      ev.user_b = g.members[1].user;
+      ev.ticket_b = g.members[1].ticket;
+    }
+    for (size_t i = 2; i < g.members.size(); ++i)
+      ev.others.push_back(g.members[i].user);
     ev.payload = group_created_payload(m.session_id, g);
     return ev;
   }

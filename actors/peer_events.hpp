@@ -13,7 +13,8 @@
 namespace mm {
 
 /// The `match.created` event of the session `m`, as the relay delivers it
-/// (same event id and payload as the outbox row's).
+/// (same event id and payload as the outbox row's); of a group session
+/// that members left since, it names only the active members.
 match_event event_of(const match_record& m);
 
 /// The `session.members_changed` event of the fill `req` of the session

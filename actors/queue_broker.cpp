@@ -69,6 +69,21 @@ store_worker(store_worker_actor::pointer,
   };
 }
 
+/// Answers to proposals of one queue waiting for a worker: they go as one
+/// group_answer call (one read of each proposal in the store) when a
+/// worker takes them; until then more answers of the queue join them.
+struct answer_batch {
+  std::vector<proposal_answer> answers;
+  std::vector<std::function<void(outcome<proposal_state>)>> outs;
+};
+
+/// A call waiting for a worker; `answers` set: made when it is taken.
+struct pending_call {
+  script_call call;
+  reply_fn then;
+  std::shared_ptr<answer_batch> answers;
+};
+
 /// A queue the broker knows: swept periodically, depth exported.
 struct known_queue {
   caf::actor_clock::time_point last_join; ///< last claim, enqueue or rescan
@@ -78,7 +93,8 @@ struct broker_state {
   broker_config cfg;
   std::unique_ptr<queue_store> inline_store; // non-blocking stores
   std::vector<store_worker_actor> idle;      // blocking stores: free workers
-  std::deque<std::pair<script_call, reply_fn>> pending;
+  std::deque<pending_call> pending;
+  std::map<std::string, std::shared_ptr<answer_batch>> open_answers;
   std::map<std::string, known_queue> queues; // bounded, see admit()
   bool warned_full = false; // logged that max_queues refuses joins
   static inline const char* name = "queue_broker";
@@ -100,7 +116,40 @@ void submit(broker_ptr self, script_call call, reply_fn then) {
     then(replies.front());
     return;
   }
-  st.pending.emplace_back(std::move(call), std::move(then));
+  st.pending.push_back(pending_call{std::move(call), std::move(then), {}});
+  dispatch(self);
+}
+
+/// Records `a`: with the answers of its queue still waiting for a worker
+/// (up to codec::max_answers), else in a call of its own.
+void submit_answer(broker_ptr self, proposal_answer a,
+                   std::function<void(outcome<proposal_state>)> out) {
+  auto& st = self->state;
+  if (auto call = codec::group_answer_call(a); !call) {
+    out(call.error());
+    return;
+  } else if (st.inline_store) {
+    submit(self, std::move(*call),
+           [a, out](store_reply& r) { out(codec::parse_group_answer(a, r)); });
+    return;
+  }
+  auto& open = st.open_answers[a.queue];
+  if (open && open->answers.size() < codec::max_answers) {
+    open->answers.emplace_back(std::move(a));
+    open->outs.emplace_back(std::move(out));
+    return;
+  }
+  open = std::make_shared<answer_batch>();
+  open->answers.emplace_back(std::move(a));
+  open->outs.emplace_back(std::move(out));
+  auto b = open;
+  reply_fn then = [b](store_reply& r) {
+    auto all = codec::parse_group_answers(b->answers, r);
+    for (size_t i = 0; i < b->outs.size(); ++i)
+      b->outs[i](all ? std::move((*all)[i])
+                     : outcome<proposal_state>{all.error()});
+  };
+  st.pending.push_back(pending_call{{}, std::move(then), std::move(b)});
   dispatch(self);
 }
 
@@ -114,8 +163,19 @@ void dispatch(broker_ptr self) {
     b->calls.reserve(n);
     b->then.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      b->calls.emplace_back(std::move(st.pending.front().first));
-      b->then.emplace_back(std::move(st.pending.front().second));
+      auto& p = st.pending.front();
+      if (p.answers) {
+        // Sealed now: later answers of its queue start a new call.
+        auto q = p.answers->answers.front().queue;
+        if (auto j = st.open_answers.find(q);
+            j != st.open_answers.end() && j->second == p.answers)
+          st.open_answers.erase(j);
+        auto call = codec::group_answers_call(p.answers->answers);
+        // Each answer was checked alone; together they are of one queue.
+        p.call = call ? std::move(*call) : script_call{};
+      }
+      b->calls.emplace_back(std::move(p.call));
+      b->then.emplace_back(std::move(p.then));
       st.pending.pop_front();
     }
     self->request(worker, worker_bound(st.cfg.worker_timeout_ms), std::move(b))
@@ -463,14 +523,7 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
     },
     [self](answer_atom, proposal_answer& a) {
       auto rp = self->make_response_promise<proposal_state>();
-      auto call = codec::group_answer_call(a);
-      if (!call) {
-        rp.deliver(to_error(call.error()));
-        return rp;
-      }
-      submit(self, std::move(*call), [rp, a](store_reply& r) mutable {
-        deliver_to(rp)(codec::parse_group_answer(a, r));
-      });
+      submit_answer(self, std::move(a), deliver_to(rp));
       return rp;
     },
     [self](decide_atom, std::string& queue, std::vector<std::string>& groups) {

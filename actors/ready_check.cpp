@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -39,6 +40,7 @@ struct proposal {
   std::vector<verdict_promise> waiters;
   bool asking = false;     // a decide of it is under way
   bool again = false;      // an answer came meanwhile: ask again after it
+  bool nudged = false;     // an answer came: asked at the next flush
   bool committing = false; // accepted: the group finalizer has it
 };
 
@@ -47,6 +49,9 @@ struct ready_check_state {
   // queue -> group -> proposal
   std::map<std::string, std::map<std::string, proposal>> open;
   bool armed = false;
+  // Answers' nudges not asked yet, by queue: asked in one decide a queue
+  // once the mailbox's messages before the flush are handled.
+  std::map<std::string, std::vector<std::string>> nudged;
   static inline const char* name = "mm.ready_check";
 };
 
@@ -320,7 +325,30 @@ ready_check_actor spawn_ready_check(caf::actor_system& sys,
           p->again = true;
           return;
         }
-        ask(self, ref.queue, {ref.group});
+        if (p->nudged)
+          return;
+        p->nudged = true;
+        auto& st = self->state;
+        if (st.nudged.empty())
+          self->send(self, answer_atom_v); // the flush, after what is queued
+        st.nudged[ref.queue].push_back(ref.group);
+      },
+      [self](answer_atom) {
+        // The nudges gathered since the first: one decide per queue.
+        auto nudged = std::move(self->state.nudged);
+        self->state.nudged.clear();
+        for (auto& [queue, gs] : nudged) {
+          std::vector<std::string> groups;
+          for (auto& g : gs)
+            if (auto* p = find(self, queue, g); p && p->nudged) {
+              p->nudged = false;
+              if (!p->asking && !p->committing)
+                groups.push_back(g);
+              if (groups.size() == 1000) // a decide's most
+                ask(self, queue, std::exchange(groups, {}));
+            }
+          ask(self, queue, std::move(groups));
+        }
       },
       [self](tick_atom) {
         auto& st = self->state;
@@ -328,8 +356,10 @@ ready_check_actor spawn_ready_check(caf::actor_system& sys,
         for (auto& [queue, ps] : st.open) {
           std::vector<std::string> groups;
           for (auto& [gid, p] : ps)
-            if (!p.asking && !p.committing && groups.size() < 1000)
+            if (!p.asking && !p.committing && groups.size() < 1000) {
+              p.nudged = false; // asked now
               groups.push_back(gid);
+            }
           ask(self, queue, std::move(groups));
         }
         arm(self);

@@ -96,7 +96,8 @@ void enter(ses_ptr self, session_phase phase) {
         break;
       case session_phase::queued:
         self->become(queued_b(self));
-        self->delayed_send(self, next_look(d), tick_atom_v, d.gen);
+        self->delayed_send(self, next_look(d, self->clock().now()), tick_atom_v,
+                           d.gen);
         break;
       case session_phase::finalizing:
         self->become(finalizing_b(self));
@@ -256,13 +257,8 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
     },
     [self](deliver_atom, match_event& ev) {
       auto& d = self->state;
-      if (!d.seen.insert(ev.event_id).second)
+      if (!d.seen.insert(ev.event_id))
         return; // a redelivery: already handled
-      d.seen_order.push_back(ev.event_id);
-      if (d.seen_order.size() > 1024) {
-        d.seen.erase(d.seen_order.front());
-        d.seen_order.pop_front();
-      }
       if (d.links.subscriber) {
         // Subscribers see the tickets the clients chose.
         auto out = ev;
@@ -410,7 +406,8 @@ session_actor::behavior_type queued_b(ses_ptr self) {
         return;
       auto again = [self, gen] {
         auto& d = self->state;
-        self->delayed_send(self, next_look(d), tick_atom_v, gen);
+        self->delayed_send(self, next_look(d, self->clock().now()), tick_atom_v,
+                           gen);
       };
       d.claim_sent = self->clock().now(); // a re-scan may claim
       self->request(d.links.broker, store_timeout(d), rescan_atom_v, spec_of(d))

@@ -15,8 +15,14 @@ struct session_config {
   std::string node = "node-1";   ///< recorded in the user's tickets
   uint32_t ttl_ms = 30000;       ///< presence window of a ticket
   uint32_t heartbeat_ms = 10000; ///< ticket refresh period (< ttl_ms)
-  uint32_t grace_ms = 5000;      ///< wait for a match after "gone"
-  uint32_t max_self_heals = 20;  ///< re-enqueues of one join
+  /// When > 0, a heartbeat is due at the next multiple of this (on the
+  /// actor clock) after `heartbeat_ms`: a node's waiting tickets re-scan in
+  /// bursts the broker sends as a few batched calls, instead of one call
+  /// and a few thread wake-ups each (docs/matchd.md, "Many connected
+  /// users"). 0: exactly `heartbeat_ms` (the deterministic tests).
+  uint32_t heartbeat_align_ms = 0;
+  uint32_t grace_ms = 5000;     ///< wait for a match after "gone"
+  uint32_t max_self_heals = 20; ///< re-enqueues of one join
   /// Bound of one ask for an in-flight cancel verdict: of another node's
   /// finalizer through the gateway, or of this node's (either may take its
   /// `cancel_wait_ms`). This node's finalizer is asked again when it does

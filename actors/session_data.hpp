@@ -5,7 +5,6 @@
 // the cancel and give-up path). Internal: include only from those two.
 
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <set>
@@ -16,6 +15,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/session.hpp"
+#include "core/seen_ids.hpp"
 
 namespace spdlog {
 class logger;
@@ -40,7 +40,7 @@ struct session_data {
   const rule_set* rules = nullptr;
   std::string rk;
   int64_t next_change_ms = -1;
-  std::deque<std::string> recent;
+  std::vector<std::string> recent;
   std::string partner_attrs; // of the pair we claimed (pair distance metric)
   std::string base_ticket;   // the client's ticket (idempotency key)
   // What the queue, the finalizer and the database know the join by: made
@@ -85,8 +85,7 @@ struct session_data {
   bool giving_up = false; // our own cancel: the join timed out
   std::vector<state_promise> join_waiters;
   std::vector<state_promise> cancel_waiters;
-  std::set<std::string> seen; // event ids (at-least-once delivery)
-  std::deque<std::string> seen_order;
+  seen_ids seen{1024}; // event ids (at-least-once delivery)
   // Idle release: the last request or state change, the armed timer, and
   // ends whose answer is still out (someone waits on us).
   caf::actor_clock::time_point last_touch;
@@ -98,7 +97,7 @@ struct session_data {
   uint64_t party_version = 0;
   // Party events that came before the hub's answer named the party (they
   // travel another way): replayed once it did. At most 8.
-  std::deque<match_event> party_early;
+  std::vector<match_event> party_early;
   static inline const char* name = "session";
 };
 
@@ -109,7 +108,8 @@ ticket_spec spec_of(const session_data& d);
 
 /// When a waiting ticket looks again: every heartbeat, and on a queue with
 /// rules also when its windows change (actors/session_rules.cpp).
-std::chrono::milliseconds next_look(const session_data& d);
+std::chrono::milliseconds next_look(const session_data& d,
+                                    caf::actor_clock::time_point now);
 
 /// Keeps what a claim or re-scan answered about our windows.
 void note_windows(session_data& d, const claim_result& r);

@@ -101,7 +101,7 @@ void party_event(ses_ptr self, const match_event& ev) {
   if (d.party.empty()) {
     d.party_early.push_back(ev);
     if (d.party_early.size() > 8)
-      d.party_early.pop_front();
+      d.party_early.erase(d.party_early.begin());
     return;
   }
   auto j = nlohmann::json::parse(ev.payload, nullptr, false);

@@ -27,10 +27,18 @@ ticket_spec spec_of(const session_data& d) {
 /// When a waiting ticket looks again: every heartbeat, and on a queue with
 /// rules also at the moment its windows widen (docs/rules.md), so that
 /// widening pairs users without a new arrival.
-std::chrono::milliseconds next_look(const session_data& d) {
+std::chrono::milliseconds next_look(const session_data& d,
+                                    caf::actor_clock::time_point now) {
   auto ms = static_cast<int64_t>(d.cfg.heartbeat_ms);
-  if (d.next_change_ms > 0)
-    ms = std::min(ms, d.next_change_ms);
+  if (d.next_change_ms > 0 && d.next_change_ms < ms)
+    return std::chrono::milliseconds(d.next_change_ms); // a widening: exact
+  if (int64_t align = d.cfg.heartbeat_align_ms; align > 0) {
+    auto due = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 now.time_since_epoch())
+                 .count()
+               + ms;
+    ms += (align - due % align) % align;
+  }
   return std::chrono::milliseconds(ms);
 }
 
@@ -51,8 +59,8 @@ void note_partner(session_data& d, const std::string& partner) {
   d.recent.erase(std::remove(d.recent.begin(), d.recent.end(), partner),
                  d.recent.end());
   d.recent.push_back(partner);
-  while (d.recent.size() > 32)
-    d.recent.pop_front();
+  if (d.recent.size() > 32)
+    d.recent.erase(d.recent.begin(), d.recent.end() - 32);
 }
 
 } // namespace mm::session_detail

@@ -55,6 +55,8 @@
 #include "actors/engine.hpp"
 #include "bench/bench_caf.hpp"
 #include "bench/bench_pg.hpp"
+#include "bench/e2e_costs.hpp"
+#include "persistence/queue/queue_store.hpp"
 
 namespace {
 
@@ -359,7 +361,7 @@ double quantile(std::vector<double> v, double q) {
 /// Runs one mode on `eng` and prints its line.
 mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
                      const options& opt, const std::string& queue, bool groups,
-                     int round) {
+                     int round, const e2e_bench::sampler& costs) {
   auto out = std::make_shared<tally>();
   {
     // The plan: parties of 1..3 (groups) or users alone, seeded skills.
@@ -382,6 +384,7 @@ mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
       out->parties.push_back(std::move(party));
     }
   }
+  auto s0 = costs.take();
   auto drv = sys.spawn(driver, eng, opt, queue, groups, out);
   caf::anon_send(drv, tick_atom_v);
   caf::scoped_actor self{sys};
@@ -417,6 +420,7 @@ mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
   }
   self->send_exit(drv, caf::exit_reason::user_shutdown);
   self->wait_for(drv); // the tally is main's from here on
+  auto s1 = costs.take();
 
   mode_result r;
   auto& t = *out;
@@ -474,6 +478,19 @@ mode_result run_mode(caf::actor_system& sys, std::shared_ptr<engine> eng,
               queue.c_str(), t.joined, r.matched_users, r.sessions, secs,
               r.users_per_s, t.failed, t.failed ? " first: " : "",
               t.first_error.c_str(), t.double_booked, bad_size, split, untold);
+  // Where the CPU went, per session of 10 (the span includes the quiet
+  // wait at the end, when little runs).
+  if (r.sessions > 0) {
+    auto per = [&](uint64_t a, uint64_t b) {
+      return static_cast<double>(b - a) / 1e3 / static_cast<double>(r.sessions);
+    };
+    std::printf(
+      "# [%s] cpu per session: bench process %.0f us, redis %.0f "
+      "us, postgres %.0f us; threads: %s\n",
+      queue.c_str(), per(s0.self_ns, s1.self_ns), per(s0.redis_ns, s1.redis_ns),
+      per(s0.pg_ns, s1.pg_ns),
+      e2e_bench::describe_cpu(s0.threads, s1.threads, s1.t - s0.t).c_str());
+  }
   std::fflush(stdout);
   return r;
 }
@@ -509,6 +526,15 @@ int main(int argc, char** argv) {
     db = "mm_groups_" + std::to_string(getpid());
     create_database(*admin, db);
     conninfo = with_dbname(opt.pg, db);
+  }
+  e2e_bench::sampler costs;
+  if (admin)
+    costs.postmaster = postmaster_of(*admin);
+  if (opt.store == "redis") {
+    redis_options ro;
+    ro.host = opt.redis_host;
+    ro.port = opt.redis_port;
+    costs.redis_admin = make_redis_store(ro)->connect();
   }
   mode_result pairs, groups, plain, ready, declines;
   {
@@ -554,20 +580,20 @@ int main(int argc, char** argv) {
     };
     if (opt.mode == "ready") {
       std::vector<mode_result> p_rounds, r_rounds;
-      p_rounds.push_back(run_mode(sys, eng, opt, "p5v5", true, 1));
-      r_rounds.push_back(run_mode(sys, eng, opt, "r5v5", true, 1));
-      r_rounds.push_back(run_mode(sys, eng, opt, "r5v5-2", true, 2));
-      p_rounds.push_back(run_mode(sys, eng, opt, "p5v5-2", true, 2));
+      p_rounds.push_back(run_mode(sys, eng, opt, "p5v5", true, 1, costs));
+      r_rounds.push_back(run_mode(sys, eng, opt, "r5v5", true, 1, costs));
+      r_rounds.push_back(run_mode(sys, eng, opt, "r5v5-2", true, 2, costs));
+      p_rounds.push_back(run_mode(sys, eng, opt, "p5v5-2", true, 2, costs));
       plain = mean_of(p_rounds);
       ready = mean_of(r_rounds);
-      declines = run_mode(sys, eng, opt, "r5v5-d", true, 3);
+      declines = run_mode(sys, eng, opt, "r5v5-d", true, 3, costs);
     } else {
       std::vector<mode_result> p_rounds, g_rounds;
-      p_rounds.push_back(run_mode(sys, eng, opt, "pairs", false, 1));
-      g_rounds.push_back(run_mode(sys, eng, opt, "g5v5", true, 1));
+      p_rounds.push_back(run_mode(sys, eng, opt, "pairs", false, 1, costs));
+      g_rounds.push_back(run_mode(sys, eng, opt, "g5v5", true, 1, costs));
       if (opt.rounds > 1) {
-        g_rounds.push_back(run_mode(sys, eng, opt, "g5v5-2", true, 2));
-        p_rounds.push_back(run_mode(sys, eng, opt, "pairs-2", false, 2));
+        g_rounds.push_back(run_mode(sys, eng, opt, "g5v5-2", true, 2, costs));
+        p_rounds.push_back(run_mode(sys, eng, opt, "pairs-2", false, 2, costs));
       }
       pairs = mean_of(p_rounds);
       groups = mean_of(g_rounds);

@@ -13,7 +13,7 @@ packages=(
   libssl-dev prometheus-cpp-dev libgtest-dev libjemalloc-dev
   redis-server redis-tools postgresql postgresql-contrib faketime python3 curl
   openssl iproute2 procps
-  chromium python3-yaml python3-jwt libsystemd-dev systemd prometheus
+  chromium python3-yaml python3-jwt python3-cryptography libsystemd-dev systemd prometheus
   clang-format clang-tidy
 )
 
@@ -40,6 +40,8 @@ fi
 # Node 20 and npm (preinstalled on the CI machines; Debian 12 ships Node 18)
 # run the JavaScript client's and the console's tests; their npm packages
 # come from clients/js/package-lock.json (npm ci, tests/support/npm_ci.sh).
+# Node 22, the LTS the client supports, comes from the npm registry too
+# (tools/node22/package-lock.json, Linux x64: the CTest fixture node22_npm_ci).
 command -v node >/dev/null && command -v npm >/dev/null \
   || echo "setup: warning: node/npm (Node 20) not found: the JavaScript tests will fail"
 echo "setup: all packages present"

@@ -405,6 +405,8 @@ using group_finalizer_actor = caf::typed_actor<
 using ready_check_actor = group_finalizer_actor::extend<
   // (queue, group): a member answered here: look at it now. Idempotent.
   caf::reacts_to<answer_atom, group_ref>,
+  // To itself: asks about the answered ones gathered since the first.
+  caf::reacts_to<answer_atom>,
   // Timer: looks at every open proposal.
   caf::reacts_to<tick_atom>>;
 

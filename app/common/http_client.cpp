@@ -485,48 +485,73 @@ void ws_client::start(ws_handlers handlers) {
   auto& d = *impl_;
   d.handlers = std::move(handlers);
   d.ph = impl::phase::connecting;
-  beast::get_lowest_layer(d.ws).expires_after(d.opts.handshake_timeout);
+  auto& lowest = beast::get_lowest_layer(d.ws);
+  lowest.expires_after(d.opts.handshake_timeout);
   auto self = shared_from_this();
-  beast::get_lowest_layer(d.ws).async_connect(
-    d.where.addresses, [self](const error_code& ec, const tcp::endpoint&) {
-      auto& d = *self->impl_;
-      if (d.ph == impl::phase::done)
-        return;
-      if (ec || d.by_us)
-        return ws_finish(d, ec ? ec : asio::error::operation_aborted);
-      auto& lowest = beast::get_lowest_layer(d.ws);
-      error_code ignored;
-      lowest.socket().set_option(tcp::no_delay(true), ignored);
-      // From here on the websocket stream keeps its own timeouts.
-      lowest.expires_never();
-      websocket::stream_base::timeout t;
-      t.handshake_timeout = d.opts.handshake_timeout;
-      t.idle_timeout = d.opts.idle_timeout;
-      t.keep_alive_pings = true;
-      d.ws.set_option(t);
-      d.ws.set_option(websocket::stream_base::decorator(
-        [auth = d.authorization](websocket::request_type& req) {
-          if (!auth.empty())
-            req.set(beast::http::field::authorization, auth);
-          req.set(beast::http::field::user_agent, "matchctl");
-        }));
-      d.ws.read_message_max(d.opts.max_message);
-      d.ph = impl::phase::handshaking;
-      d.ws.async_handshake(
-        d.res, d.where.url.host_header(), d.target,
-        [self](const error_code& ec) {
-          auto& d = *self->impl_;
-          if (d.ph == impl::phase::done)
-            return;
-          if (ec || d.by_us)
-            return ws_finish(d, ec ? ec : asio::error::operation_aborted);
-          d.ph = impl::phase::open;
-          d.res = {}; // the handshake answer is no longer needed
-          self->read_next();
-          if (d.handlers.on_open)
-            d.handlers.on_open();
-        });
-    });
+  if (d.opts.local_address.empty()) {
+    lowest.async_connect(d.where.addresses,
+                         [self](const error_code& ec, const tcp::endpoint&) {
+                           self->on_connected(ec);
+                         });
+    return;
+  }
+  // Bound to the given address: open and bind first, then connect to the
+  // first resolved endpoint.
+  error_code ec;
+  auto to = d.where.addresses.begin()->endpoint();
+  auto from = asio::ip::make_address(d.opts.local_address, ec);
+  if (!ec)
+    lowest.socket().open(to.protocol(), ec);
+  if (!ec)
+    lowest.socket().bind(tcp::endpoint{from, 0}, ec);
+  if (ec) {
+    // Reported from the loop, as a failed connect would be.
+    asio::post(lowest.get_executor(), [self, ec] { self->on_connected(ec); });
+    return;
+  }
+  lowest.async_connect(to, [self](const error_code& ec) {
+    self->on_connected(ec);
+  });
+}
+
+void ws_client::on_connected(const error_code& ec) {
+  auto& d = *impl_;
+  if (d.ph == impl::phase::done)
+    return;
+  if (ec || d.by_us)
+    return ws_finish(d, ec ? ec : asio::error::operation_aborted);
+  auto& lowest = beast::get_lowest_layer(d.ws);
+  error_code ignored;
+  lowest.socket().set_option(tcp::no_delay(true), ignored);
+  // From here on the websocket stream keeps its own timeouts.
+  lowest.expires_never();
+  websocket::stream_base::timeout t;
+  t.handshake_timeout = d.opts.handshake_timeout;
+  t.idle_timeout = d.opts.idle_timeout;
+  t.keep_alive_pings = true;
+  d.ws.set_option(t);
+  d.ws.set_option(websocket::stream_base::decorator(
+    [auth = d.authorization](websocket::request_type& req) {
+      if (!auth.empty())
+        req.set(beast::http::field::authorization, auth);
+      req.set(beast::http::field::user_agent, "matchctl");
+    }));
+  d.ws.read_message_max(d.opts.max_message);
+  d.ph = impl::phase::handshaking;
+  d.ws.async_handshake(d.res, d.where.url.host_header(), d.target,
+                       [self = shared_from_this()](const error_code& ec) {
+                         auto& d = *self->impl_;
+                         if (d.ph == impl::phase::done)
+                           return;
+                         if (ec || d.by_us)
+                           return ws_finish(
+                             d, ec ? ec : asio::error::operation_aborted);
+                         d.ph = impl::phase::open;
+                         d.res = {}; // the handshake answer is no longer needed
+                         self->read_next();
+                         if (d.handlers.on_open)
+                           d.handlers.on_open();
+                       });
 }
 
 void ws_client::read_next() {

@@ -195,6 +195,11 @@ struct ws_options {
   /// Pings after half this much silence; closes after this much silence.
   std::chrono::milliseconds idle_timeout{20000};
   std::size_t max_message = 1 << 20;
+  /// A local IP address to bind before connecting (empty: the kernel's
+  /// choice). Each 127.0.0.x has its own ephemeral ports, so a load
+  /// generator spreads many sockets over several. The first of the
+  /// endpoint's addresses is then the only one tried.
+  std::string local_address;
 };
 
 /// One WebSocket: connect, upgrade with an Authorization header, read text
@@ -236,6 +241,8 @@ class ws_client : public std::enable_shared_from_this<ws_client> {
   /// Reads the next message (each text message goes to `on_message`) until
   /// the socket ends.
   void read_next();
+  /// The TCP connection is up (or failed): upgrade it.
+  void on_connected(const error_code& ec);
   /// Writes the queued messages in order, one at a time.
   void write_next();
 

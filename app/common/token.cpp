@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/common/jwks.hpp"
 #include "core/ticket_id.hpp"
 
 namespace mm {
@@ -68,6 +69,8 @@ const char* to_string(token_error x) noexcept {
       return "wrong_issuer";
     case token_error::format_disabled:
       return "disabled_token_format";
+    case token_error::unknown_key:
+      return "unknown_key";
   }
   return "malformed_token";
 }
@@ -253,11 +256,15 @@ token_check verify_jwt(const token_policy& policy, const std::string& token,
   auto alg = header.find("alg");
   if (alg == header.end() || !alg->is_string())
     return refuse(token_error::malformed, "the JWT header has no alg");
-  if (*alg != "HS256")
+  const bool hs = *alg == "HS256";
+  const bool pk = *alg == "RS256" || *alg == "ES256";
+  auto alg_text = alg->dump(-1, ' ', false, json::error_handler_t::replace);
+  if ((hs && policy.secrets.empty()) || (pk && !policy.keys) || (!hs && !pk))
     return refuse(token_error::bad_algorithm,
-                  "alg must be HS256, not "
-                    + alg->dump(-1, ' ', false,
-                                json::error_handler_t::replace));
+                  "alg " + alg_text + " is not accepted here (this node takes "
+                    + std::string{policy.secrets.empty() ? "" : "HS256"}
+                    + (policy.secrets.empty() || !policy.keys ? "" : ", ")
+                    + std::string{policy.keys ? "RS256, ES256" : ""} + ")");
   if (header.contains("crit"))
     // Extensions that change the meaning of the token (RFC 7515 4.1.11),
     // none of which matchd implements.
@@ -270,18 +277,49 @@ token_check verify_jwt(const token_policy& policy, const std::string& token,
       || !base64url_decode(token.substr(p1 + 1, p2 - p1 - 1), payload))
     return refuse(token_error::malformed, "the JWT payload is not base64url");
   std::string sig;
-  if (!base64url_decode(token.substr(p2 + 1), sig) || sig.size() != 32)
-    return refuse(token_error::malformed,
-                  "the JWT signature is not 32 bytes of base64url");
-  // Every secret is tried, each comparison in constant time.
   auto signed_part = token.substr(0, p2);
-  bool match = false;
-  for (auto& secret : policy.secrets) {
-    auto want = hmac_sha256(secret, signed_part);
-    match |= CRYPTO_memcmp(want.data(), sig.data(), 32) == 0;
+  if (hs) {
+    if (!base64url_decode(token.substr(p2 + 1), sig) || sig.size() != 32)
+      return refuse(token_error::malformed,
+                    "the JWT signature is not 32 bytes of base64url");
+    // Every secret is tried, each comparison in constant time.
+    bool match = false;
+    for (auto& secret : policy.secrets) {
+      auto want = hmac_sha256(secret, signed_part);
+      match |= CRYPTO_memcmp(want.data(), sig.data(), 32) == 0;
+    }
+    if (!match)
+      return refuse(token_error::forged, "the signature matches no secret");
+  } else {
+    if (!base64url_decode(token.substr(p2 + 1), sig) || sig.empty())
+      return refuse(token_error::malformed,
+                    "the JWT signature is not base64url");
+    std::string kid;
+    if (auto k = header.find("kid"); k != header.end()) {
+      if (!k->is_string() || k->get<std::string>().empty()
+          || k->get<std::string>().size() > 256)
+        return refuse(token_error::malformed, "kid: a string of 1-256 bytes");
+      kid = k->get<std::string>();
+    }
+    switch (policy.keys->current()->verify(kid, *alg, signed_part, sig)) {
+      case jwk_check::ok:
+        break;
+      case jwk_check::unknown_key:
+        if (!kid.empty())
+          policy.keys->missed(kid);
+        return refuse(token_error::unknown_key,
+                      kid.empty() ? "no kid, and the key set does not have "
+                                    "exactly one key for "
+                                      + alg_text
+                                  : "no key of this kid in the key set");
+      case jwk_check::wrong_algorithm:
+        return refuse(token_error::bad_algorithm,
+                      "the key of this kid is not for " + alg_text);
+      case jwk_check::bad_signature:
+        return refuse(token_error::forged,
+                      "the signature does not verify with the key");
+    }
   }
-  if (!match)
-    return refuse(token_error::forged, "the signature matches no secret");
   // Authentic from here on: the claims.
   auto claims = json::parse(payload, nullptr, false);
   if (!claims.is_object())

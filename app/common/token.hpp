@@ -1,20 +1,25 @@
 #pragma once
 
-// Bearer tokens (docs/api.md, "Authentication"). Two formats, both
-// HMAC-SHA256 with a secret the host application shares with matchd:
-// - "v1.<user b64url>.<expiry>.<signature>", matchd's own;
-// - JWTs (RFC 7519) with alg HS256, so host backends sign with stock
-//   libraries: `sub` is the user, `exp` is required, `nbf`, `iat`, `aud`
-//   and `iss` are checked when present (or required by the policy).
+// Bearer tokens (docs/api.md, "Authentication"). Two formats:
+// - "v1.<user b64url>.<expiry>.<signature>", matchd's own, HMAC-SHA256
+//   with a secret the host application shares with matchd;
+// - JWTs (RFC 7519) with alg HS256 (the shared secret) or RS256/ES256 (an
+//   identity provider's public keys, app/common/jwks.hpp), so host
+//   backends sign with stock libraries: `sub` is the user, `exp` is
+//   required, `nbf`, `iat`, `aud` and `iss` are checked when present (or
+//   required by the policy).
 // Verification takes a list of secrets: during a key rollover both the
 // current and the next secret are accepted.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mm {
+
+class key_source; // app/common/jwks.hpp
 
 /// Why a token was refused; `to_string` gives the API's error name.
 enum class token_error : uint8_t {
@@ -29,12 +34,14 @@ enum class token_error : uint8_t {
   wrong_audience,  ///< a JWT whose aud does not name this service
   wrong_issuer,    ///< a JWT whose iss is not the configured issuer
   format_disabled, ///< a format the node was told not to accept
+  unknown_key,     ///< an RS256/ES256 JWT whose kid is in no key set
 };
 
 /// The API's error name of `x`: "missing_token", "malformed_token",
 /// "expired_token", "bad_signature", "oversized_token",
 /// "unsupported_algorithm", "token_not_yet_valid", "wrong_audience",
-/// "wrong_issuer", "disabled_token_format" ("none" for none).
+/// "wrong_issuer", "disabled_token_format", "unknown_key" ("none" for
+/// none).
 const char* to_string(token_error x) noexcept;
 
 /// The longest token looked at (either format); longer is `oversized`.
@@ -88,6 +95,9 @@ struct token_policy {
   int64_t leeway_s = 30;
   bool accept_v1 = true;  ///< --token-formats names v1
   bool accept_jwt = true; ///< --token-formats names jwt
+  /// Public keys of an identity provider (--jwks-file, --jwks-url): JWTs
+  /// signed RS256 or ES256 with them are accepted. Null: none are.
+  std::shared_ptr<const key_source> keys;
 };
 
 /// Verifies a bearer token of either format at `now_unix_s`. The signature

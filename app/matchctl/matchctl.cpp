@@ -57,9 +57,11 @@
 #include <nlohmann/json.hpp>
 
 #include "app/common/http_client.hpp"
+#include "app/common/nofile.hpp"
 #include "app/common/token.hpp"
 #include "app/matchctl/explain.hpp"
 #include "app/matchctl/load.hpp"
+#include "app/matchctl/load/connections.hpp"
 #include "app/matchctl/load/group_load.hpp"
 
 namespace {
@@ -71,15 +73,6 @@ using verb = boost::beast::http::verb;
 /// thrown about. Idempotent.
 std::string compact(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-// Many WebSockets at once need many descriptors.
-void raise_nofile_limit() {
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
 }
 
 int64_t unix_now() {
@@ -245,7 +238,7 @@ int watch(const common_options& c, const std::string& user, int64_t count,
 } // namespace
 
 int main(int argc, char** argv) {
-  raise_nofile_limit();
+  mm::raise_nofile_limit(); // many WebSockets at once
 
   CLI::App app{"matchctl: client and load generator for matchd"};
   app.require_subcommand(1);
@@ -360,6 +353,49 @@ int main(int argc, char** argv) {
     ->check(CLI::NonNegativeNumber);
   watch_cmd->add_option("--timeout-ms", watch_timeout_ms, "stop after MS")
     ->check(CLI::NonNegativeNumber);
+
+  // connections (docs/matchd.md, "Many connected users")
+  auto* conn_cmd = app.add_subcommand(
+    "connections", "hold many users' WebSockets open on one node and join");
+  mm::connections_options co;
+  co.prefix = "c" + std::to_string(getpid()) + "-";
+  conn_cmd->add_option("--users", co.users, "connected users")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  conn_cmd
+    ->add_option("--waiting", co.waiting,
+                 "share of users that wait in --wait-queue, each alone")
+    ->capture_default_str()
+    ->check(CLI::Range(0.0, 1.0));
+  conn_cmd->add_option("--wait-queue", co.wait_queue, "queue the waiters join")
+    ->capture_default_str();
+  conn_cmd
+    ->add_option("--wait-attribute", co.wait_attribute,
+                 "its `equal` string attribute (a value per waiter)")
+    ->capture_default_str();
+  conn_cmd->add_option("--join-queue", co.join_queue, "queue the others join")
+    ->capture_default_str();
+  conn_cmd->add_option("--open-rate", co.open_rate, "new sockets per second")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  conn_cmd->add_option("--idle-s", co.idle_s, "seconds all held, no joins")
+    ->capture_default_str()
+    ->check(CLI::NonNegativeNumber);
+  conn_cmd->add_option("--join-rate", co.join_rate, "joins per second")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  conn_cmd->add_option("--join-s", co.join_s, "seconds of joins")
+    ->capture_default_str()
+    ->check(CLI::NonNegativeNumber);
+  conn_cmd->add_option("--sources", co.sources,
+                       "local addresses to spread sockets over (repeatable)");
+  conn_cmd->add_option("--pid", co.pid, "matchd's pid: measure RSS and CPU");
+  conn_cmd->add_flag("--match-all", co.match_all,
+                     "every user joins --join-queue once and must be matched");
+  conn_cmd->add_option("--settle-s", co.settle_s, "wait for the last answers")
+    ->capture_default_str()
+    ->check(CLI::NonNegativeNumber);
+  conn_cmd->add_option("--prefix", co.prefix, "user id prefix");
 
   // load
   auto* load_cmd = app.add_subcommand("load", "generate load and check it");
@@ -586,6 +622,16 @@ int main(int argc, char** argv) {
   }
   if (watch_cmd->parsed())
     return watch(c, user, watch_count, watch_timeout_ms);
+  if (conn_cmd->parsed()) {
+    if (c.parsed.size() != 1) {
+      std::cerr << "matchctl connections: exactly one --url\n";
+      return 1;
+    }
+    co.url = c.parsed.front();
+    co.secret = c.secret;
+    co.token_ttl_s = c.token_ttl_s;
+    return mm::run_connections(co);
+  }
   if (load_cmd->parsed()) {
     lo.urls = c.parsed;
     lo.secret = c.secret;

@@ -243,9 +243,36 @@ std::string to_json(const ticket_view& t) {
 }
 
 api_router::api_router(std::shared_ptr<api_context> ctx,
-                       std::shared_ptr<engine_port> port)
-  : ctx_(std::move(ctx)), port_(std::move(port)) {
+                       std::shared_ptr<engine_port> port, api_surface surface)
+  : ctx_(std::move(ctx)), port_(std::move(port)), surface_(surface) {
   // nop
+}
+
+std::string route_label(const std::string& method, const std::string& path) {
+  if (console_routes::owns(path)) {
+    if (path == "/v1/console/stats" || path == "/v1/console/demo")
+      return path;
+    return path.rfind("/console/", 0) == 0 ? "/console/{asset}" : "/console";
+  }
+  auto m = find_route(method, path, false);
+  return m.route != nullptr ? m.route->spec.path : "unmatched";
+}
+
+std::optional<api_reply>
+api_router::off_surface(const std::string& path) const {
+  if (surface_ == api_surface::all)
+    return std::nullopt;
+  // The operations: what an operator or a probe reads, never a user.
+  bool ops = path == "/healthz" || path == "/readyz" || path == "/metrics"
+             || (console_routes::owns(path) && !console_routes::is_demo(path));
+  if (surface_ == api_surface::public_api && ops)
+    return error(404, "unknown_route",
+                 path + " is served on the admin listener (--admin-listen)");
+  if (surface_ == api_surface::admin && !ops && path != "/openapi.json")
+    return error(404, "unknown_route",
+                 "the admin listener serves /healthz, /readyz, /metrics and "
+                 "the console; the API is on --listen");
+  return std::nullopt;
 }
 
 api_reply api_router::error(unsigned status, const std::string& name,
@@ -291,7 +318,7 @@ ws_admission api_router::admit_ws(const std::string& target,
   auto query = qpos == std::string::npos ? std::string{}
                                          : target.substr(qpos + 1);
   auto m = find_route("GET", path, true);
-  if (m.route == nullptr) {
+  if (m.route == nullptr || surface_ == api_surface::admin) {
     res.refusal = error(404, "unknown_route", "no WebSocket route " + path);
     return res;
   }
@@ -328,11 +355,18 @@ void api_router::handle(const std::string& method, const std::string& target,
   // callback (those run on the engine's threads).
   auto ctx = ctx_;
   auto once = std::make_shared<std::atomic<bool>>(false);
-  reply_fn answer = [ctx, done, once](api_reply r) {
+  auto started = std::chrono::steady_clock::now();
+  auto label = ctx->count_request
+                 ? route_label(method, target.substr(0, target.find('?')))
+                 : std::string{};
+  reply_fn answer = [ctx, done, once, started, label, method](api_reply r) {
     if (once->exchange(true))
       return;
-    if (ctx->count_status)
-      ctx->count_status(r.status);
+    if (ctx->count_request)
+      ctx->count_request(label, method, r.status,
+                         std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - started)
+                           .count());
     done(std::move(r));
   };
   try {
@@ -348,6 +382,10 @@ void api_router::serve(const std::string& method, const std::string& target,
                        const std::string& authorization,
                        const std::string& body, const reply_fn& reply) const {
   auto path = target.substr(0, target.find('?'));
+  if (auto off = off_surface(path)) {
+    reply(std::move(*off));
+    return;
+  }
   // -- the web console: its own token (docs/console.md) ---------------------
   if (ctx_->console && console_routes::owns(path)) {
     ctx_->console->serve(method, path, authorization, reply);

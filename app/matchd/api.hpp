@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -228,8 +229,12 @@ struct api_context {
   /// bounds them). A join of another queue is refused 404 `unknown_queue`
   /// before it reaches the engine. Set before the server starts.
   std::unordered_set<std::string> queues;
-  /// Counts each answered request by status (for /metrics); may be empty.
-  std::function<void(unsigned)> count_status;
+  /// Counts each answered HTTP request (for /metrics): its route template
+  /// (e.g. "/v1/users/{user}/tickets"; "unmatched" for no route), method,
+  /// status and seconds from arrival to answer. May be empty.
+  std::function<void(const std::string& route, const std::string& method,
+                     unsigned status, double seconds)>
+    count_request;
   /// The web console's routes (/console/..., /v1/console/...); null: none
   /// (they answer 404 unknown_route like any other unknown path).
   std::shared_ptr<class console_routes> console;
@@ -259,12 +264,22 @@ struct ws_admission {
   api_reply refusal; ///< when !ok
 };
 
+/// Which routes a listener answers (matchd's --admin-listen).
+enum class api_surface {
+  all,        ///< one listener: the API and the operations (no --admin-listen)
+  public_api, ///< the API, /openapi.json and the demo; not the operations
+  admin,      ///< /healthz, /readyz, /metrics, /openapi.json, the console
+};
+
 /// Authenticates, validates and answers the API's requests (docs/api.md).
 class api_router {
  public:
   /// Answers with the settings of `ctx` and the engine behind `port`.
+  /// A listener of `surface` answers only its routes; the others are 404
+  /// `unknown_route` naming the listener that has them.
   api_router(std::shared_ptr<api_context> ctx,
-             std::shared_ptr<engine_port> port);
+             std::shared_ptr<engine_port> port,
+             api_surface surface = api_surface::all);
 
   /// Answers one HTTP request (method in upper case, e.g. "POST"; target is
   /// path plus query). `done` is called exactly once, maybe on another
@@ -315,9 +330,18 @@ class api_router {
              const std::string& authorization, const std::string& body,
              const reply_fn& reply) const;
 
+  /// A 404 when `path` is not on this listener's surface; else none.
+  std::optional<api_reply> off_surface(const std::string& path) const;
+
   std::shared_ptr<api_context> ctx_;
   std::shared_ptr<engine_port> port_;
+  api_surface surface_;
 };
+
+/// The label of a request in the HTTP metrics: its route's path template
+/// ("/v1/users/{user}/tickets", "/console/{asset}"), or "unmatched".
+/// Bounded: never a path a client wrote. Idempotent.
+std::string route_label(const std::string& method, const std::string& path);
 
 /// True for 1-128 bytes of [A-Za-z0-9_.:@-] (users, queues, tickets).
 bool valid_api_id(const std::string& id) noexcept;

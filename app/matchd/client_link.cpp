@@ -10,6 +10,7 @@
 #include "actors/engine.hpp"
 #include "app/matchd/console_stats.hpp"
 #include "app/matchd/hub.hpp"
+#include "app/matchd/tracing.hpp"
 
 namespace mm {
 
@@ -46,7 +47,11 @@ struct link_data {
   std::shared_ptr<queue_console_stats> q; ///< counters of `q_name`
   std::string q_name;
   std::string last_matched; ///< session of the last match.created (dedupe)
-  std::string last_ended;   ///< session of the last session.ended (dedupe)
+  // The trace of the current join (cfg.tracer): wall clock ns.
+  std::string trace_ticket;
+  int64_t trace_join_ns = 0;
+  int64_t trace_answered_ns = 0;
+  std::string last_ended; ///< session of the last session.ended (dedupe)
   static inline const char* name = "client_link";
 };
 
@@ -287,8 +292,18 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
       }
     },
     [self](match_event& ev) {
-      console_event(self->state, ev);
-      self->state.events->publish(self->state.user, event_json(ev));
+      auto& d = self->state;
+      bool fresh = ev.type == "match.created"
+                   && ev.session_id != d.last_matched;
+      console_event(d, ev);
+      d.events->publish(d.user, event_json(ev));
+      if (fresh && d.cfg.tracer && d.trace_join_ns != 0) {
+        d.cfg.tracer->record(d.user, ev.queue, ev.session_id, d.trace_join_ns,
+                             d.trace_answered_ns, match_timings::now_ns());
+        d.trace_join_ns = 0; // one trace per join
+      }
+      if (ev.type == "match.created")
+        d.last_matched = ev.session_id;
     },
     [self](join_atom, join_request& req) -> caf::result<session_state> {
       auto& d = self->state;
@@ -298,6 +313,12 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
         d.ticket = req.ticket;
       }
       console_join_sent(d, req.ticket, req.queue);
+      if (d.cfg.tracer
+          && (d.trace_join_ns == 0 || d.trace_ticket != req.ticket)) {
+        d.trace_ticket = req.ticket; // a retry keeps the first request's time
+        d.trace_join_ns = match_timings::now_ns();
+        d.trace_answered_ns = 0;
+      }
       auto rp = self->make_response_promise<session_state>();
       ++d.joins_pending;
       // A copy made before the call: `req` is moved into its arguments,
@@ -306,8 +327,11 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
       ask_session<session_state>(
         self,
         [self, rp, t](session_state& st) mutable {
-          --self->state.joins_pending;
-          console_join_answered(self->state, t, &st);
+          auto& d = self->state;
+          --d.joins_pending;
+          console_join_answered(d, t, &st);
+          if (d.trace_ticket == t && d.trace_answered_ns == 0)
+            d.trace_answered_ns = match_timings::now_ns();
           rp.deliver(as_client(self, std::move(st)));
         },
         [self, rp, t](caf::error& err) mutable {

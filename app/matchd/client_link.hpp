@@ -17,6 +17,7 @@ namespace mm {
 class console_stats;
 class engine;
 class hub;
+class match_tracer;
 
 struct client_link_config {
   /// A waiting user without an open WebSocket and without a request for
@@ -25,6 +26,8 @@ struct client_link_config {
   /// Where the link counts its user's joins, matches and time to match
   /// for the web console (docs/console.md); may be null.
   std::shared_ptr<console_stats> stats;
+  /// Traces of the user's matches (--otlp-endpoint); may be null.
+  std::shared_ptr<match_tracer> tracer;
 };
 
 /// Spawns the link of `user` and its session (engine::session). While a

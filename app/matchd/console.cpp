@@ -93,6 +93,12 @@ bool console_routes::owns(const std::string& path) noexcept {
          || path.rfind("/v1/console/", 0) == 0;
 }
 
+bool console_routes::is_demo(const std::string& path) noexcept {
+  return path == "/v1/console/demo" || path == "/console/demo.html"
+         || path == "/console/demo.js" || path == "/console/style.css"
+         || path == "/console/matchmaker.js";
+}
+
 void console_routes::serve(const std::string& method, const std::string& path,
                            const std::string& authorization,
                            const reply_fn& reply) const {

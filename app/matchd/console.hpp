@@ -57,6 +57,10 @@ class console_routes {
   /// /v1/console/....
   static bool owns(const std::string& path) noexcept;
 
+  /// True for the demo's paths (its page, script, style, the client and
+  /// POST /v1/console/demo): public, unlike the console's.
+  static bool is_demo(const std::string& path) noexcept;
+
   /// Answers one request of an owned path; `reply` is called once, on this
   /// thread:
   /// - /v1/console/stats: 200 and `stats_json`; 404 `unknown_route` while

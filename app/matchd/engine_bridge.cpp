@@ -131,9 +131,9 @@ class bridge_impl : public engine_bridge {
   bridge_impl(caf::actor_system& sys, std::shared_ptr<engine> eng,
               std::shared_ptr<hub> events, bridge_config cfg)
     : sys_(sys), eng_(std::move(eng)), cfg_(cfg),
-      links_(std::make_shared<link_table>(sys, eng_, std::move(events),
-                                          client_link_config{cfg.client_ttl_ms,
-                                                             cfg.stats})) {
+      links_(std::make_shared<link_table>(
+        sys, eng_, std::move(events),
+        client_link_config{cfg.client_ttl_ms, cfg.stats, cfg.tracer})) {
     // nop
   }
 

@@ -16,6 +16,8 @@
 
 namespace mm {
 
+class match_tracer;
+
 class console_stats;
 class engine;
 class hub;
@@ -25,6 +27,7 @@ struct bridge_config {
   uint32_t request_timeout_ms
     = 30000; ///< an engine answer later than this: 503
   std::shared_ptr<console_stats> stats; ///< the console's counters; may be null
+  std::shared_ptr<match_tracer> tracer; ///< traces of matches; may be null
 };
 
 class engine_bridge : public engine_port {

@@ -61,7 +61,7 @@ size_t hub::publish(const std::string& user, const std::string& msg) {
     auto& e = users_[user];
     if (e.sinks.empty()) {
       if (e.backlog.size() >= backlog_limit_)
-        e.backlog.pop_front();
+        e.backlog.erase(e.backlog.begin());
       e.backlog.emplace_back(clock::now(), shared);
       return 0;
     }
@@ -98,8 +98,11 @@ void hub::prune() {
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto i = users_.begin(); i != users_.end();) {
     auto& e = i->second;
-    while (!e.backlog.empty() && now - e.backlog.front().first > backlog_ttl_)
-      e.backlog.pop_front();
+    auto fresh = std::find_if(e.backlog.begin(), e.backlog.end(),
+                              [&](const auto& item) {
+                                return now - item.first <= backlog_ttl_;
+                              });
+    e.backlog.erase(e.backlog.begin(), fresh);
     // Keep the last sign of life as long as a presence check may ask;
     // longer would hold rate x TTL entries for users long gone.
     if (e.sinks.empty() && e.backlog.empty()

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -84,7 +83,10 @@ class hub {
  private:
   struct entry {
     std::vector<std::shared_ptr<event_sink>> sinks;
-    std::deque<std::pair<clock::time_point, std::shared_ptr<const std::string>>>
+    // Oldest first; a vector, as an empty deque already holds 576 bytes
+    // and most users have no backlog.
+    std::vector<
+      std::pair<clock::time_point, std::shared_ptr<const std::string>>>
       backlog;
     clock::time_point last_seen;
   };

@@ -26,6 +26,7 @@
 #include "actors/cluster_tls.hpp"
 
 #include "actors/engine.hpp"
+#include "app/common/nofile.hpp"
 #include "app/matchd/console.hpp"
 #include "app/matchd/console_stats.hpp"
 #include "app/matchd/depth_lease.hpp"
@@ -34,9 +35,11 @@
 #include "app/matchd/heap.hpp"
 #include "app/matchd/http_server.hpp"
 #include "app/matchd/hub.hpp"
+#include "app/matchd/jwks_source.hpp"
 #include "app/matchd/matchd_config.hpp"
 #include "app/matchd/metrics_text.hpp"
 #include "app/matchd/notify.hpp"
+#include "app/matchd/tracing.hpp"
 #include "core/logger.hpp"
 
 using namespace mm;
@@ -293,6 +296,21 @@ int run(const matchd_config& mc) {
     lg->error("bad cluster certificates: {}", bad.detail);
     return 2;
   }
+  // The identity provider's keys: read before anything starts.
+  std::shared_ptr<key_source> keys;
+  if (!mc.jwks_file.empty() || !mc.jwks_url.empty()) {
+    jwks_options jo;
+    jo.file = mc.jwks_file;
+    jo.url = mc.jwks_url;
+    jo.ca_file = mc.jwks_ca_file;
+    jo.refresh_s = mc.jwks_refresh_s;
+    std::string err;
+    keys = start_jwks(jo, err);
+    if (!keys) {
+      lg->error("JWK Set (--jwks-file/--jwks-url) not usable: {}", err);
+      return 2;
+    }
+  }
 
   caf::actor_system_config cfg;
   register_types(cfg);
@@ -308,8 +326,22 @@ int run(const matchd_config& mc) {
 
   engine_config ec;
   ec.node = mc.node;
+  // Traces of matches (--otlp-endpoint): the finalizer's times, the links'.
+  std::shared_ptr<match_tracer> tracer;
+  if (!mc.otlp_endpoint.empty()) {
+    ec.finalizer.timings = std::make_shared<match_timings>();
+    tracing_options to;
+    to.endpoint = mc.otlp_endpoint;
+    to.ca_file = mc.otlp_ca_file;
+    to.sample = mc.otlp_sample;
+    to.node = mc.node;
+    tracer = start_tracer(to, ec.finalizer.timings);
+    lg->info("traces of {}% of matches to {} (OTLP/HTTP, JSON)",
+             mc.otlp_sample * 100, mc.otlp_endpoint);
+  }
   ec.session.ttl_ms = mc.ticket_ttl_ms;
   ec.session.heartbeat_ms = mc.heartbeat_ms;
+  ec.session.heartbeat_align_ms = 250; // heartbeats batched (docs/matchd.md)
   ec.session.idle_release_ms = mc.idle_release_ms;
   ec.directory.parked_ttl_ms = mc.parked_ttl_ms;
   ec.lifecycle.max_session_s = mc.max_session_s;
@@ -433,8 +465,9 @@ int run(const matchd_config& mc) {
   auto console_counts = console_on ? std::make_shared<console_stats>(
                           std::max<size_t>(mc.max_queues, 1))
                                    : nullptr;
-  auto bridge = engine_bridge::make(
-    sys, eng, events, bridge_config{mc.client_ttl_ms, 30000, console_counts});
+  auto bridge = engine_bridge::make(sys, eng, events,
+                                    bridge_config{mc.client_ttl_ms, 30000,
+                                                  console_counts, tracer});
   // A WebSocket that opens gets its user a link (and session) here: events
   // for the user come to this node from then on.
   events->on_attach(
@@ -467,7 +500,8 @@ int run(const matchd_config& mc) {
       lease->renew(store, known);
     });
   auto ctx = std::make_shared<api_context>();
-  ctx->tokens.secrets = {mc.secret};
+  if (!mc.secret.empty())
+    ctx->tokens.secrets = {mc.secret};
   if (!mc.secret_next.empty())
     ctx->tokens.secrets.push_back(mc.secret_next);
   ctx->tokens.audience = mc.token_audience;
@@ -475,6 +509,7 @@ int run(const matchd_config& mc) {
   ctx->tokens.leeway_s = mc.token_leeway_s;
   ctx->tokens.accept_v1 = mc.accept_v1_tokens;
   ctx->tokens.accept_jwt = mc.accept_jwt_tokens;
+  ctx->tokens.keys = keys;
   ctx->events = events;
   ctx->metrics_text = [exporter] { return exporter->render(); };
   ctx->ready = [probe, eng](std::string& why) {
@@ -502,8 +537,15 @@ int run(const matchd_config& mc) {
   });
   if (!mc.open_queues) // refused at the door: no session, no link, no store
     ctx->queues.insert(mc.queues.begin(), mc.queues.end());
-  ctx->count_status = [exporter](unsigned status) {
-    exporter->count_status(status);
+  if (tracer)
+    exporter->attach_traces([tracer] {
+      auto c = tracer->counts();
+      return std::make_pair(c.exported, c.dropped);
+    });
+  ctx->count_request = [exporter](const std::string& route,
+                                  const std::string& method, unsigned status,
+                                  double seconds) {
+    exporter->count_request(route, method, status, seconds);
   };
   // Set below, once the server runs: the console shows its connections.
   auto server_view = std::make_shared<std::atomic<const http_server*>>(nullptr);
@@ -528,7 +570,9 @@ int run(const matchd_config& mc) {
         return v;
       });
   }
-  auto router = std::make_shared<api_router>(ctx, bridge);
+  const bool admin_apart = !mc.admin_listen.empty();
+  auto router = std::make_shared<api_router>(
+    ctx, bridge, admin_apart ? api_surface::public_api : api_surface::all);
   server_limits limits;
   limits.max_body = mc.max_body;
   limits.rate = mc.rate;
@@ -547,6 +591,24 @@ int run(const matchd_config& mc) {
   auto& srv = *server;
   exporter->attach(srv.get());
   server_view->store(srv.get());
+  // The operations on their own listener: one io thread, no WebSockets.
+  std::unique_ptr<http_server> admin;
+  if (admin_apart) {
+    auto started = http_server::start(
+      mc.admin_host, mc.admin_port, 1,
+      std::make_shared<api_router>(ctx, bridge, api_surface::admin), events,
+      limits);
+    if (!started) {
+      lg->error("--admin-listen: {}", started.error().detail);
+      srv->stop();
+      eng->stop();
+      return 1;
+    }
+    admin = std::move(*started);
+    lg->info("admin listener on http://{}:{} (/healthz, /readyz, /metrics, "
+             "the console); not on {}:{}",
+             mc.admin_host, admin->port(), mc.listen_host, srv->port());
+  }
   std::string served = "any name, at most " + std::to_string(mc.max_queues)
                        + " at once";
   if (!mc.open_queues) {
@@ -571,7 +633,13 @@ int run(const matchd_config& mc) {
   lg->info("tokens: {}{}; {} secret(s){}; audience {}, issuer {}, leeway {} s",
            mc.accept_v1_tokens ? "v1" : "",
            mc.accept_jwt_tokens
-             ? (mc.accept_v1_tokens ? " and JWT HS256" : "JWT HS256")
+             ? std::string{mc.accept_v1_tokens ? " and JWT " : "JWT "}
+                 + (mc.secret.empty() ? "" : "HS256")
+                 + (ctx->tokens.keys
+                      ? (mc.secret.empty() ? "" : ", ")
+                          + std::string{"RS256/ES256 of "}
+                          + (mc.jwks_url.empty() ? mc.jwks_file : mc.jwks_url)
+                      : "")
              : "",
            ctx->tokens.secrets.size(),
            mc.secret_next.empty() ? "" : " (rollover: --secret-next accepted)",
@@ -628,6 +696,8 @@ int run(const matchd_config& mc) {
                          + std::chrono::milliseconds(100)));
   auto ws_closed = srv->close_websockets(deadline);
   srv->stop();
+  if (admin)
+    admin->stop();
   bridge->stop();
   eng->stop();
   if (pulse)
@@ -670,5 +740,10 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(mc.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
+  // Each connection is a descriptor; the stores and the log take ~256.
+  if (auto fds = mm::raise_nofile_limit(); fds < mc.max_connections + 256ull)
+    spdlog::warn("descriptor limit {} is below --max-connections {} + 256: "
+                 "raise LimitNOFILE (docs/matchd.md)",
+                 fds, mc.max_connections);
   return run(mc);
 }

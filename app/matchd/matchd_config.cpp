@@ -1,4 +1,5 @@
 #include "app/matchd/matchd_config.hpp"
+#include "app/matchd/http_once.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -59,6 +60,9 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     "Config file (TOML/INI: key = value, keys as the long options)");
   app.add_option("--listen", cfg.listen, "HTTP/WebSocket address host:port")
     ->capture_default_str();
+  app.add_option("--admin-listen", cfg.admin_listen,
+                 "Serve /healthz, /readyz, /metrics and the console on this "
+                 "host:port (a bare port: 127.0.0.1) and not on --listen");
   app.add_option("--secret", cfg.secret,
                  "Shared secret of the bearer tokens (at least 16 bytes)");
   app.add_option("--secret-next", cfg.secret_next,
@@ -78,6 +82,30 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                 "Accepted token formats, comma separated: v1, jwt "
                 "(default: both)")
     ->delimiter(',');
+  app.add_option("--otlp-endpoint", cfg.otlp_endpoint,
+                 "Export traces of matches (join, claim, commit, delivery) "
+                 "as OTLP/HTTP JSON to this URL, e.g. "
+                 "http://127.0.0.1:4318/v1/traces");
+  app.add_option("--otlp-ca-file", cfg.otlp_ca_file,
+                 "CA bundle that verifies an https --otlp-endpoint");
+  app
+    .add_option("--otlp-sample", cfg.otlp_sample,
+                "Share of users' matches traced, 0-1")
+    ->capture_default_str();
+  app.add_option("--jwks-file", cfg.jwks_file,
+                 "A JWK Set file of an identity provider's public keys: "
+                 "RS256/ES256 JWTs signed with them are accepted");
+  app.add_option("--jwks-url", cfg.jwks_url,
+                 "An http(s) URL of the identity provider's JWK Set "
+                 "(instead of --jwks-file)");
+  app.add_option("--jwks-ca-file", cfg.jwks_ca_file,
+                 "CA bundle that verifies the --jwks-url server (default: "
+                 "the system's)");
+  app
+    .add_option("--jwks-refresh", cfg.jwks_refresh_s,
+                "Seconds between reads of the JWK Set (a token naming an "
+                "unknown kid makes it read within 5 s)")
+    ->capture_default_str();
   app.add_option("--redis", cfg.redis,
                  "Redis host:port (default: the embedded queue store); "
                  "several comma separated: seeds of a Redis Cluster "
@@ -318,9 +346,44 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   };
   if (!split_host_port(cfg.listen, true, cfg.listen_host, cfg.listen_port))
     complain("listen", "'" + cfg.listen + "' is not host:port");
-  if (cfg.secret.size() < 16)
+  if (!cfg.admin_listen.empty()) {
+    auto a = cfg.admin_listen;
+    if (a.find_first_not_of("0123456789") == std::string::npos)
+      a = "127.0.0.1:" + a; // loopback unless told otherwise
+    if (!split_host_port(a, true, cfg.admin_host, cfg.admin_port))
+      complain("admin-listen",
+               "'" + cfg.admin_listen + "' is not host:port or a port");
+    else if (cfg.admin_port != 0 && cfg.admin_port == cfg.listen_port)
+      complain("admin-listen", "the same port as --listen");
+  }
+  const bool jwks = !cfg.jwks_file.empty() || !cfg.jwks_url.empty();
+  if (!cfg.jwks_file.empty() && !cfg.jwks_url.empty())
+    complain("jwks-url", "give --jwks-file or --jwks-url, not both");
+  if (!cfg.jwks_url.empty() && cfg.jwks_url.rfind("https://", 0) != 0
+      && cfg.jwks_url.rfind("http://", 0) != 0)
+    complain("jwks-url", "must be an http:// or https:// URL");
+  if (!cfg.jwks_ca_file.empty() && cfg.jwks_url.rfind("https://", 0) != 0)
+    complain("jwks-ca-file", "only with an https:// --jwks-url");
+  if (!cfg.otlp_endpoint.empty()) {
+    std::string why;
+    if (!valid_http_url(cfg.otlp_endpoint, why))
+      complain("otlp-endpoint", why);
+  }
+  if (!(cfg.otlp_sample >= 0 && cfg.otlp_sample <= 1))
+    complain("otlp-sample", "must be 0-1");
+  if (!cfg.otlp_ca_file.empty() && cfg.otlp_endpoint.rfind("https://", 0) != 0)
+    complain("otlp-ca-file", "only with an https:// --otlp-endpoint");
+  if (cfg.jwks_refresh_s < 10 || cfg.jwks_refresh_s > 86400)
+    complain("jwks-refresh", "must be 10-86400 seconds");
+  // Without a secret (and with keys) only the identity provider's JWTs
+  // are accepted: v1 and HS256 tokens match no secret.
+  if (!(cfg.secret.empty() && jwks) && cfg.secret.size() < 16) {
     complain("secret", "required, at least 16 bytes (the host application "
-                       "signs tokens with it)");
+                       "signs tokens with it), unless --jwks-file or "
+                       "--jwks-url is given");
+  }
+  if (!cfg.secret_next.empty() && cfg.secret.empty())
+    complain("secret-next", "only beside --secret");
   if (!cfg.secret_next.empty()) {
     if (cfg.secret_next.size() < 16)
       complain("secret-next", "at least 16 bytes");
@@ -564,6 +627,8 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     else if (!cfg.accept_jwt_tokens)
       complain("demo-queue", "demo tokens are JWTs confined to the demo "
                              "queue: --token-formats must include jwt");
+    else if (cfg.secret.empty())
+      complain("demo-queue", "demo tokens are signed with --secret: give one");
   }
   if (cfg.demo_ttl_s < 60 || cfg.demo_ttl_s > 86400)
     complain("demo-ttl", "must be 60-86400 seconds");

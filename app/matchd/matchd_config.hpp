@@ -23,6 +23,13 @@ struct matchd_config {
   uint32_t token_leeway_s = 30; ///< clock skew on a JWT's exp, nbf, iat
   /// Accepted token formats, "v1" and/or "jwt"; empty: both.
   std::vector<std::string> token_formats;
+  /// An identity provider's public keys (RS256/ES256 JWTs): a JWK Set
+  /// file or an http(s) URL of one, refreshed (docs/api.md). With one of
+  /// them --secret may be left out: then only those JWTs are accepted.
+  std::string jwks_file;
+  std::string jwks_url;
+  std::string jwks_ca_file; ///< https: CA bundle (empty: the system's)
+  uint32_t jwks_refresh_s = 300;
   /// host:port, or several comma separated (Redis Cluster seeds); empty:
   /// the embedded queue store.
   std::string redis;
@@ -99,6 +106,17 @@ struct matchd_config {
   std::shared_ptr<const rule_book> rules; ///< from `rules_file`, or null
   std::string listen_host;
   uint16_t listen_port = 0;
+  /// --admin-listen: /healthz, /readyz, /metrics and the console on their
+  /// own address (a bare port: on 127.0.0.1), not on --listen; empty:
+  /// everything on --listen.
+  std::string admin_listen;
+  /// OTLP/HTTP traces of matches (docs/matchd.md "Traces"): the collector's
+  /// URL (e.g. http://127.0.0.1:4318/v1/traces); empty: none.
+  std::string otlp_endpoint;
+  std::string otlp_ca_file;  ///< https: CA bundle (empty: the system's)
+  double otlp_sample = 0.01; ///< share of matches traced
+  std::string admin_host;
+  uint16_t admin_port = 0;
   std::string redis_host;
   uint16_t redis_port = 0;
   std::vector<std::string> redis_seeds; ///< the other "host:port" given

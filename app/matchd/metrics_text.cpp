@@ -8,6 +8,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
@@ -114,8 +115,26 @@ class engine_collector : public prometheus::Collectable {
     ready_ = std::move(ready);
   }
 
+  void attach_traces(std::function<std::pair<uint64_t, uint64_t>()> counts) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    traces_ = std::move(counts);
+  }
+
   std::vector<MetricFamily> Collect() const override {
     std::vector<MetricFamily> out;
+    if (auto traces = [this] {
+          std::lock_guard<std::mutex> guard{mtx_};
+          return traces_;
+        }()) {
+      auto [exported, dropped] = traces();
+      out.push_back(scalar("mm_trace_spans_exported_total",
+                           "Spans of match traces the OTLP collector took",
+                           MetricType::Counter, static_cast<double>(exported)));
+      out.push_back(scalar("mm_trace_spans_dropped_total",
+                           "Spans of match traces dropped (queue full or the "
+                           "collector refused or did not answer)",
+                           MetricType::Counter, static_cast<double>(dropped)));
+    }
     auto c = [&](const char* name, const char* help,
                  const std::atomic<uint64_t>& v) {
       out.push_back(
@@ -324,6 +343,7 @@ class engine_collector : public prometheus::Collectable {
   mutable std::mutex mtx_; // guards lease_ and ready_
   std::shared_ptr<const depth_lease> lease_;
   std::function<bool()> ready_;
+  std::function<std::pair<uint64_t, uint64_t>()> traces_;
 };
 
 } // namespace
@@ -333,7 +353,8 @@ struct metrics_exporter::impl {
     = std::make_shared<prometheus::Registry>();
   std::shared_ptr<engine_collector> engine;
   prometheus::Family<prometheus::Counter>* requests = nullptr;
-  std::mutex mtx; // guards the lookup of a status's counter
+  prometheus::Family<prometheus::Histogram>* durations = nullptr;
+  std::mutex mtx; // guards the lookup of a series
   std::string node;
 };
 
@@ -344,8 +365,15 @@ metrics_exporter::metrics_exporter(std::shared_ptr<engine_metrics> engine,
   impl_->node = std::move(node);
   impl_->requests = &prometheus::BuildCounter()
                        .Name("mm_http_requests_total")
-                       .Help("Answered HTTP requests by status code")
+                       .Help("Answered HTTP requests by route template, "
+                             "method and status code")
                        .Register(*impl_->registry);
+  impl_->durations
+    = &prometheus::BuildHistogram()
+         .Name("mm_http_request_duration_seconds")
+         .Help("Seconds from an HTTP request's arrival to its answer, by "
+               "route template and method")
+         .Register(*impl_->registry);
 }
 
 metrics_exporter::~metrics_exporter() {
@@ -356,14 +384,34 @@ void metrics_exporter::attach(const http_server* server) {
   impl_->engine->attach(server);
 }
 
+void metrics_exporter::attach_traces(
+  std::function<std::pair<uint64_t, uint64_t>()> counts) {
+  impl_->engine->attach_traces(std::move(counts));
+}
+
 void metrics_exporter::attach(std::shared_ptr<const depth_lease> lease,
                               std::function<bool()> ready) {
   impl_->engine->attach(std::move(lease), std::move(ready));
 }
 
-void metrics_exporter::count_status(unsigned status) {
+void metrics_exporter::count_request(const std::string& route,
+                                     const std::string& method, unsigned status,
+                                     double seconds) {
+  // Bounded label values: the route is a template, the method one of few.
+  static const char* const methods[] = {"GET", "POST",  "DELETE", "HEAD",
+                                        "PUT", "PATCH", "OPTIONS"};
+  std::string m = "other";
+  for (auto* k : methods)
+    if (method == k)
+      m = k;
+  static const prometheus::Histogram::BucketBoundaries bounds{
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   std::lock_guard<std::mutex> guard{impl_->mtx};
-  impl_->requests->Add({{"status", std::to_string(status)}}).Increment();
+  impl_->requests
+    ->Add({{"route", route}, {"method", m}, {"status", std::to_string(status)}})
+    .Increment();
+  impl_->durations->Add({{"route", route}, {"method", m}}, bounds)
+    .Observe(seconds);
 }
 
 std::string metrics_exporter::render() const {

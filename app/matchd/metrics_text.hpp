@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "app/matchd/http_server.hpp"
 #include "core/metrics.hpp"
@@ -31,8 +32,15 @@ class metrics_exporter {
   void attach(std::shared_ptr<const depth_lease> lease,
               std::function<bool()> ready);
 
-  /// Counts one answered request with `status`. Thread-safe.
-  void count_status(unsigned status);
+  /// From now on mm_trace_spans_exported_total and _dropped_total are
+  /// `counts()` (exported, dropped) of the node's tracer.
+  void attach_traces(std::function<std::pair<uint64_t, uint64_t>()> counts);
+
+  /// Counts one answered HTTP request of `route` (a template or
+  /// "unmatched") and `method` with `status`, which took `seconds`.
+  /// Thread-safe.
+  void count_request(const std::string& route, const std::string& method,
+                     unsigned status, double seconds);
 
   /// The exposition text, every value read now. Thread-safe.
   std::string render() const;

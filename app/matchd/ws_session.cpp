@@ -136,7 +136,9 @@ void ws_session::do_write() {
       self->finished();
       return;
     }
-    self->queue_.pop_front();
+    self->queue_.erase(self->queue_.begin()); // at most ws_queue_limit
+    if (self->queue_.empty() && self->queue_.capacity() > 8)
+      self->queue_.shrink_to_fit(); // a burst's room back
     self->do_write();
   });
 }
@@ -152,7 +154,9 @@ void ws_session::do_read() {
     }
     try {
       auto text = beast::buffers_to_string(self->in_.data());
+      // Read buffers are per connected user: none kept between requests.
       self->in_.clear();
+      self->in_.shrink_to_fit();
       if (!self->on_request(text)) {
         // A flood: the close handshake reads (and drops) what still comes.
         self->over_rate();

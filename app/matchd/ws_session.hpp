@@ -8,10 +8,10 @@
 // and closes one that answers nothing for --ws-idle-timeout.
 
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -101,7 +101,9 @@ class ws_session : public event_sink,
   std::string token_;
   std::size_t in_flight_ = 0; ///< requests handed to the router, unanswered
   boost::beast::flat_buffer in_;
-  std::deque<std::shared_ptr<const std::string>> queue_;
+  // A vector, not a deque: an empty libstdc++ deque already holds 576
+  // bytes, and a node keeps one per connected user.
+  std::vector<std::shared_ptr<const std::string>> queue_;
   bucket frames_;   ///< every frame but a well-formed request: --ws-rate
   bucket requests_; ///< well-formed requests: --rate, as on an HTTP connection
   bool writing_ = false;

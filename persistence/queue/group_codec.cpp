@@ -283,46 +283,92 @@ outcome<group_settle_result> parse_group_settle(const store_reply& reply) {
   return refusal(x);
 }
 
-outcome<script_call> group_answer_call(const proposal_answer& a) {
+namespace {
+
+std::string check_answer(const proposal_answer& a) {
   std::string err;
   if (!(err = check_queue(a.queue)).empty()
       || !(err = check_id("proposal", a.proposal, max_id)).empty()
       || !(err = check_id("user", a.user, max_id)).empty())
-    return invalid(std::move(err));
+    return err;
   if (a.answer != "accept" && a.answer != "decline" && !a.answer.empty())
-    return invalid("answer must be accept or decline");
-  return make_group(script_id::group_answer, a.queue,
-                    {a.proposal, a.user, a.answer});
+    return "answer must be accept or decline";
+  return {};
 }
 
-outcome<proposal_state> parse_group_answer(const proposal_answer& a,
-                                           const store_reply& reply) {
-  auto f = fields(reply);
-  if (!f)
-    return f.error();
-  auto& x = *f;
-  if (x[0] == "ended")
+/// One answer's 8 fields of group_answer's reply, from `x[i]` on.
+outcome<proposal_state> answer_at(const proposal_answer& a,
+                                  const std::vector<std::string>& x, size_t i) {
+  if (x[i] == "ended")
     return failure{errc::not_found, "proposal " + a.proposal + " of queue "
                                       + a.queue + " ended (or never was)"};
-  if (x[0] == "not_member")
+  if (x[i] == "not_member")
     return failure{errc::forbidden,
                    a.user + " is not a member of proposal " + a.proposal};
-  if (x[0] != "answered")
-    return refusal(x);
-  if (!has(x, 8))
+  if (x[i] != "answered")
     return short_reply(x);
   proposal_state st;
   st.queue = a.queue;
   st.proposal = a.proposal;
   st.user = a.user;
-  st.answer = x[1];
-  st.claimer = x[2];
-  st.deadline = to_int(x[3]);
-  st.players = static_cast<uint32_t>(to_int(x[4]));
-  st.accepted = static_cast<uint32_t>(to_int(x[5]));
-  st.declined = x[6] == "1";
-  st.complete = x[7] == "1";
+  st.answer = x[i + 1];
+  st.claimer = x[i + 2];
+  st.deadline = to_int(x[i + 3]);
+  st.players = static_cast<uint32_t>(to_int(x[i + 4]));
+  st.accepted = static_cast<uint32_t>(to_int(x[i + 5]));
+  st.declined = x[i + 6] == "1";
+  st.complete = x[i + 7] == "1";
   return st;
+}
+
+} // namespace
+
+outcome<script_call> group_answer_call(const proposal_answer& a) {
+  return group_answers_call({a});
+}
+
+outcome<script_call>
+group_answers_call(const std::vector<proposal_answer>& answers) {
+  if (answers.empty() || answers.size() > max_answers)
+    return invalid("1 to " + std::to_string(max_answers)
+                   + " answers in one call");
+  std::vector<std::string> args;
+  args.reserve(3 * answers.size());
+  for (auto& a : answers) {
+    if (auto err = check_answer(a); !err.empty())
+      return invalid(std::move(err));
+    if (a.queue != answers.front().queue)
+      return invalid("the answers of one call are of one queue");
+    args.insert(args.end(), {a.proposal, a.user, a.answer});
+  }
+  return make_group(script_id::group_answer, answers.front().queue,
+                    std::move(args));
+}
+
+outcome<proposal_state> parse_group_answer(const proposal_answer& a,
+                                           const store_reply& reply) {
+  auto all = parse_group_answers({a}, reply);
+  if (!all)
+    return all.error();
+  return std::move(all->front());
+}
+
+outcome<std::vector<outcome<proposal_state>>>
+parse_group_answers(const std::vector<proposal_answer>& answers,
+                    const store_reply& reply) {
+  auto f = fields(reply);
+  if (!f)
+    return f.error();
+  auto& x = *f;
+  if (x[0] == "invalid")
+    return refusal(x);
+  if (x.size() != 8 * answers.size())
+    return short_reply(x);
+  std::vector<outcome<proposal_state>> out;
+  out.reserve(answers.size());
+  for (size_t i = 0; i < answers.size(); ++i)
+    out.emplace_back(answer_at(answers[i], x, 8 * i));
+  return out;
 }
 
 outcome<script_call> group_decide_call(const std::string& queue,

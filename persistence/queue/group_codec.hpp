@@ -79,6 +79,22 @@ outcome<script_call> group_answer_call(const proposal_answer& a);
 outcome<proposal_state> parse_group_answer(const proposal_answer& a,
                                            const store_reply& reply);
 
+/// The most answers one group_answer call takes.
+inline constexpr size_t max_answers = 300;
+
+/// group_answer.lua with several answers (1..max_answers) of one queue,
+/// applied in order as if each were its own call (one read of each
+/// proposal). Idempotent as each answer is.
+outcome<script_call>
+group_answers_call(const std::vector<proposal_answer>& answers);
+
+/// The reply of a group_answers_call: one outcome per answer, in order,
+/// each as parse_group_answer gives it; an error for the whole call when
+/// the reply is not one of 8 fields per answer.
+outcome<std::vector<outcome<proposal_state>>>
+parse_group_answers(const std::vector<proposal_answer>& answers,
+                    const store_reply& reply);
+
 /// group_decide.lua: decides proposals `groups` (1..1000) of `queue`;
 /// a settled one is settled by the call. Idempotent.
 outcome<script_call> group_decide_call(const std::string& queue,

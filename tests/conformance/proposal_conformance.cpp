@@ -282,6 +282,58 @@ TEST_P(proposal_conformance, bad_answers_are_named_and_change_nothing) {
   EXPECT_EQ(decide(g.group)->status, "pending");
 }
 
+// A node's broker sends the answers it holds for a queue in one call:
+// each is applied in order as if it were its own call.
+TEST_P(proposal_conformance, answers_in_one_call_are_each_their_own) {
+  std::map<std::string, int64_t> s1, s2;
+  auto g = four("k", s1);
+  auto h = four("m", s2);
+  std::vector<proposal_answer> as{
+    {q_, g.group, "k1", "accept"},       {q_, h.group, "m1", "accept"},
+    {q_, g.group, "k2", "accept"},       {q_, g.group, "k1", "decline"},
+    {q_, g.group, "stranger", "accept"}, {q_, "g999999", "k3", "accept"},
+    {q_, h.group, "m2", "decline"},      {q_, g.group, "k3", "accept"},
+    {q_, g.group, "k4", "accept"},       {q_, h.group, "m3", ""}};
+  auto all = client_->call_with<std::vector<outcome<proposal_state>>>(
+    codec::group_answers_call(as),
+    [&as](const store_reply& r) { return codec::parse_group_answers(as, r); });
+  ASSERT_OK(all);
+  ASSERT_EQ(all->size(), as.size());
+  auto& x = *all;
+  ASSERT_OK(x[0]);
+  EXPECT_EQ(x[0]->accepted, 1u);
+  ASSERT_OK(x[2]);
+  EXPECT_EQ(x[2]->accepted, 2u) << "sees the answer before it";
+  ASSERT_OK(x[3]);
+  EXPECT_EQ(x[3]->answer, "accept") << "the first answer stands";
+  ASSERT_FALSE(x[4]);
+  EXPECT_EQ(x[4].error().code, errc::forbidden);
+  ASSERT_FALSE(x[5]);
+  EXPECT_EQ(x[5].error().code, errc::not_found);
+  ASSERT_OK(x[6]);
+  EXPECT_TRUE(x[6]->declined);
+  EXPECT_EQ(x[6]->accepted, 1u);
+  ASSERT_OK(x[8]);
+  EXPECT_TRUE(x[8]->complete);
+  ASSERT_OK(x[9]);
+  EXPECT_EQ(x[9]->answer, "") << "an empty answer only reads";
+  EXPECT_TRUE(x[9]->declined);
+  // What the call wrote stands: g is accepted, h settles with m2 out.
+  auto d = decide(g.group);
+  ASSERT_OK(d);
+  EXPECT_EQ(d->status, "accepted");
+  d = decide(h.group);
+  ASSERT_OK(d);
+  ASSERT_EQ(d->status, "settled");
+  EXPECT_EQ(outcomes_of(*d)["tm2"], "declined");
+  EXPECT_EQ(outcomes_of(*d)["tm3"], "requeued");
+  // Answers of two queues, or none, are refused before any call.
+  EXPECT_FALSE(codec::group_answers_call({}));
+  auto other = as;
+  other[1].queue = q_ + "x";
+  EXPECT_FALSE(codec::group_answers_call(other));
+}
+
 TEST_P(proposal_conformance, a_decline_racing_another_nodes_claim) {
   // 1000 rounds (problem 16): a member declines at a random moment while
   // another node's claims race for the same tickets (arrivals filing, a

@@ -373,7 +373,9 @@ def check(cond, what, failures):
 def run_format(matchd, doc, promtool):
     failures = []
     work = tempfile.mkdtemp(prefix="metrics_test_")
-    node = Node(matchd, ["--queues", "default,voice"], work)
+    node = Node(matchd, ["--queues", "default,voice",
+                 # the trace counters exist only with an exporter
+                 "--otlp-endpoint", "http://127.0.0.1:9/v1/traces", "--otlp-sample", "0"], work)
     try:
         alice = node.join("alice", "default")
         bob = node.join("bob", "default")

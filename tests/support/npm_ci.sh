@@ -12,4 +12,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+# No node_modules when every package is an optional one for another
+# platform (tools/node22 off Linux x64).
+mkdir -p "$dir/node_modules"
 echo "$want" >"$stamp"

@@ -1,11 +1,13 @@
 // The group checker's count of full matches left among waiting parties
 // (matchctl load --players; app/matchctl/load/checker.hpp): what a quiet
-// queue without rules must never hold at the end of a run; and how it reads
-// the ready check (app/matchctl/load/proposal_check.hpp).
+// queue without rules must never hold at the end of a run; how it reads
+// the ready check (app/matchctl/load/proposal_check.hpp); and a party's
+// team under leaves and fills (app/matchctl/load/group_tally.cpp).
 
 #include <gtest/gtest.h>
 
 #include "app/matchctl/load/checker.hpp"
+#include "app/matchctl/load/group_run.hpp"
 #include "app/matchctl/load/proposal_check.hpp"
 
 using mm::full_matches_of;
@@ -76,4 +78,54 @@ TEST(proposal_check, a_session_needs_the_accept_of_its_proposal) {
   // proposal made the session, and it was ignored.
   heard["g9"] = {"node-3", roster, 9, false};
   EXPECT_FALSE(mm::accepted_session(heard, roster));
+}
+
+TEST(group_checker, a_party_s_team_is_read_from_its_own_match_event) {
+  // 2-vs-2 with leaves and fills: x was in session z-s (as its first
+  // observer a saw it), left, and then played with y, its party, in team 1
+  // of a-s. Each member's team comes from its own event; read from another
+  // session's roster, x and y would look split.
+  using namespace mm::group_run;
+  using json = nlohmann::json;
+  std::vector<member> users(7);
+  auto set = [&](size_t i, std::string user, std::string session, json teams) {
+    users[i].user = std::move(user);
+    users[i].session = std::move(session);
+    users[i].teams = teams;
+    for (auto& t : teams)
+      for (auto& u : t)
+        users[i].roster.insert(u.get<std::string>());
+  };
+  // (json::array: a list of string pairs would be read as an object)
+  auto teams = [](json a, json b) { return json::array({a, b}); };
+  auto old_teams = teams({"a", "b"}, {"x", "c"});
+  auto new_teams = teams({"p", "q"}, {"x", "y"});
+  set(0, "a", "z-s", old_teams);
+  set(1, "b", "z-s", old_teams);
+  set(2, "c", "z-s", old_teams);
+  set(3, "x", "a-s", new_teams);
+  set(4, "y", "a-s", new_teams);
+  set(5, "p", "a-s", new_teams);
+  set(6, "q", "a-s", new_teams);
+  std::vector<party_run> parties(6);
+  parties[0].members = {3, 4}; // x and y
+  for (size_t i = 1; i < 6; ++i)
+    parties[i].members = {i == 1 ? 0u : i == 2 ? 1u : i == 3 ? 2u : i + 1};
+  for (auto& p : parties)
+    p.queued = true;
+  mm::group_load_options g;
+  g.min_players = 4;
+  g.max_players = 4;
+  g.teams = 2;
+  g.leave_rate = 0.5;
+  mm::fill_ledger fills;
+  std::map<std::string, int64_t> removed;
+  group_tallies t;
+  t.fills = &fills;
+  t.last_removed_ms = &removed;
+  auto c = check_group_run(users, parties, g, t);
+  EXPECT_EQ(c.split_parties, 0u);
+  // A party really split over two teams is still found.
+  users[4].teams = teams({"p", "y"}, {"x", "q"});
+  EXPECT_EQ(check_group_run(users, parties, g, t).split_parties, 1u);
 }

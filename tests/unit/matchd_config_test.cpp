@@ -97,6 +97,39 @@ TEST_F(matchd_config_test, every_bad_value_is_named_once) {
   EXPECT_EQ(lines, 6) << res.output;
 }
 
+TEST_F(matchd_config_test, jwks_options) {
+  // A JWK Set makes --secret optional; the demo still needs one.
+  args ok{"--jwks-url", "https://id.example/jwks.json", "--jwks-refresh", "60"};
+  matchd_config cfg;
+  auto res = parse_matchd_config(ok.argc(), ok.argv.data(), cfg);
+  ASSERT_FALSE(res.exit_now) << res.output;
+  EXPECT_TRUE(cfg.secret.empty());
+  EXPECT_EQ(cfg.jwks_url, "https://id.example/jwks.json");
+  EXPECT_EQ(cfg.jwks_refresh_s, 60u);
+  matchd_config def;
+  args d{"--jwks-file", "/etc/matchd/jwks.json"};
+  ASSERT_FALSE(parse_matchd_config(d.argc(), d.argv.data(), def).exit_now);
+  EXPECT_EQ(def.jwks_refresh_s, 300u);
+  // Each bad one named; without a set, --secret is required as before.
+  args bad{"--jwks-file",    "a.json", "--jwks-url",     "ftp://x/j",
+           "--jwks-refresh", "5",      "--jwks-ca-file", "ca.pem",
+           "--queues",       "demo",   "--demo-queue",   "demo"};
+  matchd_config cfg2;
+  auto res2 = parse_matchd_config(bad.argc(), bad.argv.data(), cfg2);
+  ASSERT_TRUE(res2.exit_now);
+  for (auto opt :
+       {"--jwks-url", "--jwks-refresh", "--jwks-ca-file", "--demo-queue"})
+    EXPECT_NE(res2.output.find(std::string{"bad value for "} + opt),
+              std::string::npos)
+      << opt << " in:\n"
+      << res2.output;
+  args none{"--queues", "q"};
+  matchd_config cfg3;
+  auto res3 = parse_matchd_config(none.argc(), none.argv.data(), cfg3);
+  ASSERT_TRUE(res3.exit_now);
+  EXPECT_NE(res3.output.find("bad value for --secret"), std::string::npos);
+}
+
 TEST_F(matchd_config_test, token_options) {
   args d{"--secret", "0123456789abcdef"};
   matchd_config def;

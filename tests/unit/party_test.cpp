@@ -14,6 +14,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "actors/engine.hpp"
@@ -489,6 +490,140 @@ CAF_TEST(a claimer left out of an undone group claims again at once) {
   CAF_CHECK_EQUAL(session_of("b"), busy_session);
   CAF_CHECK(!session_of("a").empty());
   CAF_CHECK_EQUAL(session_of("a"), session_of("c"));
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+namespace {
+
+/// What the stub broker saw of the party's claims.
+struct claim_log {
+  int files = 0;   // claims that file the ticket (not a re-scan)
+  int rescans = 0; // re-scans, each answered `gone`
+  std::string store_ticket;
+};
+
+/// One party alone against a stub broker (every re-scan finds the ticket
+/// gone: settled by another node's claim) and a stub lifecycle (no session
+/// of the leader: that session already ended).
+struct gone_fixture : test_coordinator_fixture<sim::sim_config> {
+  std::shared_ptr<claim_log> log = std::make_shared<claim_log>();
+  party_actor party;
+  std::vector<caf::actor> stubs;
+
+  gone_fixture() {
+    auto l = log;
+    auto broker = sys.spawn([l](caf::event_based_actor*) -> caf::behavior {
+      return {
+        [l](claim_atom, group_ticket_spec& s) {
+          group_claim_result r;
+          r.ticket = s.ticket;
+          r.token = "tok";
+          l->store_ticket = s.ticket;
+          if (s.rescan) {
+            ++l->rescans;
+            r.outcome = group_claim_outcome::gone;
+          } else {
+            ++l->files;
+          }
+          return r;
+        },
+      };
+    });
+    auto lifecycle = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+      return {[](state_atom, std::string&) { return std::string{}; }};
+    });
+    stubs = {broker, lifecycle};
+    party_links links;
+    links.broker = caf::actor_cast<queue_broker_actor>(broker);
+    links.lifecycle = caf::actor_cast<lifecycle_actor>(lifecycle);
+    links.cancels = std::make_shared<cancel_registry>();
+    links.registry = std::make_shared<party_registry>();
+    links.session_of = [](const std::string&) { return session_actor{}; };
+    links.registry->enter("lead", "p1");
+    party_config cfg;
+    cfg.heartbeat_ms = 1000;
+    cfg.gone_grace_ms = 5000;
+    auto book = parse_rule_book(rules_json());
+    CAF_REQUIRE(book);
+    cfg.rules = std::make_shared<const rule_book>(std::move(*book));
+    party = spawn_party(sys, "p1", "lead", "code", false, links, cfg);
+    party_queue_request r;
+    r.user = "lead";
+    r.party = "p1";
+    r.queue = "w";
+    r.ticket = "t1";
+    r.attrs = {{"lead", R"({"skill": 1})"}};
+    self->send(party, join_atom_v, std::move(r));
+    sched.run();
+  }
+
+  ~gone_fixture() {
+    caf::anon_send_exit(party, caf::exit_reason::user_shutdown);
+    for (auto& s : stubs)
+      caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  void advance(int ms) {
+    for (int i = 0; i < ms; i += 10) {
+      sched.clock().advance_time(std::chrono::milliseconds(10));
+      sched.run();
+    }
+  }
+
+  party_phase phase() {
+    std::optional<party_phase> out;
+    auto p = party;
+    sys.spawn([&out, p](caf::event_based_actor* asker) {
+      asker
+        ->request(p, std::chrono::seconds(10), state_atom_v,
+                  std::string{"lead"})
+        .then([&out](party_info& x) { out = x.phase; });
+    });
+    sched.run();
+    CAF_REQUIRE(out.has_value());
+    return *out;
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(party_gone_tests, gone_fixture)
+
+CAF_TEST(a ticket found gone waits for a late match event before refiling) {
+  CAF_REQUIRE_EQUAL(log->files, 1);
+  // The re-scan finds the ticket gone and the database no session: the
+  // match that took it may still be reported. Nothing is filed meanwhile.
+  advance(1100);
+  CAF_REQUIRE(log->rescans >= 1);
+  advance(3000);
+  CAF_CHECK_EQUAL(log->files, 1);
+  // The late match.created names the ticket: the party plays that match
+  // and its ticket is never filed again.
+  match_event ev;
+  ev.event_id = "e1";
+  ev.session_id = "s1";
+  ev.queue = "w";
+  ev.user_a = "lead";
+  ev.payload
+    = nlohmann::json{{"users",
+                      {{{"user", "lead"}, {"ticket", log->store_ticket}}}}}
+        .dump();
+  self->send(party, deliver_atom_v, ev);
+  sched.run();
+  CAF_CHECK(phase() == party_phase::matched);
+  advance(10000);
+  CAF_CHECK_EQUAL(log->files, 1);
+}
+
+CAF_TEST(a ticket gone without a match event is filed anew after the grace) {
+  advance(1100);
+  CAF_REQUIRE(log->rescans >= 1);
+  CAF_CHECK_EQUAL(log->files, 1);
+  advance(5000);
+  CAF_CHECK_EQUAL(log->files, 2); // lapsed: filed anew (I2)
+  CAF_CHECK(phase() != party_phase::matched);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -2,7 +2,8 @@
 // match.created keeps the roster it was made with even after members left
 // or came (backfill), and names members of the session only; a fill's
 // session.members_changed reaches a member of its session, also after the
-// session ended; anything else is refused.
+// session ended; anything else is refused. The replay of a group's
+// match.created names its active members only.
 
 #include <gtest/gtest.h>
 
@@ -92,6 +93,18 @@ TEST(peer_events, a_fill_reaches_its_sessions_members_only) {
   auto other = ev;
   other.event_id = members_changed_event_id("s2", "g7");
   EXPECT_FALSE(as_recorded("a", other, rec));
+}
+
+TEST(peer_events, a_replayed_groups_match_names_its_members_now) {
+  // The gateway replays a session's match.created to a member who comes
+  // back: d left, so d is not named; e came by a fill, so e is.
+  auto ev = event_of(session_after_fill());
+  EXPECT_EQ(ev.event_id, match_created_event_id("s1"));
+  EXPECT_EQ(ev.user_a, "a");
+  EXPECT_EQ(ev.user_b, "b");
+  EXPECT_EQ(ev.others, (std::vector<std::string>{"c", "e"}));
+  EXPECT_EQ(ev.payload.find("\"d\""), std::string::npos) << ev.payload;
+  EXPECT_NE(ev.payload.find("\"t-e\""), std::string::npos) << ev.payload;
 }
 
 } // namespace

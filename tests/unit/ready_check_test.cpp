@@ -117,9 +117,11 @@ CAF_TEST(an answer during a look at the store is looked at right after) {
   for (auto u : {"a", "b", "c"})
     ask<proposal_state>(broker, answer_atom_v, accept(c.group, u));
   group_ref ref{"r", c.group};
-  // A nudge: the holder asks the store (three of four accepted).
+  // A nudge: the holder asks the store (three of four accepted) at its
+  // flush, after the nudges already in its mailbox.
   self->send(rc, answer_atom_v, ref);
   expect((answer_atom, group_ref), from(self).to(rc));
+  expect((answer_atom), from(rc).to(rc));
   // While that look is under way, the last member accepts and its node
   // nudges the holder again.
   self->send(rc, answer_atom_v, ref);
@@ -129,6 +131,50 @@ CAF_TEST(an answer during a look at the store is looked at right after) {
   // Committed without waiting for the poll (which never came here).
   for (auto u : {"a", "b", "c", "d"})
     CAF_CHECK(in_session(u));
+}
+
+CAF_TEST(the nudges of many answers are asked in one look a queue) {
+  std::vector<group_claim_result> cs;
+  for (int k = 0; k < 3; ++k) {
+    group_claim_result c;
+    for (auto u : {"a", "b", "c", "d"})
+      c = ask<group_claim_result>(broker, claim_atom_v,
+                                  single(u + std::to_string(k)));
+    CAF_REQUIRE(c.outcome == group_claim_outcome::matched);
+    cs.push_back(c);
+  }
+  for (auto& c : cs) {
+    group_commit g;
+    g.queue = "r";
+    g.group = c.group;
+    g.min_players = 4;
+    g.max_players = 4;
+    g.team_size = 2;
+    g.tickets = c.tickets;
+    g.accept_ms = 60000;
+    self->request(rc, caf::infinite, finalize_atom_v, g);
+  }
+  run_jobs();
+  for (int k = 0; k < 3; ++k)
+    for (auto u : {"a", "b", "c", "d"})
+      ask<proposal_state>(broker, answer_atom_v,
+                          accept(cs[k].group, u + std::to_string(k)));
+  // Every proposal nudged twice before the holder runs: one flush, one
+  // decide of the queue naming each proposal once.
+  for (int twice = 0; twice < 2; ++twice)
+    for (auto& c : cs)
+      self->send(rc, answer_atom_v, group_ref{"r", c.group});
+  for (int n = 0; n < 6; ++n)
+    expect((answer_atom, group_ref), from(self).to(rc));
+  expect((answer_atom), from(rc).to(rc));
+  expect((decide_atom, std::string, std::vector<std::string>),
+         from(rc).to(broker).with(
+           _, std::string{"r"},
+           std::vector<std::string>{cs[0].group, cs[1].group, cs[2].group}));
+  run_jobs();
+  for (int k = 0; k < 3; ++k)
+    for (auto u : {"a", "b", "c", "d"})
+      CAF_CHECK(in_session(u + std::to_string(k)));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

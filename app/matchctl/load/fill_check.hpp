@@ -7,12 +7,14 @@
 // never heard it. A user who left its session is not expected to hear
 // later fills. No sockets here: group_load feeds it.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +37,8 @@ class fill_ledger {
     std::size_t seats = 0;         ///< players they added
     std::size_t over_capacity = 0; ///< fills past `max_players`
     std::size_t untold = 0;        ///< (fill, member) pairs never heard
+    /// A few: "USER EVENT added|member heard K/N, first T ms ago".
+    std::vector<std::string> untold_examples;
   };
 
   /// The counts; `listening(user)`: whether `user` is one of this run's
@@ -46,7 +50,9 @@ class fill_ledger {
   struct fill {
     std::set<std::string> users; ///< active after it
     std::size_t added = 0;
+    std::set<std::string> added_users;
     std::set<std::string> heard_by;
+    std::chrono::steady_clock::time_point first; ///< first heard
   };
   std::map<std::string, fill> fills_; ///< by event id
   std::set<std::string> left_;

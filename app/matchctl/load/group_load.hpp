@@ -103,6 +103,8 @@ struct group_check {
   /// A few leaked proposals, for the report: "USER PROPOSAL HOLDER PHASE"
   /// (the party's phase at the final look).
   std::vector<std::string> leaked_examples;
+  /// A few events a member never heard: "USER EVENT-OR-SESSION WHY".
+  std::vector<std::string> undelivered_examples;
 
   /// "ok" or "violations".
   const char* verdict() const noexcept {

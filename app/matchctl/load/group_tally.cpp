@@ -17,6 +17,18 @@ void leak(group_check& c, std::string what) {
     c.leaked_examples.push_back(std::move(what));
 }
 
+/// The team `m` is in by its own match event ("" none): with fills a
+/// session's first observer may not have seen every member.
+std::string team_of(const member& m) {
+  if (m.teams.is_array())
+    for (size_t k = 0; k < m.teams.size(); ++k)
+      if (m.teams[k].is_array())
+        for (auto& u : m.teams[k])
+          if (u.is_string() && u.get<std::string>() == m.user)
+            return m.session + "/" + std::to_string(k);
+  return {};
+}
+
 } // namespace
 
 group_check check_group_run(const std::vector<member>& users,
@@ -29,7 +41,6 @@ group_check check_group_run(const std::vector<member>& users,
   c.errors = t.errors;
   // Each session as its first observer saw it.
   std::map<std::string, const member*> first;
-  std::map<std::string, std::string> team_of_user; // from teams
   for (auto& m : users) {
     c.double_bookings += m.extra_sessions;
     if (m.session.empty())
@@ -64,10 +75,6 @@ group_check check_group_run(const std::vector<member>& users,
           lo = std::min(lo, t.size());
           hi = std::max(hi, t.size());
           in_teams += t.size();
-          for (auto& u : t)
-            if (u.is_string())
-              team_of_user[u.get<std::string>()] = sid + "/"
-                                                   + std::to_string(k);
         }
       if (g.leave_rate <= 0
           && (!m->teams.is_array() || m->teams.size() != g.teams
@@ -87,10 +94,14 @@ group_check check_group_run(const std::vector<member>& users,
       }
       if (it->second->session == sid)
         continue;
-      if (party_of[it->second]->gave_up)
+      if (party_of[it->second]->gave_up) {
         ++c.unobserved; // it had stopped listening
-      else
+      } else {
         ++c.undelivered_events;
+        if (c.undelivered_examples.size() < 5)
+          c.undelivered_examples.push_back(u + " " + sid + " heard "
+                                           + it->second->session);
+      }
     }
   }
   std::vector<uint32_t> left; // the sizes of the parties still waiting
@@ -104,7 +115,7 @@ group_check check_group_run(const std::vector<member>& users,
       ++matched;
       where.insert(m.session);
       if (g.teams > 0)
-        teams.insert(team_of_user[m.user]);
+        teams.insert(team_of(m));
     }
     // Only some members heard: a split if they all kept listening (the
     // others' missing events are counted above as well).
@@ -168,6 +179,9 @@ group_check check_group_run(const std::vector<member>& users,
   c.seats_filled = fc.seats;
   c.over_capacity += fc.over_capacity;
   c.undelivered_events += fc.untold;
+  for (auto& x : fc.untold_examples)
+    if (c.undelivered_examples.size() < 5)
+      c.undelivered_examples.push_back(x + " (a fill)");
   // On a ready-check queue every session is a proposal every member
   // accepted: the latest one the member heard with the session's users.
   if (t.proposals_heard > 0)

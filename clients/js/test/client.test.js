@@ -1,5 +1,5 @@
-// The JavaScript client against a real matchd (started by
-// tests/integration/js_client_test.sh on the embedded stores).
+// The JavaScript client against a real matchd: one it starts on the
+// embedded stores, or MATCHD_URL's when set up as test/matchd.js says.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WebSocket as WsSocket } from 'ws';

@@ -1,16 +1,15 @@
-// Helpers of the client's tests: tokens as a host backend signs them
-// (docs/api.md: v1.<user b64url>.<expiry>.<HMAC-SHA256 b64url>) and unique
-// user names per run.
-import { createHmac, randomBytes } from 'node:crypto';
+// Helpers of the client's tests: the node they run against (test/matchd.js:
+// MATCHD_URL's, checked, or a private one started here), tokens as a host
+// backend signs them (test/token.js) and unique user names per run.
+import { randomBytes } from 'node:crypto';
 
-export const url = process.env.MATCHD_URL;
-export const secret = process.env.MATCHD_SECRET;
+import { nodeForTests } from './matchd.js';
+import { sign } from './token.js';
 
-if (!url || !secret) throw new Error('MATCHD_URL and MATCHD_SECRET must be set (tests/integration/js_client_test.sh)');
+export const { url, secret } = await nodeForTests();
 
 export function token(user, ttlS = 600) {
-  const payload = `v1.${Buffer.from(user).toString('base64url')}.${Math.floor(Date.now() / 1000) + ttlS}`;
-  return `${payload}.${createHmac('sha256', secret).update(payload).digest('base64url')}`;
+  return sign(secret, user, ttlS);
 }
 
 const run = randomBytes(4).toString('hex');
