@@ -133,6 +133,16 @@ std::optional<match_event> as_recorded(const std::string& user,
     out.queue = rec.queue;
     return out;
   }
+  // A member's leave (to a member of it, the leaver included: the leave
+  // was recorded with the row that made the member inactive).
+  if (ev.type == member_left_type
+      && ev.event_id.rfind(
+           std::string{member_left_type} + ":" + rec.session_id + ":", 0)
+           == 0) {
+    auto out = ev; // who left is only in the payload
+    out.queue = rec.queue;
+    return out;
+  }
   return std::nullopt;
 }
 

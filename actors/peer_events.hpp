@@ -34,7 +34,8 @@ match_event members_changed_event(const match_record& s,
 /// ended it and why are not in `rec`) with the users, tickets and queue of
 /// `rec`. A `session.members_changed` (an id of `rec`'s fills) keeps the
 /// peer's payload (the fill is not in `rec`) with `rec`'s queue; `user`
-/// may have left, or the session ended, since the fill.
+/// may have left, or the session ended, since the fill. A
+/// `session.member_left` (an id of `rec`'s leaves) likewise.
 std::optional<match_event> as_recorded(const std::string& user,
                                        const match_event& ev,
                                        const match_record& rec);

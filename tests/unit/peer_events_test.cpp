@@ -2,7 +2,7 @@
 // match.created keeps the roster it was made with even after members left
 // or came (backfill), and names members of the session only; a fill's
 // session.members_changed reaches a member of its session, also after the
-// session ended; anything else is refused. The replay of a group's
+// session ended; so does a member's leave; anything else is refused. The replay of a group's
 // match.created names its active members only.
 
 #include <gtest/gtest.h>
@@ -93,6 +93,28 @@ TEST(peer_events, a_fill_reaches_its_sessions_members_only) {
   auto other = ev;
   other.event_id = members_changed_event_id("s2", "g7");
   EXPECT_FALSE(as_recorded("a", other, rec));
+}
+
+TEST(peer_events, a_members_leave_reaches_its_sessions_members_only) {
+  // d left: every member of the session (d too, on its other sockets)
+  // hears it from the node that recorded the leave; nobody else does.
+  auto rec = session_after_fill();
+  match_event ev;
+  ev.type = member_left_type;
+  ev.event_id = member_left_event_id("s1", "d");
+  ev.session_id = "s1";
+  ev.user_a = "a";
+  ev.user_b = "b";
+  ev.others = {"c", "e"};
+  ev.payload = member_left_payload(rec, "d", "left");
+  auto out = as_recorded("c", ev, rec);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->queue, "q");
+  EXPECT_TRUE(as_recorded("d", ev, rec));
+  EXPECT_FALSE(as_recorded("mallory", ev, rec));
+  auto other = ev;
+  other.event_id = member_left_event_id("s2", "d");
+  EXPECT_FALSE(as_recorded("c", other, rec));
 }
 
 TEST(peer_events, a_replayed_groups_match_names_its_members_now) {

@@ -4,6 +4,12 @@
 
 namespace mm {
 
+bool fills_may_end(bool backfill,
+                   std::chrono::steady_clock::duration since_progress,
+                   std::chrono::steady_clock::duration quiet) {
+  return !backfill || since_progress >= quiet;
+}
+
 void fill_ledger::heard(const std::string& user, const nlohmann::json& ev) {
   auto id = ev.value("event_id", std::string{});
   if (id.empty())

@@ -20,6 +20,14 @@
 
 namespace mm {
 
+/// Whether a load whose parties have all heard their matches may end (and
+/// close their sockets) now: at once without backfill; with it only after
+/// `quiet` without progress, since the event of a fill that matched the
+/// last party may still be on its way to the members already playing.
+bool fills_may_end(bool backfill,
+                   std::chrono::steady_clock::duration since_progress,
+                   std::chrono::steady_clock::duration quiet);
+
 /// The fills a load saw.
 class fill_ledger {
  public:

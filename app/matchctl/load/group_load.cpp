@@ -106,7 +106,10 @@ class group_runner {
       start_party(next_++);
     }
     auto now = clock_type::now();
-    if (next_ == parties_.size() && active_users_ == 0) {
+    if (next_ == parties_.size() && active_users_ == 0
+        && fills_may_end(
+          g_.leave_rate > 0, now - last_progress_,
+          std::chrono::milliseconds(std::min<int64_t>(o_.settle_ms, 2000)))) {
       finish_run();
       return;
     }
