@@ -483,6 +483,9 @@ using client_link_actor = caf::typed_actor<
   // (ticket): the state of the user's current or last join; `not_found` for
   // another ticket.
   caf::replies_to<state_atom, std::string>::with<session_state>,
+  // (): the state of the user's current or last join, whichever ticket (the
+  // console's lookup). Changes nothing.
+  caf::replies_to<state_atom>::with<session_state>,
   // (ticket, reason): cancels; answers when certain. The reason goes into
   // the WebSocket notice ("" for a client's own cancel). Idempotent.
   caf::replies_to<cancel_atom, std::string, std::string>::with<session_state>,

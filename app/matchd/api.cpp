@@ -80,7 +80,8 @@ enum class route_id {
   console_page, // answered by console_routes (docs/console.md) ...
   console_asset,
   console_stats,
-  console_demo, // ... when the console or the demo is on
+  console_demo,   // ... when the console or the demo is on
+  console_action, // lookups and actions (app/matchd/console_actions.hpp)
 };
 
 struct route_entry {
@@ -144,6 +145,19 @@ const route_entry route_table[] = {
   {route_id::console_asset, {"GET", "/console/{asset}", false, false}},
   {route_id::console_stats, {"GET", "/v1/console/stats", false, true}},
   {route_id::console_demo, {"POST", "/v1/console/demo", false, false}},
+  {route_id::console_action, {"GET", "/v1/console/whoami", false, true}},
+  {route_id::console_action, {"GET", "/v1/console/audit", false, true}},
+  {route_id::console_action, {"GET", "/v1/console/users/{user}", false, true}},
+  {route_id::console_action,
+   {"POST", "/v1/console/users/{user}/tickets/{ticket}/cancel", false, true}},
+  {route_id::console_action,
+   {"POST", "/v1/console/users/{user}/sessions/{session}/end", false, true}},
+  {route_id::console_action,
+   {"POST", "/v1/console/queues/{queue}/pause", false, true}},
+  {route_id::console_action,
+   {"POST", "/v1/console/queues/{queue}/resume", false, true}},
+  {route_id::console_action, {"POST", "/v1/console/node/drain", false, true}},
+  {route_id::console_action, {"POST", "/v1/console/node/resume", false, true}},
 };
 
 /// The segments of each table entry's path, split once.
@@ -249,11 +263,8 @@ api_router::api_router(std::shared_ptr<api_context> ctx,
 }
 
 std::string route_label(const std::string& method, const std::string& path) {
-  if (console_routes::owns(path)) {
-    if (path == "/v1/console/stats" || path == "/v1/console/demo")
-      return path;
+  if (console_routes::owns(path) && path.rfind("/v1/", 0) != 0)
     return path.rfind("/console/", 0) == 0 ? "/console/{asset}" : "/console";
-  }
   auto m = find_route(method, path, false);
   return m.route != nullptr ? m.route->spec.path : "unmatched";
 }
@@ -403,10 +414,11 @@ void api_router::serve(const std::string& method, const std::string& target,
   }
   auto route = m.route->id;
   if (route == route_id::console_page || route == route_id::console_asset
-      || route == route_id::console_stats || route == route_id::console_demo) {
+      || route == route_id::console_stats || route == route_id::console_demo
+      || route == route_id::console_action) {
     reply(error(404, "unknown_route",
                 "the console is off on this node (--console-token, "
-                "--demo-queue)"));
+                "--console-operators, --demo-queue)"));
     return;
   }
   // -- operations: no token -------------------------------------------------
@@ -557,6 +569,11 @@ void api_router::serve(const std::string& method, const std::string& target,
       // Not declared: answered here, so an invented name creates nothing
       // (no session actor, no client link, no store key, no metric).
       reply(error(404, "unknown_queue", "unknown queue '" + queue + "'"));
+      return;
+    }
+    if (ctx_->paused->has(queue)) {
+      reply(error(503, "queue_paused",
+                  "queue '" + queue + "' is paused by an operator"));
       return;
     }
     if (!valid_api_id(ticket)) {

@@ -9,7 +9,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -192,6 +194,39 @@ class engine_port {
   /// The default refuses (`not_found`).
   virtual void backfill(const std::string& user, const std::string& session,
                         backfill_cb cb);
+
+  // -- the console's (docs/console.md "Acting") -------------------------------
+
+  /// True when `user` has a client link on this node (it asked something
+  /// or has a WebSocket open here). The default: false.
+  virtual bool has_user(const std::string& user) const;
+  /// The state of `user`'s current or last join as this node knows it
+  /// (`not_found` for a user without a link here). Changes nothing; makes
+  /// no link. The default refuses (`not_found`).
+  virtual void inspect(const std::string& user, ticket_cb cb);
+  /// `cancel`, the user's WebSockets told `reason` (an operator's cancel).
+  /// Idempotent. The default is `cancel`.
+  virtual void cancel_because(const std::string& user,
+                              const std::string& ticket,
+                              const std::string& reason, ticket_cb cb);
+};
+
+/// Queues an operator paused on this node (the console): their joins,
+/// alone or as a party, are refused 503 `queue_paused`; who waits stays.
+/// Thread-safe.
+class paused_queues {
+ public:
+  /// Whether `queue` is paused.
+  bool has(const std::string& queue) const;
+  /// Pauses (`paused` true) or resumes `queue`; answers whether that
+  /// changed anything. Idempotent.
+  bool set(const std::string& queue, bool paused);
+  /// The paused queues, sorted.
+  std::vector<std::string> list() const;
+
+ private:
+  mutable std::mutex mtx_;
+  std::set<std::string> names_;
 };
 
 /// A reply to a request: status and JSON body.
@@ -238,6 +273,8 @@ struct api_context {
   /// The web console's routes (/console/..., /v1/console/...); null: none
   /// (they answer 404 unknown_route like any other unknown path).
   std::shared_ptr<class console_routes> console;
+  /// Queues paused by an operator (never null).
+  std::shared_ptr<paused_queues> paused = std::make_shared<paused_queues>();
 };
 
 /// One route of the router's table. docs/openapi.yaml describes each one

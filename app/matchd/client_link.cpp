@@ -375,6 +375,17 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
         state_atom_v);
       return rp;
     },
+    [self](state_atom) -> caf::result<session_state> {
+      auto rp = self->make_response_promise<session_state>();
+      ask_session<session_state>(
+        self,
+        [self, rp](session_state& st) mutable {
+          rp.deliver(as_client(self, std::move(st)));
+        },
+        [rp](caf::error& err) mutable { rp.deliver(std::move(err)); },
+        state_atom_v);
+      return rp;
+    },
     [self](cancel_atom, std::string& ticket,
            std::string& reason) -> caf::result<session_state> {
       auto& d = self->state;

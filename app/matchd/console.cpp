@@ -6,7 +6,6 @@
 #include <map>
 
 #include <nlohmann/json.hpp>
-#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include "app/common/token.hpp"
@@ -49,11 +48,6 @@ void page_headers(api_reply& r) {
     {"Referrer-Policy", "no-referrer"},
     {"Cache-Control", "no-cache"},
   };
-}
-
-bool same_secret(const std::string& a, const std::string& b) {
-  return a.size() == b.size()
-         && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string demo_user_id() {
@@ -106,26 +100,33 @@ void console_routes::serve(const std::string& method, const std::string& path,
     serve_demo(method, reply);
     return;
   }
-  if (path == "/v1/console/stats") {
-    if (s_.token.empty()) {
+  if (path == "/v1/console/stats" || is_console_action(path)) {
+    if (s_.operators.empty()) {
       reply(api_router::error(404, "unknown_route",
                               "the console is off on this node "
-                              "(--console-token)"));
-      return;
-    }
-    if (method != "GET") {
-      reply(api_router::error(405, "method_not_allowed", method + " " + path));
+                              "(--console-token, --console-operators)"));
       return;
     }
     static const std::string prefix = "Bearer ";
     if (authorization.compare(0, prefix.size(), prefix) != 0) {
       reply(api_router::error(401, "missing_token",
-                              "the console's stats need the operator token"));
+                              "the console needs an operator's token"));
       return;
     }
-    if (!same_secret(authorization.substr(prefix.size()), s_.token)) {
+    auto who = s_.operators.find(authorization.substr(prefix.size()));
+    if (!who) {
       reply(api_router::error(401, "bad_console_token",
-                              "not the operator token of this node"));
+                              "not the token of a console login of this "
+                              "node"));
+      return;
+    }
+    if (path != "/v1/console/stats") {
+      serve_console_action(*who, method, path, s_.hooks, s_.queues, *s_.audit,
+                           reply);
+      return;
+    }
+    if (method != "GET") {
+      reply(api_router::error(405, "method_not_allowed", method + " " + path));
       return;
     }
     api_reply r{200, stats_json()};
@@ -150,9 +151,10 @@ void console_routes::serve_asset(const std::string& method,
   std::string name = path == "/console" || path == "/console/"
                        ? "index.html"
                        : path.substr(std::string{"/console/"}.size());
-  bool console_on = !s_.token.empty();
+  bool console_on = !s_.operators.empty();
   bool demo_on = !s_.demo_queue.empty();
-  bool wanted = name == "index.html" || name == "console.js" ? console_on
+  bool wanted = name == "index.html" || name == "console.js" || name == "ops.js"
+                  ? console_on
                 : name == "demo.html" || name == "demo.js"
                   ? demo_on
                   : console_on || demo_on;
@@ -323,7 +325,11 @@ std::string console_routes::stats_json() const {
     node["connections"] = v.connections;
     node["websockets"] = v.websockets;
   }
+  if (s_.hooks.draining != nullptr)
+    node["draining"] = s_.hooks.draining->load();
   json out{{"node", std::move(node)},
+           {"paused_queues", s_.hooks.paused ? s_.hooks.paused->list()
+                                             : std::vector<std::string>{}},
            {"demo_queue", s_.demo_queue},
            {"time_to_match_bounds_s", console_wait_histogram::bounds_s},
            {"queues", std::move(queues)}};

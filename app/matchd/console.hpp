@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "app/matchd/api.hpp"
+#include "app/matchd/console_actions.hpp"
+#include "app/matchd/console_operators.hpp"
 
 namespace mm {
 
@@ -20,9 +22,14 @@ class console_stats;
 struct engine_metrics;
 
 struct console_settings {
-  /// --console-token: the operator token of the stats route. Empty: the
-  /// console is off (its page and route answer 404).
-  std::string token;
+  /// Who may log in: --console-operators and --console-token (the login
+  /// "console"). None: the console is off (its pages and routes answer
+  /// 404).
+  console_operators operators;
+  /// Where every lookup and action is written (never null once served).
+  std::shared_ptr<console_audit> audit = std::make_shared<console_audit>();
+  /// What the actions act on.
+  console_hooks hooks;
   /// --demo-queue: the queue demo users join. Empty: the demo is off.
   std::string demo_queue;
   uint32_t demo_ttl_s = 600; ///< lifetime of a demo user's token
@@ -65,8 +72,9 @@ class console_routes {
   /// thread:
   /// - /v1/console/stats: 200 and `stats_json`; 404 `unknown_route` while
   ///   the console is off, 405 `method_not_allowed` for any method but GET,
-  ///   401 `missing_token` or `bad_console_token` without the operator
-  ///   token;
+  ///   401 `missing_token` or `bad_console_token` without a login's token;
+  /// - the lookups and actions (`serve_console_action`), behind a login's
+  ///   token likewise;
   /// - /v1/console/demo: 200 {user, token, queue, expires_at}; 404
   ///   `demo_off`, 405 for any method but POST, 429 `rate_limited` past
   ///   demo_rate;

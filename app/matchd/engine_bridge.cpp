@@ -3,6 +3,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -80,6 +81,15 @@ class link_table : public std::enable_shared_from_this<link_table> {
     return l;
   }
 
+  /// The link of `user`, if it has one (none is made).
+  std::optional<client_link_actor> find(const std::string& user) const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = map_.find(user);
+    if (i == map_.end())
+      return std::nullopt;
+    return i->second;
+  }
+
   std::vector<client_link_actor> all() const {
     std::vector<client_link_actor> out;
     std::lock_guard<std::mutex> guard{mtx_};
@@ -152,6 +162,30 @@ class bridge_impl : public engine_bridge {
   void state(const std::string& user, const std::string& ticket,
              ticket_cb cb) override {
     ask_ticket(user, std::move(cb), state_atom_v, ticket);
+  }
+
+  bool has_user(const std::string& user) const override {
+    return links_->find(user).has_value();
+  }
+
+  void inspect(const std::string& user, ticket_cb cb) override {
+    auto l = links_->find(user);
+    if (!l) {
+      cb(failure{errc::not_found, "no such user on this node"});
+      return;
+    }
+    auto timeout = std::chrono::milliseconds(cfg_.request_timeout_ms);
+    auto link = *l;
+    sys_.spawn([=](caf::event_based_actor* self) {
+      self->request(link, timeout, state_atom_v)
+        .then([cb](session_state& st) { cb(to_view(st)); },
+              [cb](caf::error& err) { cb(to_failure(err)); });
+    });
+  }
+
+  void cancel_because(const std::string& user, const std::string& ticket,
+                      const std::string& reason, ticket_cb cb) override {
+    ask_ticket(user, std::move(cb), cancel_atom_v, ticket, reason);
   }
 
   void swipe(const std::string& from, const std::string& to, bool like,

@@ -31,6 +31,7 @@
 #include "app/matchd/console_stats.hpp"
 #include "app/matchd/depth_lease.hpp"
 #include "app/matchd/engine_bridge.hpp"
+#include "app/matchd/engine_settings.hpp"
 #include "app/matchd/failpoint.hpp"
 #include "app/matchd/heap.hpp"
 #include "app/matchd/http_server.hpp"
@@ -311,6 +312,17 @@ int run(const matchd_config& mc) {
       return 2;
     }
   }
+  // The console's logins and audit file: named errors before anything runs.
+  console_operators logins;
+  auto audit = std::make_shared<console_audit>();
+  if (std::string err;
+      (!mc.console_operators.empty() && !logins.load(mc.console_operators, err))
+      || !audit->open(mc.console_audit, err)) {
+    lg->error("the console: {}", err);
+    return 2;
+  }
+  if (!mc.console_token.empty())
+    logins.add_shared(mc.console_token);
 
   caf::actor_system_config cfg;
   register_types(cfg);
@@ -325,7 +337,7 @@ int run(const matchd_config& mc) {
   caf::actor_system sys{cfg};
 
   engine_config ec;
-  ec.node = mc.node;
+  engine_settings_of(mc, ec);
   // Traces of matches (--otlp-endpoint): the finalizer's times, the links'.
   std::shared_ptr<match_tracer> tracer;
   if (!mc.otlp_endpoint.empty()) {
@@ -339,26 +351,6 @@ int run(const matchd_config& mc) {
     lg->info("traces of {}% of matches to {} (OTLP/HTTP, JSON)",
              mc.otlp_sample * 100, mc.otlp_endpoint);
   }
-  ec.session.ttl_ms = mc.ticket_ttl_ms;
-  ec.session.heartbeat_ms = mc.heartbeat_ms;
-  ec.session.heartbeat_align_ms = 250; // heartbeats batched (docs/matchd.md)
-  ec.session.idle_release_ms = mc.idle_release_ms;
-  ec.directory.parked_ttl_ms = mc.parked_ttl_ms;
-  ec.lifecycle.max_session_s = mc.max_session_s;
-  ec.lifecycle.retention_s = mc.retention_s;
-  ec.lifecycle.partition_s = mc.outbox_partition_s;
-  // Declared queues are the broker's allow-list; open mode ('*') is its
-  // empty list, bounded by max_queues.
-  if (!mc.open_queues)
-    ec.broker.queues = mc.queues;
-  ec.broker.max_queues = mc.max_queues;
-  ec.rules = mc.rules;
-  ec.broker.queue_idle_ms = mc.queue_idle_ms;
-  ec.relay.stream_maxlen = mc.stream_maxlen;
-  ec.relay.lease_ms = mc.outbox_lease_ms;
-  ec.broker.workers = mc.redis_workers;
-  ec.finalizer.workers = mc.pg_workers;
-  ec.worker_timeout_ms = mc.worker_timeout_ms;
   std::string failpoint;
   actor_kill kill;
   if (!arm_failpoint(ec, failpoint, kill)) {
@@ -459,7 +451,8 @@ int run(const matchd_config& mc) {
   // check (--client-ttl) reads it.
   auto events = std::make_shared<hub>(
     64, std::chrono::seconds{300}, std::chrono::milliseconds(mc.client_ttl_ms));
-  bool console_on = !mc.console_token.empty() || !mc.demo_queue.empty();
+  bool console_on = !mc.console_token.empty() || !mc.console_operators.empty()
+                    || !mc.demo_queue.empty();
   // The console's counters cost a few atomics per join and match; a node
   // without the console keeps none.
   auto console_counts = console_on ? std::make_shared<console_stats>(
@@ -551,7 +544,9 @@ int run(const matchd_config& mc) {
   auto server_view = std::make_shared<std::atomic<const http_server*>>(nullptr);
   if (console_on) {
     console_settings cs;
-    cs.token = mc.console_token;
+    cs.operators = std::move(logins);
+    cs.audit = audit;
+    cs.hooks = console_hooks{bridge, ctx->paused, &ctx->draining};
     cs.demo_queue = mc.demo_queue;
     cs.demo_ttl_s = mc.demo_ttl_s;
     cs.secret = mc.secret;
@@ -620,9 +615,9 @@ int run(const matchd_config& mc) {
            "database: {})",
            mc.node, mc.listen_host, srv->port(), served,
            eng->queue_store()->describe(), eng->match_store()->describe());
-  if (!mc.console_token.empty())
-    lg->info("web console on http://{}:{}/console/ (operator token: "
-             "--console-token)",
+  if (!mc.console_token.empty() || !mc.console_operators.empty())
+    lg->info("web console on http://{}:{}/console/ (logins: "
+             "--console-token, --console-operators)",
              mc.listen_host, srv->port());
   if (!mc.demo_queue.empty())
     lg->info("demo on http://{}:{}/console/demo.html: visitors join queue {} "

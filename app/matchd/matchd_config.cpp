@@ -290,6 +290,13 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   app.add_option("--console-token", cfg.console_token,
                  "Operator token of the web console at /console/ (at least "
                  "16 bytes; default: none, the console is off)");
+  app.add_option("--console-operators", cfg.console_operators,
+                 "JSON file of the console's logins: name, role (viewer or "
+                 "operator) and the SHA-256 of each one's token "
+                 "(docs/console.md)");
+  app.add_option("--console-audit", cfg.console_audit,
+                 "Append every console lookup and action to this file "
+                 "(JSON lines; default: kept in memory only)");
   app.add_option("--demo-queue", cfg.demo_queue,
                  "Serve the console's \"try it\" page: visitors join this "
                  "served queue as demo users (default: none, off)");

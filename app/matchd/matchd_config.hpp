@@ -96,6 +96,11 @@ struct matchd_config {
   uint32_t member_ttl_ms = 5000;
   // The web console (docs/console.md).
   std::string console_token; ///< operator token; empty: the console is off
+  /// --console-operators: the console's logins and roles (a JSON file).
+  std::string console_operators;
+  /// --console-audit: the audit log's file (JSON lines); empty: kept in
+  /// memory only (the console shows the last 200).
+  std::string console_audit;
   std::string demo_queue;    ///< the "try it" page's queue; empty: off
   uint32_t demo_ttl_s = 600; ///< lifetime of a demo user's token
 

@@ -130,6 +130,11 @@ bool read_ticket(const json& body, const api_context& ctx, party_ticket& t,
                             "unknown queue '" + t.queue + "'");
     return false;
   }
+  if (ctx.paused->has(t.queue)) {
+    err = api_router::error(503, "queue_paused",
+                            "queue '" + t.queue + "' is paused by an operator");
+    return false;
+  }
   if (!valid_api_id(t.ticket)) {
     err = bad_id("ticket");
     return false;

@@ -4,6 +4,8 @@
 // histogram (plain canvas). Rates and the histogram cover the last 10 s:
 // differences between polls of the server's counters, which only grow.
 
+import { decorateQueue, refreshAudit, showNode, startOps } from './ops.js';
+
 const POLL_MS = 1000;
 const WINDOW = 10; // polls
 const KEY = 'matchd-console-token';
@@ -152,6 +154,7 @@ function render(stats) {
   $('websockets').textContent = n.websockets ?? '–';
   $('connections').textContent = n.connections ?? '–';
   $('demo-link').hidden = !stats.demo_queue;
+  showNode(n.draining);
   // The ready check and backfill (docs/groups.md), counted since start.
   const p = n.proposals || {}, b = n.backfill || {};
   for (const [id, v] of [['proposals-made', p.made], ['proposals-accepted', p.accepted],
@@ -172,6 +175,7 @@ function render(stats) {
   let totalMatches = 0, totalJoins = 0, totalSessions = 0;
   for (const q of stats.queues) {
     const card = queueCard(q.name);
+    decorateQueue(card, q.name, (stats.paused_queues || []).includes(q.name));
     const prev = old.queues.get(q.name) || { joins: 0, matched: 0, buckets: q.time_to_match.buckets.map(() => 0) };
     const joinsRate = dt > 0 ? (q.joins - prev.joins) / dt : NaN;
     const matchesRate = dt > 0 ? (q.matched_users - prev.matched) / 2 / dt : NaN;
@@ -201,6 +205,8 @@ function render(stats) {
   $('total-joins-rate').textContent = samples.length > 1 ? fmtRate(totalJoins) : '–';
   $('total-sessions').textContent = totalSessions;
   document.body.dataset.polls = String((+document.body.dataset.polls || 0) + 1);
+  // Other operators' actions show within 5 s.
+  if (++audits % 5 === 0) refreshAudit();
 }
 
 async function poll() {
@@ -208,7 +214,7 @@ async function poll() {
     const res = await fetch('/v1/console/stats', { headers: { Authorization: 'Bearer ' + token } });
     if (res.status === 401) {
       sessionStorage.removeItem(KEY);
-      showLogin('The operator token was refused.');
+      showLogin('The token was refused.');
       return;
     }
     if (!res.ok) throw new Error(`stats: HTTP ${res.status}`);
@@ -230,10 +236,17 @@ function showLogin(why) {
   $('node').textContent = 'signed out';
 }
 
-function start() {
+let audits = 0;
+
+async function start() {
   $('login').hidden = true;
   $('live').hidden = false;
   samples = [];
+  if (!(await startOps(token))) {
+    sessionStorage.removeItem(KEY);
+    showLogin('The token was refused.');
+    return;
+  }
   poll();
 }
 
