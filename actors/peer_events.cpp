@@ -123,26 +123,18 @@ std::optional<match_event> as_recorded(const std::string& user,
       out.others.push_back(rec.members[i].user);
     return out;
   }
-  // A fill of the session (to a member of it, checked above, active or
-  // not: the session may have ended, or the member left, since the fill).
-  if (ev.type == members_changed_type
-      && ev.event_id.rfind(
-           std::string{members_changed_type} + ":" + rec.session_id + ":", 0)
-           == 0) {
-    auto out = ev; // the fill is only in the payload
-    out.queue = rec.queue;
-    return out;
-  }
-  // A member's leave (to a member of it, the leaver included: the leave
-  // was recorded with the row that made the member inactive).
-  if (ev.type == member_left_type
-      && ev.event_id.rfind(
-           std::string{member_left_type} + ":" + rec.session_id + ":", 0)
-           == 0) {
-    auto out = ev; // who left is only in the payload
-    out.queue = rec.queue;
-    return out;
-  }
+  // A fill of the session, or a member's leave (to a member of it, checked
+  // above, active or not: the session may have ended, or the member left,
+  // since; a leaver hears its own leave). What changed is only in the
+  // payload.
+  for (const char* type : {members_changed_type, member_left_type})
+    if (ev.type == type
+        && ev.event_id.rfind(std::string{type} + ":" + rec.session_id + ":", 0)
+             == 0) {
+      auto out = ev;
+      out.queue = rec.queue;
+      return out;
+    }
   return std::nullopt;
 }
 

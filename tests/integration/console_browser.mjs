@@ -5,24 +5,12 @@
 // session id, then one ends it and both see the end. Saves screenshots.
 //   node console_browser.mjs URL CONSOLE_TOKEN CLIENT_DIR SHOT_DIR
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-const [url, consoleToken, clientDir, shotDir] = process.argv.slice(2);
-const require = createRequire(path.join(clientDir, 'package.json'));
-const { chromium } = require('playwright-core');
+import { launch } from '../support/chromium.mjs';
 
-const profile = mkdtempSync(path.join(tmpdir(), 'mm-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  chromiumSandbox: false,
-  viewport: { width: 1100, height: 720 },
-  args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync', '--no-first-run'],
-});
+const [url, consoleToken, clientDir, shotDir] = process.argv.slice(2);
+const { context, close } = await launch(clientDir, { width: 1100, height: 720 });
 const errors = [];
 function watch(page, name) {
   page.on('pageerror', (e) => errors.push(`${name}: ${e.message}`));
@@ -111,6 +99,5 @@ try {
   assert.equal(await a.isEnabled('#join'), true);
   assert.deepEqual(errors, []);
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }

@@ -6,24 +6,12 @@
 // them all.
 //   node console_ops.mjs URL OPERATOR_TOKEN VIEWER_TOKEN WAITING MATCHED CLIENT_DIR SHOT_DIR
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-const [url, operatorToken, viewerToken, waiting, matched, clientDir, shotDir] = process.argv.slice(2);
-const require = createRequire(path.join(clientDir, 'package.json'));
-const { chromium } = require('playwright-core');
+import { launch } from '../support/chromium.mjs';
 
-const profile = mkdtempSync(path.join(tmpdir(), 'mm-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  chromiumSandbox: false,
-  viewport: { width: 1100, height: 900 },
-  args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync', '--no-first-run'],
-});
+const [url, operatorToken, viewerToken, waiting, matched, clientDir, shotDir] = process.argv.slice(2);
+const { context, close } = await launch(clientDir, { width: 1100, height: 900 });
 const errors = [];
 function watch(page, name) {
   page.on('pageerror', (e) => errors.push(`${name}: ${e.message}`));
@@ -117,6 +105,5 @@ try {
   assert.deepEqual(errors, []);
   console.log('console_ops: ok');
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }

@@ -12,6 +12,8 @@ matchd=$1 matchctl=$2 client_dir=$3 shot_dir=$4
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../support/free_port.sh
 . "$here/../support/free_port.sh"
+# shellcheck source=../support/http_expect.sh
+. "$here/../support/http_expect.sh"
 work=$(mktemp -d /tmp/console_ops.XXXXXX)
 mkdir -p "$shot_dir"
 port=$(free_port)
@@ -57,17 +59,6 @@ for _ in $(seq 200); do
 done
 url="http://127.0.0.1:$port"
 
-status() { curl -s -o "$work/body" -w '%{http_code}' "$@"; }
-expect() { # STATUS ERROR CURL-ARGS...
-  local want=$1 err=$2
-  shift 2
-  local got
-  got=$(status "$@")
-  [ "$got" = "$want" ] || fail "$*: status $got, want $want ($(cat "$work/body"))"
-  if [ -n "$err" ]; then
-    grep -q "\"error\":\"$err\"" "$work/body" || fail "$*: body $(cat "$work/body"), want $err"
-  fi
-}
 as_alice=(-H "Authorization: Bearer $alice")
 as_victor=(-H "Authorization: Bearer $victor")
 user_auth() { echo "Authorization: Bearer $("$matchctl" --secret "$secret" token "$1")"; }
