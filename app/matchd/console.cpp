@@ -9,6 +9,7 @@
 #include <openssl/rand.h>
 
 #include "app/common/token.hpp"
+#include "app/matchd/console_history.hpp"
 #include "app/matchd/console_stats.hpp"
 #include "core/metrics.hpp"
 #include "mm_console_assets.hpp"
@@ -100,7 +101,8 @@ void console_routes::serve(const std::string& method, const std::string& path,
     serve_demo(method, reply);
     return;
   }
-  if (path == "/v1/console/stats" || is_console_action(path)) {
+  if (path == "/v1/console/stats" || path == "/v1/console/history"
+      || is_console_action(path)) {
     if (s_.operators.empty()) {
       reply(api_router::error(404, "unknown_route",
                               "the console is off on this node "
@@ -120,7 +122,7 @@ void console_routes::serve(const std::string& method, const std::string& path,
                               "node"));
       return;
     }
-    if (path != "/v1/console/stats") {
+    if (path != "/v1/console/stats" && path != "/v1/console/history") {
       serve_console_action(*who, method, path, s_.hooks, s_.queues, *s_.audit,
                            reply);
       return;
@@ -129,7 +131,10 @@ void console_routes::serve(const std::string& method, const std::string& path,
       reply(api_router::error(405, "method_not_allowed", method + " " + path));
       return;
     }
-    api_reply r{200, stats_json()};
+    api_reply r{200, path == "/v1/console/history"
+                       ? (s_.history ? s_.history->json()
+                                     : R"({"interval_s":0,"samples":[]})")
+                       : stats_json()};
     r.headers = {{"Cache-Control", "no-store"}};
     reply(std::move(r));
     return;
@@ -154,6 +159,7 @@ void console_routes::serve_asset(const std::string& method,
   bool console_on = !s_.operators.empty();
   bool demo_on = !s_.demo_queue.empty();
   bool wanted = name == "index.html" || name == "console.js" || name == "ops.js"
+                    || name == "history.js"
                   ? console_on
                 : name == "demo.html" || name == "demo.js"
                   ? demo_on

@@ -18,6 +18,7 @@
 
 namespace mm {
 
+class console_history;
 class console_stats;
 struct engine_metrics;
 
@@ -30,6 +31,8 @@ struct console_settings {
   std::shared_ptr<console_audit> audit = std::make_shared<console_audit>();
   /// What the actions act on.
   console_hooks hooks;
+  /// The last hour's samples (GET /v1/console/history); may be null.
+  std::shared_ptr<console_history> history;
   /// --demo-queue: the queue demo users join. Empty: the demo is off.
   std::string demo_queue;
   uint32_t demo_ttl_s = 600; ///< lifetime of a demo user's token
@@ -73,6 +76,7 @@ class console_routes {
   /// - /v1/console/stats: 200 and `stats_json`; 404 `unknown_route` while
   ///   the console is off, 405 `method_not_allowed` for any method but GET,
   ///   401 `missing_token` or `bad_console_token` without a login's token;
+  /// - /v1/console/history: 200 and the last hour's samples, likewise;
   /// - the lookups and actions (`serve_console_action`), behind a login's
   ///   token likewise;
   /// - /v1/console/demo: 200 {user, token, queue, expires_at}; 404

@@ -28,6 +28,7 @@
 #include "actors/engine.hpp"
 #include "app/common/nofile.hpp"
 #include "app/matchd/console.hpp"
+#include "app/matchd/console_history.hpp"
 #include "app/matchd/console_stats.hpp"
 #include "app/matchd/depth_lease.hpp"
 #include "app/matchd/engine_bridge.hpp"
@@ -547,6 +548,8 @@ int run(const matchd_config& mc) {
     cs.operators = std::move(logins);
     cs.audit = audit;
     cs.hooks = console_hooks{bridge, ctx->paused, &ctx->draining};
+    cs.history = std::make_shared<console_history>(
+      console_counts, std::chrono::seconds(mc.console_history_s));
     cs.demo_queue = mc.demo_queue;
     cs.demo_ttl_s = mc.demo_ttl_s;
     cs.secret = mc.secret;

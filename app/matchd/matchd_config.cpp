@@ -297,6 +297,12 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
   app.add_option("--console-audit", cfg.console_audit,
                  "Append every console lookup and action to this file "
                  "(JSON lines; default: kept in memory only)");
+  app
+    .add_option("--console-history-interval", cfg.console_history_s,
+                "Seconds between the console's samples of its counters (the "
+                "last 60 are kept: an hour at the default)")
+    ->check(CLI::Range(1, 3600))
+    ->capture_default_str();
   app.add_option("--demo-queue", cfg.demo_queue,
                  "Serve the console's \"try it\" page: visitors join this "
                  "served queue as demo users (default: none, off)");

@@ -101,6 +101,9 @@ struct matchd_config {
   /// --console-audit: the audit log's file (JSON lines); empty: kept in
   /// memory only (the console shows the last 200).
   std::string console_audit;
+  /// --console-history-interval: seconds between the last hour's samples
+  /// (60 kept).
+  uint32_t console_history_s = 60;
   std::string demo_queue;    ///< the "try it" page's queue; empty: off
   uint32_t demo_ttl_s = 600; ///< lifetime of a demo user's token
 

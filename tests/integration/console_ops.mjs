@@ -3,7 +3,7 @@
 // matchd: the operator looks up a waiting user and cancels its ticket,
 // looks up a matched user and ends its session; the viewer sees no action
 // button and its forced action is refused 403; the page's audit log shows
-// them all.
+// them all; the last hour is drawn.
 //   node console_ops.mjs URL OPERATOR_TOKEN VIEWER_TOKEN WAITING MATCHED CLIENT_DIR SHOT_DIR
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -49,6 +49,12 @@ try {
   assert.equal(await op.evaluate(() => document.body.dataset.role), 'operator');
   assert.match(await op.textContent('#whoami'), /alice \(operator\)/);
   assert.ok(await op.isVisible('#drain-node'), 'an operator sees the node actions');
+  // The last hour: points drawn from the node's samples (one a second here).
+  await op.waitForFunction(() => {
+    const c = document.getElementById('history');
+    return Number(c.dataset.points || 0) >= 2 && Number(c.dataset.matched || 0) >= 2;
+  }, null, { timeout: 10000, polling: 200 });
+  assert.match(await op.textContent('#history-note'), /users matched over the last/);
 
   let seen = await lookUp(op, waiting);
   assert.equal(seen.state, 'queued', JSON.stringify(seen));

@@ -51,7 +51,8 @@ grep -q 'operators\[0\]: role must be' "$work/bad.log" || fail "bad file: $(cat 
 
 "$matchd" --listen "127.0.0.1:$port" --secret "$secret" --node ops-test \
   --queues default,other,third --console-operators "$work/operators.json" \
-  --console-audit "$work/audit.log" --log-level warn >"$work/matchd.log" 2>&1 &
+  --console-audit "$work/audit.log" --console-history-interval 1 \
+  --log-level warn >"$work/matchd.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 200); do
   curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
@@ -115,6 +116,21 @@ expect 503 "" "$url/readyz"
 expect 503 shutting_down -X POST "$url/v1/users/u5/tickets" -H "$(user_auth u5)" -d '{"queue":"default","ticket":"t5"}'
 expect 200 "" -X POST "$url/v1/console/node/resume" "${as_alice[@]}"
 expect 200 "" "$url/readyz"
+
+# The last hour: a sample a second here; u2 and u3 (and u4, u6) were
+# matched through this node.
+sleep 2
+expect 200 "" "$url/v1/console/history" "${as_victor[@]}"
+python3 - "$work/body" <<'PY' || fail "the history: $(cat "$work/body")"
+import json, sys
+h = json.load(open(sys.argv[1]))
+s = h["samples"]
+assert h["interval_s"] == 1 and len(s) >= 3, h
+assert s[-1]["matched_users"] - s[0]["matched_users"] >= 4, s
+assert all(a["t_ms"] < b["t_ms"] and a["joins"] <= b["joins"] for a, b in zip(s, s[1:])), s
+assert len(s[-1]["time_to_match"]) == 16 and sum(s[-1]["time_to_match"]) >= 4, s[-1]
+PY
+expect 401 missing_token "$url/v1/console/history"
 
 # The page: the operator cancels u1's ticket and ends u2's session; the
 # viewer cannot.

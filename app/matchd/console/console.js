@@ -4,6 +4,7 @@
 // histogram (plain canvas). Rates and the histogram cover the last 10 s:
 // differences between polls of the server's counters, which only grow.
 
+import { clearCanvas, startHistory } from './history.js';
 import { decorateQueue, refreshAudit, showNode, startOps } from './ops.js';
 
 const POLL_MS = 1000;
@@ -63,14 +64,7 @@ function quantile(buckets, q) {
 }
 
 function drawHistogram(canvas, buckets) {
-  const dpr = window.devicePixelRatio || 1;
-  const w = canvas.clientWidth || 600;
-  const h = canvas.clientHeight || 180;
-  canvas.width = Math.round(w * dpr);
-  canvas.height = Math.round(h * dpr);
-  const g = canvas.getContext('2d');
-  g.scale(dpr, dpr);
-  g.clearRect(0, 0, w, h);
+  const { g, w, h } = clearCanvas(canvas, 180);
   const left = 36, bottom = 22, top = 8;
   const n = buckets.length;
   const max = Math.max(1, ...buckets);
@@ -248,6 +242,7 @@ async function start() {
     return;
   }
   poll();
+  startHistory(token, () => bounds);
 }
 
 $('login').addEventListener('submit', (e) => {
