@@ -14,20 +14,14 @@ and a path a client invents never becomes a label. Without
 import json, os, re, signal, socket, subprocess, sys, tempfile, time
 import urllib.error, urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mm_node import expect, failures, free_port  # noqa: E402
+
 matchd = os.path.abspath(sys.argv[1])
 SECRET = "admin-listen-secret-0123"
 CONSOLE = "console-token-0123456789"
-failures = []
 
 
-def expect(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 
 
 def v1_token(user):

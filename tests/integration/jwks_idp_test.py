@@ -16,23 +16,16 @@ stop matchd at start.
 import http.server, json, os, re, signal, socket, ssl, subprocess, sys
 import tempfile, threading, time, urllib.error, urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mm_node import expect, failures, free_port, matchd_node  # noqa: E402
 import jwt as pyjwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 src, matchd = (os.path.abspath(p) for p in sys.argv[1:3])
-failures = []
 work = tempfile.mkdtemp(prefix="jwks_test_")
 
 
-def expect(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 
 
 def rsa_key(kid):
@@ -85,50 +78,10 @@ class provider:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-class node:
+class node(matchd_node):
     def __init__(self, *args, expect_start=True):
-        self.port = free_port()
-        self.log = os.path.join(work, f"matchd-{self.port}.log")
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(
-                [matchd, "--listen", f"127.0.0.1:{self.port}", "--queues", "default,q1", *args],
-                stdout=log, stderr=log)
-        self.ready = False
-        for _ in range(400):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1)
-                self.ready = True
-                return
-            except Exception:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        if expect_start:
-            raise SystemExit("matchd did not become ready; see " + self.log)
-
-    def output(self):
-        return open(self.log).read()
-
-    def call(self, method, path, tok=None, body=None):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode())
-        if tok is not None:
-            req.add_header("Authorization", "Bearer " + tok)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-
-    def probe(self, user, tok):
-        """404 not_found: the token was accepted (the ticket does not exist)."""
-        st, j = self.call("GET", f"/v1/users/{user}/tickets/t-none", tok)
-        return st, (j or {}).get("error")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=20)
+        super().__init__(matchd, ["--queues", "default,q1", *args],
+                         os.path.join(work, f"matchd-{free_port()}.log"), expect_start)
 
 
 def accepted(n, user, tok, what):

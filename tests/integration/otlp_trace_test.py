@@ -12,21 +12,14 @@ logged.
 """
 import http.server, json, os, signal, socket, subprocess, sys, tempfile
 import threading, time, urllib.error, urllib.request
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mm_node import expect, failures, free_port, matchd_node  # noqa: E402
 
 matchd = os.path.abspath(sys.argv[1])
 matchctl = os.path.join(os.path.dirname(matchd), "matchctl")
 SECRET = "otlp-trace-secret-012345"
-failures = []
 
 
-def expect(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 
 
 class collector:
@@ -66,35 +59,15 @@ class collector:
         return out
 
 
-class node:
+class node(matchd_node):
     def __init__(self, *args):
-        self.port = free_port()
-        self.log = os.path.join(tempfile.mkdtemp(prefix="otlp_"), "matchd.log")
-        with open(self.log, "w") as f:
-            self.proc = subprocess.Popen([matchd, "--listen", f"127.0.0.1:{self.port}",
-                                          "--secret", SECRET, "--node", "trace-node", *args],
-                                         stdout=f, stderr=f)
-        for _ in range(400):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1)
-                return
-            except Exception:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise SystemExit("matchd did not become ready; see " + self.log)
+        log = os.path.join(tempfile.mkdtemp(prefix="otlp_"), "matchd.log")
+        super().__init__(matchd, ["--secret", SECRET, "--node", "trace-node", *args], log)
 
     def call(self, method, path, user, body=None):
         tok = subprocess.run([matchctl, "--secret", SECRET, "token", user],
                              capture_output=True, text=True, timeout=20).stdout.strip()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode())
-        req.add_header("Authorization", "Bearer " + tok)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+        return super().call(method, path, tok, body)
 
     def match_two(self, a, b):
         self.call("POST", f"/v1/users/{a}/tickets", a, {"queue": "default", "ticket": "t-" + a})

@@ -12,6 +12,8 @@ and a retired one is not; a token acts only for its sub; --token-formats.
 import base64, hashlib, hmac, importlib.util, json, os, re, signal, socket
 import subprocess, sys, tempfile, time, urllib.error, urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mm_node import expect, failures, free_port, matchd_node  # noqa: E402
 import jwt as pyjwt  # python3-jwt (deploy/setup.sh): a stock signer
 
 src, matchd = (os.path.abspath(p) for p in sys.argv[1:3])
@@ -21,17 +23,8 @@ S1 = "rollover-current-0123456789"  # --secret
 S2 = "rollover-next-0123456789ab"   # --secret-next
 S3 = "rollover-retired-012345678"   # accepted by neither
 AUD, ISS = "matchmaker", "https://game.example"
-failures = []
 
 
-def expect(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 
 
 def b64(data):
@@ -73,40 +66,10 @@ def v1_token(user, exp, secret=S1):
     return body + "." + b64(hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest())
 
 
-class node:
+class node(matchd_node):
     def __init__(self, *args):
-        self.port = free_port()
-        self.work = tempfile.mkdtemp(prefix="token_jwt_")
-        self.log = os.path.join(self.work, "matchd.log")
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen([matchd, "--listen", f"127.0.0.1:{self.port}", *args],
-                                         stdout=log, stderr=log)
-        for _ in range(400):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1)
-                return
-            except Exception:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise SystemExit("matchd did not become ready; see " + self.log)
-
-    def call(self, method, path, token=None, body=None):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode())
-        if token is not None:
-            req.add_header("Authorization", "Bearer " + token)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-
-    def probe(self, user, token):
-        """Status and error name of reading a ticket the user does not have:
-        404 not_found means the token was accepted."""
-        st, j = self.call("GET", f"/v1/users/{user}/tickets/t-none", token)
-        return st, (j or {}).get("error")
+        work = tempfile.mkdtemp(prefix="token_jwt_")
+        super().__init__(matchd, list(args), os.path.join(work, "matchd.log"))
 
     def upgrade(self, user, token):
         """The status of a WebSocket upgrade with ?access_token= (as a browser)."""
@@ -122,10 +85,6 @@ class node:
                     break
                 head += chunk
             return int(head.split(b" ")[1])
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=20)
 
 
 def refused(n, user, token, name, what):
