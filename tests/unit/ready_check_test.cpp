@@ -84,6 +84,20 @@ struct fixture : test_coordinator_fixture<mm_config> {
     return s;
   }
 
+  /// Hands the claimed group `c` of queue "r" to the holder (a 60 s ready
+  /// check); the proposal is made once the jobs run.
+  void propose(const group_claim_result& c) {
+    group_commit g;
+    g.queue = "r";
+    g.group = c.group;
+    g.min_players = 4;
+    g.max_players = 4;
+    g.team_size = 2;
+    g.tickets = c.tickets;
+    g.accept_ms = 60000;
+    self->request(rc, caf::infinite, finalize_atom_v, g);
+  }
+
   proposal_answer accept(const std::string& group, const std::string& u) {
     return proposal_answer{"r", group, u, "accept"};
   }
@@ -104,15 +118,7 @@ CAF_TEST(an answer during a look at the store is looked at right after) {
   for (auto u : {"a", "b", "c", "d"})
     c = ask<group_claim_result>(broker, claim_atom_v, single(u));
   CAF_REQUIRE(c.outcome == group_claim_outcome::matched);
-  group_commit g;
-  g.queue = "r";
-  g.group = c.group;
-  g.min_players = 4;
-  g.max_players = 4;
-  g.team_size = 2;
-  g.tickets = c.tickets;
-  g.accept_ms = 60000;
-  self->request(rc, caf::infinite, finalize_atom_v, g);
+  propose(c);
   run_jobs(); // proposed; the poll's timer is never triggered here
   for (auto u : {"a", "b", "c"})
     ask<proposal_state>(broker, answer_atom_v, accept(c.group, u));
@@ -143,17 +149,8 @@ CAF_TEST(the nudges of many answers are asked in one look a queue) {
     CAF_REQUIRE(c.outcome == group_claim_outcome::matched);
     cs.push_back(c);
   }
-  for (auto& c : cs) {
-    group_commit g;
-    g.queue = "r";
-    g.group = c.group;
-    g.min_players = 4;
-    g.max_players = 4;
-    g.team_size = 2;
-    g.tickets = c.tickets;
-    g.accept_ms = 60000;
-    self->request(rc, caf::infinite, finalize_atom_v, g);
-  }
+  for (auto& c : cs)
+    propose(c);
   run_jobs();
   for (int k = 0; k < 3; ++k)
     for (auto u : {"a", "b", "c", "d"})
