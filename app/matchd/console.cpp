@@ -123,7 +123,7 @@ void console_routes::serve(const std::string& method, const std::string& path,
       return;
     }
     if (path != "/v1/console/stats" && path != "/v1/console/history") {
-      serve_console_action(*who, method, path, s_.hooks, s_.queues, *s_.audit,
+      serve_console_action(*who, method, path, s_.hooks, s_.queues, s_.audit,
                            reply);
       return;
     }

@@ -70,10 +70,12 @@ int64_t unix_ms() {
     .count();
 }
 
-/// One audited request: who, what on which target, and how it ended.
+/// One audited request: who, what on which target, and how it ended. A
+/// copy of each: the engine may answer after the request that asked is
+/// gone (console_actions_test).
 struct audited {
-  const console_operator& who;
-  console_audit& audit;
+  console_operator who;
+  std::shared_ptr<console_audit> audit;
   std::string action;
   json target = json::object();
 
@@ -88,7 +90,7 @@ struct audited {
     auto body = json::parse(r.body, nullptr, false);
     if (r.status >= 400 && body.is_object())
       e["error"] = body.value("error", std::string{});
-    audit.write(text(e));
+    audit->write(text(e));
     reply(std::move(r));
   }
 };
@@ -113,7 +115,7 @@ ticket_cb ticket_answer(audited a, reply_fn reply) {
 
 void on_user(const console_operator& who, const std::string& method,
              const std::vector<std::string>& seg, const console_hooks& hooks,
-             console_audit& audit, const reply_fn& reply) {
+             std::shared_ptr<console_audit> audit, const reply_fn& reply) {
   // users/{user}, users/{user}/tickets/{ticket}/cancel,
   // users/{user}/sessions/{session}/end
   const auto& user = seg[1];
@@ -178,8 +180,8 @@ void on_user(const console_operator& who, const std::string& method,
 
 void on_switch(const console_operator& who, const std::string& method,
                const std::vector<std::string>& seg, const console_hooks& hooks,
-               const std::vector<std::string>& queues, console_audit& audit,
-               const reply_fn& reply) {
+               const std::vector<std::string>& queues,
+               std::shared_ptr<console_audit> audit, const reply_fn& reply) {
   // queues/{queue}/pause|resume, node/drain|resume
   bool queue = seg[0] == "queues" && seg.size() == 3
                && (seg[2] == "pause" || seg[2] == "resume");
@@ -245,7 +247,8 @@ void serve_console_action(const console_operator& who,
                           const std::string& method, const std::string& path,
                           const console_hooks& hooks,
                           const std::vector<std::string>& queues,
-                          console_audit& audit, const reply_fn& reply) {
+                          std::shared_ptr<console_audit> audit,
+                          const reply_fn& reply) {
   auto seg = segments(path);
   if (seg.size() == 1 && (seg[0] == "whoami" || seg[0] == "audit")) {
     if (method != "GET") {
@@ -255,7 +258,7 @@ void serve_console_action(const console_operator& who,
     api_reply r{
       200, seg[0] == "whoami"
              ? text(json{{"name", who.name}, {"role", to_string(who.role)}})
-             : "{\"entries\":" + audit.recent_json() + "}"};
+             : "{\"entries\":" + audit->recent_json() + "}"};
     r.headers = {{"Cache-Control", "no-store"}};
     reply(std::move(r));
     return;

@@ -42,6 +42,7 @@ void serve_console_action(const console_operator& who,
                           const std::string& method, const std::string& path,
                           const console_hooks& hooks,
                           const std::vector<std::string>& queues,
-                          console_audit& audit, const reply_fn& reply);
+                          std::shared_ptr<console_audit> audit,
+                          const reply_fn& reply);
 
 } // namespace mm
