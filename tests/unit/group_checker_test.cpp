@@ -139,3 +139,31 @@ TEST(fill_check, a_backfill_load_ends_only_when_fills_are_quiet) {
   EXPECT_FALSE(mm::fills_may_end(true, milliseconds(50), milliseconds(2000)));
   EXPECT_TRUE(mm::fills_may_end(true, milliseconds(2000), milliseconds(2000)));
 }
+
+TEST(group_checker, a_lost_requeued_member_is_named) {
+  // r heard proposal g1 end `requeued`, then neither matched, nor waiting,
+  // nor removed: counted, and named with its proposals' ends.
+  using namespace mm::group_run;
+  std::vector<member> users(1);
+  users[0].user = "r";
+  users[0].proposed["g1"] = mm::heard_proposal{};
+  users[0].ended["g1"] = "requeued";
+  std::vector<party_run> parties(1);
+  parties[0].members = {0};
+  parties[0].queued = true;
+  parties[0].final_phase = "failed";
+  mm::group_load_options g;
+  g.min_players = 4;
+  g.max_players = 4;
+  g.teams = 2;
+  mm::fill_ledger fills;
+  std::map<std::string, int64_t> removed;
+  group_tallies t;
+  t.fills = &fills;
+  t.last_removed_ms = &removed;
+  t.proposals_heard = 1;
+  auto c = check_group_run(users, parties, g, t);
+  EXPECT_EQ(c.requeued_lost, 1u);
+  ASSERT_EQ(c.lost_examples.size(), 1u);
+  EXPECT_EQ(c.lost_examples[0], "r failed heard 1 g1:requeued");
+}

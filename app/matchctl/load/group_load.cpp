@@ -608,6 +608,8 @@ int run_group_load(const load_options& opts, const group_load_options& g) {
     std::printf("leaked: %s\n", x.c_str());
   for (auto& x : c.undelivered_examples)
     std::printf("undelivered: %s\n", x.c_str());
+  for (auto& x : c.lost_examples)
+    std::printf("requeued lost: %s\n", x.c_str());
   std::printf("verdict=%s users=%zu parties=%zu matched=%zu sessions=%zu "
               "waiting=%zu errors=%zu users_per_s=%.0f double_bookings=%zu "
               "partial_matches=%zu split_parties=%zu undelivered_events=%zu "

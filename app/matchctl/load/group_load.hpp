@@ -103,6 +103,10 @@ struct group_check {
   /// A few leaked proposals, for the report: "USER PROPOSAL HOLDER PHASE"
   /// (the party's phase at the final look).
   std::vector<std::string> leaked_examples;
+  /// A few requeued members lost: "USER PHASE heard N, PROPOSAL:OUTCOME
+  /// ..." (the party's phase at the final look; each proposal's end as
+  /// the member heard it, "-" for none).
+  std::vector<std::string> lost_examples;
   /// A few events a member never heard: "USER EVENT-OR-SESSION WHY".
   std::vector<std::string> undelivered_examples;
 

@@ -156,8 +156,18 @@ group_check check_group_run(const std::vector<member>& users,
                   + std::to_string(m.proposed.size()) + ")");
       // Its proposals ended without removing it (told `requeued`, or
       // silently by a lapsed lease): it must end matched or waiting.
-      if (!m.proposed.empty() && matched == 0 && !pr.waiting && !pr.removed)
+      if (!m.proposed.empty() && matched == 0 && !pr.waiting && !pr.removed) {
         ++c.requeued_lost;
+        if (c.lost_examples.size() < 5) {
+          auto x = m.user + " " + pr.final_phase + " heard "
+                   + std::to_string(m.proposed.size());
+          for (auto& [id, h] : m.proposed) {
+            auto e = m.ended.find(id);
+            x += " " + id + ":" + (e == m.ended.end() ? "-" : e->second);
+          }
+          c.lost_examples.push_back(std::move(x));
+        }
+      }
     }
     if (matched == 0 && pr.queued && !pr.removed) {
       if (pr.waiting) {
