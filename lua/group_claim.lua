@@ -147,8 +147,13 @@ elseif own and own.state ~= 'claimed' and own.deadline < now then
   gremove(own)
   own = nil
 end
-if own and own.made ~= '' then
+if own and own.made ~= ''
+   and (own.state ~= 'claimed' or own.group == own.made) then
   -- A retried claim answers the group it made, while that is unsettled.
+  -- Not once another claim took the ticket into a group of its own: the
+  -- answer's state would read as "in the group made", and the caller
+  -- would commit that group as its match (the one it is in is answered
+  -- below; the one made settles by its lease if its reply was lost).
   local made = group_tickets(own.made)
   if made then return group_reply(own.made, '0', own, made) end
 end

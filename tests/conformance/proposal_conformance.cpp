@@ -334,6 +334,54 @@ TEST_P(proposal_conformance, answers_in_one_call_are_each_their_own) {
   EXPECT_FALSE(codec::group_answers_call(other));
 }
 
+TEST_P(proposal_conformance,
+       a_claim_that_made_a_group_without_it_then_taken_by_another) {
+  // A party's claim makes a proposal of older tickets without it, and
+  // another claim then takes the party into a second one while the first
+  // is open. The party's next re-scan must name the group it is in, not
+  // answer the first as if it were (it would commit that group as its own
+  // and believe itself matched in a session without it).
+  sh_ = shape_of(R"({"players": {"min": 4, "max": 4}, "party_max": 2,
+                     "teams": {"count": 2, "size": 2}})");
+  std::map<std::string, int64_t> scores;
+  auto p0 = four("m", scores); // m1..m4 in a proposal
+  auto party = gspec("tp", {"p1", "p2"}, sh_);
+  party.accept_ms = 60000;
+  auto r = pclaim(*client_, party);
+  ASSERT_OK(r);
+  ASSERT_EQ(r->outcome, group_claim_outcome::queued);
+  auto c = pclaim(*client_, pspec("tc1", "c1"));
+  ASSERT_OK(c);
+  ASSERT_EQ(c->outcome, group_claim_outcome::queued);
+  // m4 declines: m1..m3 go back ahead of the party and c1.
+  ASSERT_OK(answer(p0.group, "m4", "decline"));
+  ASSERT_EQ(decide(p0.group)->status, "settled");
+  // The party's re-scan makes {m1, m2} vs {m3, c1}: it does not fit.
+  party.rescan = true;
+  auto g1 = pclaim(*client_, party);
+  ASSERT_OK(g1);
+  ASSERT_EQ(g1->outcome, group_claim_outcome::matched);
+  ASSERT_FALSE(g1->in_group);
+  // Two singles arrive; the second's claim takes the party into a match.
+  ASSERT_OK(pclaim(*other_, pspec("td1", "d1")));
+  auto g2 = pclaim(*other_, pspec("td2", "d2"));
+  ASSERT_OK(g2);
+  ASSERT_EQ(g2->outcome, group_claim_outcome::matched);
+  ASSERT_NE(g2->group, g1->group);
+  std::set<std::string> in2;
+  for (auto& t : g2->tickets)
+    in2.insert(t.ticket);
+  ASSERT_EQ(in2.count("tp"), 1u);
+  // The party looks again while both proposals are open.
+  auto again = pclaim(*client_, party);
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->outcome == group_claim_outcome::matched
+               && again->group == g1->group && again->in_group)
+    << "answered " << g1->group << " (without the party) as its own";
+  EXPECT_EQ(again->outcome, group_claim_outcome::claimed_by_other);
+  EXPECT_EQ(again->group, g2->group);
+}
+
 TEST_P(proposal_conformance, a_decline_racing_another_nodes_claim) {
   // 1000 rounds (problem 16): a member declines at a random moment while
   // another node's claims race for the same tickets (arrivals filing, a

@@ -140,6 +140,10 @@ class group_runner {
         auto phase = b.value(parties_[p].id.empty() ? "state" : "phase",
                              std::string{});
         parties_[p].final_phase = phase;
+        for (const char* k : {"session_id", "detail"})
+          if (b.contains(k) && b[k].is_string())
+            parties_[p].final_note += std::string{" "} + k + "="
+                                      + b[k].get<std::string>();
         parties_[p].waiting = status == 200
                               && (phase == "queued" || phase == "claiming"
                                   || phase == "finalizing");

@@ -61,6 +61,8 @@ struct party_run {
   /// Removed by a ready check (declined, timed out) and told so.
   bool removed = false;
   std::string final_phase; ///< the final look's answer, if asked
+  /// Its session id and detail, if any: named with a lost member.
+  std::string final_note;
 };
 
 /// The runner's own counts the checker reports.

@@ -159,7 +159,7 @@ group_check check_group_run(const std::vector<member>& users,
       if (!m.proposed.empty() && matched == 0 && !pr.waiting && !pr.removed) {
         ++c.requeued_lost;
         if (c.lost_examples.size() < 5) {
-          auto x = m.user + " " + pr.final_phase + " heard "
+          auto x = m.user + " " + pr.final_phase + pr.final_note + " heard "
                    + std::to_string(m.proposed.size());
           for (auto& [id, h] : m.proposed) {
             auto e = m.ended.find(id);
