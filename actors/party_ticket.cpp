@@ -186,6 +186,11 @@ void on_claim(party_ptr self, uint64_t gen, group_claim_result& r) {
         return;
       }
       commit(self, r, false); // older tickets matched; ours still waits
+      if (r.held) {           // ... or another claim holds ours in a group
+        r.outcome = group_claim_outcome::claimed_by_other;
+        on_claim(self, gen, r);
+        return;
+      }
       [[fallthrough]];
     case group_claim_outcome::queued:
       d.token = r.token;

@@ -86,8 +86,8 @@ local now = now_ms()
 gsweep(now, 4)
 
 -- The reply for a group: the group's tickets from its record, in order.
-local function group_reply(gid, stale_s, own, tickets)
-  local out = {'matched', gid, stale_s, own.state, own.token, own.score,
+local function group_reply(gid, stale_s, own, tickets, state)
+  local out = {'matched', gid, stale_s, state or own.state, own.token, own.score,
                int_s(own.deadline), #tickets}
   for _, t in ipairs(tickets) do
     out[#out + 1] = t.ticket
@@ -147,15 +147,15 @@ elseif own and own.state ~= 'claimed' and own.deadline < now then
   gremove(own)
   own = nil
 end
-if own and own.made ~= ''
-   and (own.state ~= 'claimed' or own.group == own.made) then
+if own and own.made ~= '' then
   -- A retried claim answers the group it made, while that is unsettled.
-  -- Not once another claim took the ticket into a group of its own: the
-  -- answer's state would read as "in the group made", and the caller
-  -- would commit that group as its match (the one it is in is answered
-  -- below; the one made settles by its lease if its reply was lost).
+  -- If another claim took the ticket into a group of its own since, the
+  -- state says 'held' (not 'claimed', which reads as "in the group
+  -- made"): the caller commits the made group and waits for its own.
   local made = group_tickets(own.made)
-  if made then return group_reply(own.made, '0', own, made) end
+  local state = nil
+  if own.state == 'claimed' and own.group ~= own.made then state = 'held' end
+  if made then return group_reply(own.made, '0', own, made, state) end
 end
 if not own and rescan then return {'gone', ticket} end
 if own and own.state == 'claimed' then

@@ -112,7 +112,10 @@ struct group_claim_result {
   int64_t score = 0;     ///< the caller's FIFO place
   int64_t deadline = 0;  ///< the caller's presence deadline (store ms)
   bool in_group = false; ///< matched: the caller's ticket is in `group`
-  std::string group;     ///< matched, claimed_by_other
+  /// matched, not in_group: another claim holds the caller's ticket in a
+  /// group of its own (the caller commits `group` and waits for that one).
+  bool held = false;
+  std::string group;                   ///< matched, claimed_by_other
   std::vector<matched_ticket> tickets; ///< matched: the group, in FIFO order
   uint32_t stale_removed = 0;
   bool more = false;  ///< queued: the whole window was stale: look again
@@ -122,7 +125,7 @@ struct group_claim_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_claim_result& x) {
   return f(caf::meta::type_name("group_claim_result"), x.outcome, x.ticket,
-           x.token, x.score, x.deadline, x.in_group, x.group, x.tickets,
+           x.token, x.score, x.deadline, x.in_group, x.held, x.group, x.tickets,
            x.stale_removed, x.more, x.detail);
 }
 

@@ -167,6 +167,7 @@ outcome<group_claim_result> parse_group_claim(const store_reply& reply) {
   r.group = x[1];
   r.stale_removed = static_cast<uint32_t>(to_int(x[2]));
   r.in_group = x[3] == "claimed";
+  r.held = x[3] == "held";
   r.token = x[4];
   r.score = to_int(x[5]);
   r.deadline = to_int(x[6]);
