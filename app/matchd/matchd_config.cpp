@@ -40,6 +40,17 @@ bool split_host_port(const std::string& in, bool any_port, std::string& host,
   return true;
 }
 
+/// The first line of the file `path` without trailing blanks or CR, into
+/// `out`; false when it cannot be read or the line is empty.
+bool first_line_of(const std::string& path, std::string& out) {
+  std::ifstream in(path);
+  if (!in || !std::getline(in, out))
+    return false;
+  while (!out.empty() && (out.back() == '\r' || out.back() == ' '))
+    out.pop_back();
+  return !out.empty();
+}
+
 std::string env_name(const std::string& long_name) {
   std::string out = "MATCHD_";
   for (char c : long_name)
@@ -65,6 +76,9 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                  "host:port (a bare port: 127.0.0.1) and not on --listen");
   app.add_option("--secret", cfg.secret,
                  "Shared secret of the bearer tokens (at least 16 bytes)");
+  app.add_option("--secret-file", cfg.secret_file,
+                 "A file whose first line is --secret (e.g. a container's "
+                 "secret under /run/secrets)");
   app.add_option("--secret-next", cfg.secret_next,
                  "A second accepted secret, for a key rollover: tokens "
                  "signed with either are accepted (docs/api.md)");
@@ -388,6 +402,13 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("otlp-ca-file", "only with an https:// --otlp-endpoint");
   if (cfg.jwks_refresh_s < 10 || cfg.jwks_refresh_s > 86400)
     complain("jwks-refresh", "must be 10-86400 seconds");
+  if (!cfg.secret_file.empty()) {
+    if (!cfg.secret.empty())
+      complain("secret-file", "either --secret or --secret-file");
+    else if (!first_line_of(cfg.secret_file, cfg.secret))
+      complain("secret-file",
+               "cannot read a secret from '" + cfg.secret_file + "'");
+  }
   // Without a secret (and with keys) only the identity provider's JWTs
   // are accepted: v1 and HS256 tokens match no secret.
   if (!(cfg.secret.empty() && jwks) && cfg.secret.size() < 16) {
@@ -473,15 +494,9 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
     complain("redis-cluster", "needs --redis");
   }
   if (!cfg.redis_password_file.empty()) {
-    std::ifstream in(cfg.redis_password_file);
-    if (!in || !std::getline(in, cfg.redis_password)
-        || cfg.redis_password.empty())
+    if (!first_line_of(cfg.redis_password_file, cfg.redis_password))
       complain("redis-password-file",
                "cannot read a password from '" + cfg.redis_password_file + "'");
-    while (!cfg.redis_password.empty()
-           && (cfg.redis_password.back() == '\r'
-               || cfg.redis_password.back() == ' '))
-      cfg.redis_password.pop_back();
   } else if (const char* pw = std::getenv("MATCHD_REDIS_PASSWORD");
              pw != nullptr && *pw != '\0') {
     cfg.redis_password = pw;

@@ -16,8 +16,11 @@ namespace mm {
 struct matchd_config {
   std::string config_file;
   std::string listen = "127.0.0.1:8080";
-  std::string secret;           ///< signs and verifies tokens
-  std::string secret_next;      ///< also verifies them (key rollover)
+  std::string secret;      ///< signs and verifies tokens
+  std::string secret_next; ///< also verifies them (key rollover)
+  /// A file whose first line is the secret (a container's secret file,
+  /// instead of --secret or MATCHD_SECRET).
+  std::string secret_file;
   std::string token_audience;   ///< a JWT's aud must name it
   std::string token_issuer;     ///< a JWT's iss must equal it
   uint32_t token_leeway_s = 30; ///< clock skew on a JWT's exp, nbf, iat

@@ -494,3 +494,34 @@ TEST_F(matchd_config_test, redis_seeds_cluster_and_credentials) {
     EXPECT_NE(res.output.find("redis"), std::string::npos) << res.output;
   }
 }
+
+TEST_F(matchd_config_test, the_secret_from_a_file) {
+  auto file = write_file("secret", "0123456789abcdef-from-file \r\n2nd\n");
+  {
+    args a{"--secret-file", file};
+    matchd_config cfg;
+    auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+    EXPECT_FALSE(res.exit_now) << res.output;
+    EXPECT_EQ(cfg.secret, "0123456789abcdef-from-file");
+  }
+  // Named refusals: both ways at once, an unreadable file, a short line.
+  auto short_file = write_file("short", "too-short\n");
+  for (auto bad : std::vector<std::vector<std::string>>{
+         {"--secret-file", file, "--secret", "0123456789abcdef-flag"},
+         {"--secret-file", "/nonexistent/secret"},
+         {"--secret-file", short_file}}) {
+    args a{"--log-level", "warn"};
+    for (auto& x : bad)
+      a.items.push_back(x);
+    a.argv.clear();
+    for (auto& x : a.items)
+      a.argv.push_back(x.data());
+    matchd_config cfg;
+    auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
+    EXPECT_TRUE(res.exit_now) << bad[1];
+    EXPECT_EQ(res.exit_code, 2) << bad[1];
+    EXPECT_NE(res.output.find("secret"), std::string::npos) << res.output;
+    EXPECT_EQ(res.output.find("0123456789abcdef"), std::string::npos)
+      << "a secret printed: " << res.output;
+  }
+}
