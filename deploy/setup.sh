@@ -2,7 +2,8 @@
 # Installs every Debian package the build, the tests and the benchmarks need.
 # (libsystemd-dev: sd_notify; systemd: systemd-analyze for the unit tests;
 # prometheus: promtool, for the metrics and alert rule tests. Its service
-# is not started: see policy-rc.d below.)
+# is not started: see policy-rc.d below. podman, runc, mmdebstrap: the
+# container image's test builds a Debian base and the image, and runs it.)
 # Idempotent: a second run changes nothing. Run as root (or with sudo).
 set -euo pipefail
 
@@ -15,6 +16,7 @@ packages=(
   openssl iproute2 procps
   chromium python3-yaml python3-jwt python3-cryptography libsystemd-dev systemd prometheus
   clang-format clang-tidy
+  podman runc mmdebstrap
 )
 
 missing=()

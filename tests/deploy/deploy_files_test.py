@@ -12,7 +12,12 @@ Usage: deploy_files_test.py SOURCE_DIR PROMTOOL MATCHD
 - deploy/docker-compose.yml builds the image it runs from a Dockerfile that
   exists (no image that nothing builds), and that Dockerfile's run-time
   stage installs the Debian package of every library MATCHD links directly
-  (readelf NEEDED -> ldd -> dpkg -S). Docker itself cannot run here.
+  (readelf NEEDED -> ldd -> dpkg -S); tests/deploy/container_test.sh builds
+  and runs that image with Podman;
+- every compose service restarts, secrets are files (no secret or password
+  in an environment variable), Prometheus' config passes `promtool check
+  config` and scrapes every node, Grafana is provisioned with it and the
+  dashboard.
 """
 import json, os, re, subprocess, sys, tempfile
 
@@ -54,7 +59,8 @@ def metric_names(expr):
 
 # -- alert rules -----------------------------------------------------------
 rules_dir = os.path.join(src, "deploy", "prometheus")
-rule_files = sorted(os.path.join(rules_dir, f) for f in os.listdir(rules_dir) if f.endswith(".yml"))
+rule_files = sorted(os.path.join(rules_dir, f) for f in os.listdir(rules_dir)
+                    if f.endswith(".yml") and f != "prometheus.yml")  # its config
 check(rule_files, "no rule files in deploy/prometheus")
 for f in rule_files:
     rc, out = run([promtool, "check", "rules", f])
@@ -147,6 +153,54 @@ if os.path.exists(compose_path):
                   f"deploy/Dockerfile's run-time stage lacks {pkg} (for {lib})")
     print(f"Dockerfile: {len(paths)} libraries matchd links, owned by "
           f"{len(set(owners.values()) - base)} packages outside the base image, all installed")
+
+# -- compose: restarts, secrets from files, Prometheus and Grafana ------------
+if os.path.exists(compose_path):
+    import yaml
+    doc = yaml.safe_load(open(compose_path))
+    services = doc.get("services", {})
+    declared = doc.get("secrets", {})
+    for name, svc in services.items():
+        check(svc.get("restart") in ("always", "unless-stopped", "on-failure"),
+              f"compose: service {name} has no restart policy")
+        for k, v in (svc.get("environment") or {}).items():
+            if re.search(r"SECRET|PASSWORD|TOKEN", k) and not k.endswith("FILE"):
+                failures.append(f"compose: {name} takes {k} from the environment, not a file")
+            if isinstance(v, str) and re.search(r"password=", v):
+                failures.append(f"compose: {name}'s {k} holds a password")
+            if k.endswith("FILE") and isinstance(v, str) and v.startswith("/run/secrets/"):
+                check(v.split("/")[-1] in (svc.get("secrets") or []),
+                      f"compose: {name}'s {k} names a secret it does not mount")
+        for sec in svc.get("secrets") or []:
+            check(sec in declared, f"compose: {name} mounts the undeclared secret {sec}")
+        for vol in svc.get("volumes") or []:
+            host = vol.split(":")[0]
+            if host.startswith("./") and not host.startswith(("./certs", "./secrets")):
+                check(os.path.exists(os.path.join(src, "deploy", host)),
+                      f"compose: {name} mounts {host}, which does not exist")
+    nodes = [n for n, s in services.items() if s.get("image", "").startswith("matchmaker/")]
+    check(len(nodes) >= 2, "compose: fewer than two matchd nodes")
+    for n in nodes:
+        env = services[n].get("environment") or {}
+        check(env.get("MATCHD_SECRET_FILE", "").startswith("/run/secrets/"),
+              f"compose: node {n} does not read its secret from a file")
+    check("prometheus" in services and "grafana" in services,
+          "compose: no Prometheus or no Grafana service")
+    prom_cfg = os.path.join(src, "deploy", "prometheus", "prometheus.yml")
+    rc, out = run([promtool, "check", "config", prom_cfg])
+    check(rc == 0, f"promtool check config {prom_cfg}: {out}")
+    targets = str(yaml.safe_load(open(prom_cfg)).get("scrape_configs"))
+    for n in nodes:
+        check(f"{n}:8080" in targets, f"prometheus.yml does not scrape {n}")
+    prov = os.path.join(src, "deploy", "grafana", "provisioning")
+    dash_prov = yaml.safe_load(open(os.path.join(prov, "dashboards", "matchd.yml")))
+    path = dash_prov["providers"][0]["options"]["path"]
+    check(any(v.endswith(":" + path + "/matchd-dashboard.json:ro")
+              for v in services.get("grafana", {}).get("volumes", [])),
+          f"compose: grafana does not mount the dashboard under {path}")
+    ds = yaml.safe_load(open(os.path.join(prov, "datasources", "prometheus.yml")))
+    check(ds["datasources"][0]["url"] == "http://prometheus:9090",
+          "grafana's data source is not the compose Prometheus")
 
 for f in failures:
     print("FAIL:", f)
