@@ -184,7 +184,8 @@ outcome<std::shared_ptr<engine>> engine::start(caf::actor_system& sys,
   // user's active match (always).
   e->gateway_ = spawn_node_gateway(
     sys, cfg.node, cfg.cluster, e->queue_store_, e->match_store_,
-    gateway_links{e->directory_, e->finalizer_, e->party_members_});
+    gateway_links{e->directory_, e->finalizer_, e->party_members_,
+                  cfg.node_stats});
   caf::anon_send(e->directory_, attach_atom_v, e->gateway_);
   if (cfg.cluster.enabled() && cfg.cluster.auto_connect) {
     auto& bind = cfg.cluster.bind;

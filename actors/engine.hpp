@@ -51,6 +51,10 @@ struct engine_config {
   /// Test hook of the ready check (ready_check_config::on_held). May be
   /// empty.
   std::function<void(std::size_t)> proposals_held;
+  /// This node's console counters as JSON text, answered to the peers'
+  /// cluster pages (docs/console.md, "The cluster"); empty: "{}". Called
+  /// on an actor's thread: thread-safe, quick.
+  std::function<std::string()> node_stats;
   session_config session; ///< `node` is overwritten with `node` above
   /// Match rules by queue (docs/rules.md; core/rules.hpp parse_rule_book
   /// makes them from JSON). Null or no entry: the queue is plain FIFO.

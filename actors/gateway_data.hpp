@@ -157,4 +157,8 @@ void party_call_for(gw_ptr self, caf::typed_response_promise<party_info> rp,
 void cancel_at_peer(gw_ptr self, caf::typed_response_promise<cancel_verdict> rp,
                     const std::string& node, inflight_cancel c);
 
+/// The console counters of this node and of every live peer, as JSON text
+/// (`stats_atom, peers_atom`; docs/console.md, "The cluster").
+void cluster_stats(gw_ptr self, caf::typed_response_promise<std::string> rp);
+
 } // namespace mm::gateway_detail

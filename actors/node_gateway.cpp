@@ -525,6 +525,19 @@ gateway_impl(gw_ptr self, std::string node, cluster_config cfg,
       party_call_for(self, rp, local, node, std::move(c));
       return rp;
     },
+    [self](stats_atom) -> std::string {
+      auto& f = self->state.links.stats;
+      return f ? f() : std::string{"{}"};
+    },
+    [self](stats_atom, peers_atom) -> caf::result<std::string> {
+      if (!from_here(self)) {
+        refuse(self, "a cluster stats call from another node");
+        return caf::make_error(errc::forbidden, "only from this node");
+      }
+      auto rp = self->make_response_promise<std::string>();
+      cluster_stats(self, rp);
+      return rp;
+    },
     [self](attach_atom, party_hub_actor& hub) {
       if (!from_here(self)) {
         refuse(self, "a party hub from another node");

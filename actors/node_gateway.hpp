@@ -6,6 +6,7 @@
 // replays a user's active match when its session registers. See
 // docs/cluster.md.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,9 @@ struct gateway_links {
   /// Who is in which party here: a `party.updated` from a party's node
   /// puts its member in that party here, or takes it out (may be null).
   std::shared_ptr<party_registry> parties;
+  /// This node's console counters as JSON text (docs/console.md), for the
+  /// peers' cluster pages; empty: "{}". Called on the gateway's thread.
+  std::function<std::string()> stats;
 };
 
 /// Spawns the gateway of node `node` (interface in messages/type_ids.hpp).
@@ -76,6 +80,9 @@ struct gateway_links {
 ///   taken from actors of this node only (sender on this node); from
 ///   another node, or without a sender, they are ignored (logged sparsely).
 /// - `peers_atom`: the peers as seen now.
+/// - `stats_atom` (from a peer): `links.stats()`; `stats_atom, peers_atom`
+///   (from this node): this node's and every live peer's, each bounded by
+///   `forward_timeout_ms` (an error named in its place).
 ///
 /// Membership (with a cluster and `cfg.membership`): every `heartbeat_ms`
 /// the gateway runs `cluster_beat.lua` (records this node's address with a

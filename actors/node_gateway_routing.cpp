@@ -325,4 +325,58 @@ void cancel_at_peer(gw_ptr self, caf::typed_response_promise<cancel_verdict> rp,
   call_link(self, rp, node, pass, cancel_atom_v, node, std::move(c));
 }
 
+// -- the console's cluster page ------------------------------------------------
+
+void cluster_stats(gw_ptr self, caf::typed_response_promise<std::string> rp) {
+  using nlohmann::json;
+  auto& st = self->state;
+  // Slot 0 is this node; then the live peers, answered in any order.
+  struct gather {
+    json nodes = json::array();
+    size_t left = 0;
+  };
+  auto g = std::make_shared<gather>();
+  auto own = json::parse(st.links.stats ? st.links.stats() : "{}", nullptr,
+                         false);
+  g->nodes.push_back({{"node", st.node}, {"stats", own}});
+  std::vector<std::string> asked;
+  for (auto& [id, p] : st.peers)
+    if (live(st, p))
+      asked.push_back(id);
+  auto finish = [self, rp, g]() mutable {
+    json out{{"node", self->state.node}, {"nodes", std::move(g->nodes)}};
+    rp.deliver(out.dump());
+  };
+  g->left = asked.size();
+  if (asked.empty()) {
+    finish();
+    return;
+  }
+  for (auto& id : asked) {
+    auto& p = peer(self, id);
+    ++p.calls;
+    auto link = p.link;
+    auto done = [self, id, link, g, finish](json entry) mutable {
+      auto i = self->state.peers.find(id);
+      if (i != self->state.peers.end() && i->second.link == link)
+        --i->second.calls;
+      g->nodes.push_back(std::move(entry));
+      if (--g->left == 0)
+        finish();
+    };
+    self->request(link, caf::infinite, stats_atom_v)
+      .then(
+        [id, done](std::string& text) mutable {
+          auto j = json::parse(text, nullptr, false);
+          if (j.is_discarded() || !j.is_object())
+            done({{"node", id}, {"error", "not JSON"}});
+          else
+            done({{"node", id}, {"stats", std::move(j)}});
+        },
+        [self, id, done](caf::error& err) mutable {
+          done({{"node", id}, {"error", self->system().render(err)}});
+        });
+  }
+}
+
 } // namespace mm::gateway_detail

@@ -392,6 +392,14 @@ peer_link_actor::behavior_type link_behavior(link_ptr self,
       });
       return rp;
     },
+    [self, get](stats_atom) -> caf::result<std::string> {
+      auto rp = self->make_response_promise<std::string>();
+      get(self, [self, rp](const node_gateway_actor& h) {
+        forward_call(self, rp, self->state.node, h,
+                     self->state.cfg.forward_timeout_ms, true, stats_atom_v);
+      });
+      return rp;
+    },
     [self](hello_atom, node_gateway_actor& h) {
       auto& st = self->state;
       if (st.handle)

@@ -70,6 +70,10 @@ using peer_link_actor = caf::typed_actor<
   // by `forward_timeout_ms`); `store_unavailable` when the peer cannot be
   // reached. As idempotent as the call.
   caf::replies_to<party_atom, std::string, party_call>::with<party_info>,
+  // The peer's console counters (JSON text), bounded by
+  // `forward_timeout_ms`; `store_unavailable` when the peer cannot be
+  // reached. Reads only.
+  caf::replies_to<stats_atom>::with<std::string>,
   // The peer greeted us from this handle: kept unless one is held already.
   // Idempotent.
   caf::reacts_to<hello_atom, node_gateway_actor>,

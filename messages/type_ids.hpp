@@ -113,6 +113,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(matchmaker, (mm::backfill_info))
   CAF_ADD_TYPE_ID(matchmaker, (mm::backfill_ref))
   CAF_ADD_ATOM(matchmaker, mm, backfill_atom, "backfill")
+  // The console's cluster page (docs/console.md); appended.
+  CAF_ADD_ATOM(matchmaker, mm, stats_atom, "stats")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -353,7 +355,15 @@ using node_gateway_actor = caf::typed_actor<
   caf::replies_to<party_atom, std::string, party_call>::with<party_info>,
   // Host -> gateway (from this node): the party hub that takes the peers'
   // party calls. Idempotent.
-  caf::reacts_to<attach_atom, party_hub_actor>>;
+  caf::reacts_to<attach_atom, party_hub_actor>,
+  // Peer -> gateway: this node's console counters (JSON text, "{}" when it
+  // keeps none). Idempotent, reads only.
+  caf::replies_to<stats_atom>::with<std::string>,
+  // Host -> gateway (from this node): the console counters of this node
+  // and of every live peer, each peer bounded by `forward_timeout_ms`, as
+  // JSON text {"node": this, "nodes": [{"node", "stats" | "error"}...]}.
+  // Idempotent, reads only.
+  caf::replies_to<stats_atom, peers_atom>::with<std::string>>;
 
 /// Maps users to their session actors on this node (actors/directory.hpp).
 using directory_actor = caf::typed_actor<

@@ -146,6 +146,7 @@ const route_entry route_table[] = {
   {route_id::console_stats, {"GET", "/v1/console/stats", false, true}},
   {route_id::console_demo, {"POST", "/v1/console/demo", false, false}},
   {route_id::console_stats, {"GET", "/v1/console/history", false, true}},
+  {route_id::console_stats, {"GET", "/v1/console/cluster", false, true}},
   {route_id::console_action, {"GET", "/v1/console/whoami", false, true}},
   {route_id::console_action, {"GET", "/v1/console/audit", false, true}},
   {route_id::console_action, {"GET", "/v1/console/users/{user}", false, true}},

@@ -209,6 +209,11 @@ class engine_port {
   virtual void cancel_because(const std::string& user,
                               const std::string& ticket,
                               const std::string& reason, ticket_cb cb);
+  /// Every live node's console counters as JSON text {"node": this,
+  /// "nodes": [{"node", "stats" | "error"}...]} (docs/console.md, "The
+  /// cluster"), each peer bounded by its forward timeout. Reads only. The
+  /// default: `not_found`.
+  virtual void cluster_stats(std::function<void(outcome<std::string>)> cb);
 };
 
 /// Queues an operator paused on this node (the console): their joins,

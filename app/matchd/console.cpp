@@ -102,7 +102,7 @@ void console_routes::serve(const std::string& method, const std::string& path,
     return;
   }
   if (path == "/v1/console/stats" || path == "/v1/console/history"
-      || is_console_action(path)) {
+      || path == "/v1/console/cluster" || is_console_action(path)) {
     if (s_.operators.empty()) {
       reply(api_router::error(404, "unknown_route",
                               "the console is off on this node "
@@ -122,13 +122,18 @@ void console_routes::serve(const std::string& method, const std::string& path,
                               "node"));
       return;
     }
-    if (path != "/v1/console/stats" && path != "/v1/console/history") {
+    if (path != "/v1/console/stats" && path != "/v1/console/history"
+        && path != "/v1/console/cluster") {
       serve_console_action(*who, method, path, s_.hooks, s_.queues, s_.audit,
                            reply);
       return;
     }
     if (method != "GET") {
       reply(api_router::error(405, "method_not_allowed", method + " " + path));
+      return;
+    }
+    if (path == "/v1/console/cluster") {
+      serve_cluster(reply);
       return;
     }
     api_reply r{200, path == "/v1/console/history"
@@ -140,6 +145,28 @@ void console_routes::serve(const std::string& method, const std::string& path,
     return;
   }
   serve_asset(method, path, reply);
+}
+
+void console_routes::serve_cluster(const reply_fn& reply) const {
+  auto own = [this] {
+    return R"({"node":")" + s_.node + R"(","nodes":[{"node":")" + s_.node
+           + R"(","stats":)" + stats_json() + "}]}";
+  };
+  if (!s_.hooks.port) { // no engine behind it: this node alone
+    api_reply r{200, own()};
+    r.headers = {{"Cache-Control", "no-store"}};
+    reply(std::move(r));
+    return;
+  }
+  s_.hooks.port->cluster_stats([reply](outcome<std::string> text) {
+    if (!text) {
+      reply(api_router::error(503, "store_unavailable", text.error().detail));
+      return;
+    }
+    api_reply r{200, std::move(*text)};
+    r.headers = {{"Cache-Control", "no-store"}};
+    reply(std::move(r));
+  });
 }
 
 void console_routes::serve_asset(const std::string& method,
@@ -159,7 +186,7 @@ void console_routes::serve_asset(const std::string& method,
   bool console_on = !s_.operators.empty();
   bool demo_on = !s_.demo_queue.empty();
   bool wanted = name == "index.html" || name == "console.js" || name == "ops.js"
-                    || name == "history.js"
+                    || name == "history.js" || name == "cluster.js"
                   ? console_on
                 : name == "demo.html" || name == "demo.js"
                   ? demo_on
@@ -340,6 +367,20 @@ std::string console_routes::stats_json() const {
            {"time_to_match_bounds_s", console_wait_histogram::bounds_s},
            {"queues", std::move(queues)}};
   return text(out);
+}
+
+void node_stats_source::set(std::shared_ptr<const console_routes> routes) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  routes_ = std::move(routes);
+}
+
+std::string node_stats_source::json() const {
+  std::shared_ptr<const console_routes> r;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    r = routes_.lock();
+  }
+  return r ? r->stats_json() : std::string{"{}"};
 }
 
 } // namespace mm

@@ -73,6 +73,7 @@ class console_routes {
 
   /// Answers one request of an owned path; `reply` is called once, on this
   /// thread:
+  /// - /v1/console/cluster: 200 and every live node's `stats_json`;
   /// - /v1/console/stats: 200 and `stats_json`; 404 `unknown_route` while
   ///   the console is off, 405 `method_not_allowed` for any method but GET,
   ///   401 `missing_token` or `bad_console_token` without a login's token;
@@ -93,6 +94,9 @@ class console_routes {
   std::string stats_json() const;
 
  private:
+  /// GET /v1/console/cluster: every live node's stats_json through the
+  /// engine's gateway (hooks.port), or this node's alone without one.
+  void serve_cluster(const reply_fn& reply) const;
   /// The pages and scripts (see `serve`).
   void serve_asset(const std::string& method, const std::string& path,
                    const reply_fn& reply) const;
@@ -110,6 +114,21 @@ class console_routes {
   mutable std::mutex mtx_; // guards the demo's token bucket
   mutable double demo_tokens_;
   mutable int64_t demo_refilled_us_ = 0;
+};
+
+/// Where the node's gateway reads this node's console counters for the
+/// peers' cluster pages: the console once it exists ("{}" before, and on a
+/// node without a console). Thread-safe.
+class node_stats_source {
+ public:
+  /// Serves `routes`' stats from now on (null: "{}"). Idempotent.
+  void set(std::shared_ptr<const console_routes> routes);
+  /// The stats JSON text.
+  std::string json() const;
+
+ private:
+  mutable std::mutex mtx_;
+  std::weak_ptr<const console_routes> routes_;
 };
 
 } // namespace mm

@@ -19,6 +19,10 @@ bool engine_port::has_user(const std::string&) const {
   return false;
 }
 
+void engine_port::cluster_stats(std::function<void(outcome<std::string>)> cb) {
+  cb(failure{errc::not_found, "no cluster view here"});
+}
+
 void engine_port::inspect(const std::string&, ticket_cb cb) {
   cb(failure{errc::not_found, "no such user on this node"});
 }

@@ -183,6 +183,17 @@ class bridge_impl : public engine_bridge {
     });
   }
 
+  void cluster_stats(std::function<void(outcome<std::string>)> cb) override {
+    // The gateway bounds each peer; this bounds the whole.
+    auto timeout = std::chrono::milliseconds(2 * cfg_.request_timeout_ms);
+    auto gw = eng_->gateway();
+    sys_.spawn([=](caf::event_based_actor* self) {
+      self->request(gw, timeout, stats_atom_v, peers_atom_v)
+        .then([cb](std::string& text) { cb(std::move(text)); },
+              [cb](caf::error& err) { cb(to_failure(err)); });
+    });
+  }
+
   void cancel_because(const std::string& user, const std::string& ticket,
                       const std::string& reason, ticket_cb cb) override {
     ask_ticket(user, std::move(cb), cancel_atom_v, ticket, reason);

@@ -229,6 +229,10 @@ int run(const matchd_config& mc) {
              ec.use_redis ? "" : "the embedded queue store",
              !ec.use_redis && !ec.use_postgres ? " and " : "",
              ec.use_postgres ? "" : "in-memory persistence");
+  // The peers' cluster pages read this node's console counters; the
+  // console is made below, once the engine runs (nothing until then).
+  auto console_source = std::make_shared<node_stats_source>();
+  ec.node_stats = [console_source] { return console_source->json(); };
   auto started = engine::start(sys, ec);
   if (!started) {
     lg->error("cannot start the engine: {} ({})",
@@ -382,6 +386,7 @@ int run(const matchd_config& mc) {
         return v;
       });
   }
+  console_source->set(ctx->console);
   const bool admin_apart = !mc.admin_listen.empty();
   auto router = std::make_shared<api_router>(
     ctx, bridge, admin_apart ? api_surface::public_api : api_surface::all);

@@ -4,6 +4,7 @@
 // histogram (plain canvas). Rates and the histogram cover the last 10 s:
 // differences between polls of the server's counters, which only grow.
 
+import { startCluster } from './cluster.js';
 import { clearCanvas, startHistory } from './history.js';
 import { decorateQueue, refreshAudit, showNode, startOps } from './ops.js';
 
@@ -243,6 +244,7 @@ async function start() {
   }
   poll();
   startHistory(token, () => bounds);
+  startCluster(token);
 }
 
 $('login').addEventListener('submit', (e) => {
