@@ -151,6 +151,8 @@ const route_entry route_table[] = {
   {route_id::console_action, {"GET", "/v1/console/audit", false, true}},
   {route_id::console_action, {"GET", "/v1/console/users/{user}", false, true}},
   {route_id::console_action,
+   {"GET", "/v1/console/sessions/{session}", false, true}},
+  {route_id::console_action,
    {"POST", "/v1/console/users/{user}/tickets/{ticket}/cancel", false, true}},
   {route_id::console_action,
    {"POST", "/v1/console/users/{user}/sessions/{session}/end", false, true}},

@@ -214,6 +214,13 @@ class engine_port {
   /// cluster"), each peer bounded by its forward timeout. Reads only. The
   /// default: `not_found`.
   virtual void cluster_stats(std::function<void(outcome<std::string>)> cb);
+  /// The session `session` as the database holds it, live or ended, as
+  /// JSON text (queue, status, times, reason, members with their tickets,
+  /// teams, attributes and whether they are still in it), from any node
+  /// (`not_found` when there is none). Reads only. The default:
+  /// `not_found`.
+  virtual void find_session(const std::string& session,
+                            std::function<void(outcome<std::string>)> cb);
 };
 
 /// Queues an operator paused on this node (the console): their joins,

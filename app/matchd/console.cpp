@@ -369,9 +369,10 @@ std::string console_routes::stats_json() const {
   return text(out);
 }
 
-void node_stats_source::set(std::shared_ptr<const console_routes> routes) {
+void node_stats_source::set(
+  const std::shared_ptr<const console_routes>& routes) {
   std::lock_guard<std::mutex> guard{mtx_};
-  routes_ = std::move(routes);
+  routes_ = routes;
 }
 
 std::string node_stats_source::json() const {

@@ -122,7 +122,7 @@ class console_routes {
 class node_stats_source {
  public:
   /// Serves `routes`' stats from now on (null: "{}"). Idempotent.
-  void set(std::shared_ptr<const console_routes> routes);
+  void set(const std::shared_ptr<const console_routes>& routes);
   /// The stats JSON text.
   std::string json() const;
 

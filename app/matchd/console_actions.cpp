@@ -19,6 +19,11 @@ bool engine_port::has_user(const std::string&) const {
   return false;
 }
 
+void engine_port::find_session(const std::string&,
+                               std::function<void(outcome<std::string>)> cb) {
+  cb(failure{errc::not_found, "no database here"});
+}
+
 void engine_port::cluster_stats(std::function<void(outcome<std::string>)> cb) {
   cb(failure{errc::not_found, "no cluster view here"});
 }
@@ -182,6 +187,35 @@ void on_user(const console_operator& who, const std::string& method,
     }));
 }
 
+void on_session(const console_operator& who, const std::string& method,
+                const std::string& id, const console_hooks& hooks,
+                std::shared_ptr<console_audit> audit, const reply_fn& reply) {
+  // sessions/{session}: from the database, whichever node holds it.
+  if (method != "GET") {
+    reply(api_router::error(405, "method_not_allowed", method));
+    return;
+  }
+  audited a{who, audit, "lookup_session"};
+  a.target["session"] = id;
+  if (!valid_api_id(id)) {
+    a.answer(reply, api_detail::bad_id("session"));
+    return;
+  }
+  if (!hooks.port) {
+    a.answer(reply, api_router::error(404, "not_found", "no database here"));
+    return;
+  }
+  hooks.port->find_session(
+    id, api_detail::guarded<outcome<std::string>>(
+          reply, [a, reply](outcome<std::string> r) {
+            if (!r) {
+              a.answer(reply, api_detail::refusal(r.error()));
+              return;
+            }
+            a.answer(reply, api_reply{200, std::move(*r)});
+          }));
+}
+
 void on_switch(const console_operator& who, const std::string& method,
                const std::vector<std::string>& seg, const console_hooks& hooks,
                const std::vector<std::string>& queues,
@@ -244,7 +278,8 @@ bool is_console_action(const std::string& path) noexcept {
     return false;
   auto rest = path.substr(prefix.size());
   return rest == "whoami" || rest == "audit" || rest.rfind("users/", 0) == 0
-         || rest.rfind("queues/", 0) == 0 || rest.rfind("node/", 0) == 0;
+         || rest.rfind("queues/", 0) == 0 || rest.rfind("node/", 0) == 0
+         || rest.rfind("sessions/", 0) == 0;
 }
 
 void serve_console_action(const console_operator& who,
@@ -269,6 +304,10 @@ void serve_console_action(const console_operator& who,
   }
   if (seg[0] == "users" && seg.size() >= 2) {
     on_user(who, method, seg, hooks, audit, reply);
+    return;
+  }
+  if (seg[0] == "sessions" && seg.size() == 2) {
+    on_session(who, method, seg[1], hooks, audit, reply);
     return;
   }
   if (seg[0] == "queues" || seg[0] == "node") {

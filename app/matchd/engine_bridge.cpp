@@ -8,10 +8,12 @@
 #include <vector>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/engine.hpp"
 #include "app/matchd/client_link.hpp"
 #include "app/matchd/hub.hpp"
+#include "persistence/matchdb/match_store.hpp"
 
 namespace mm {
 
@@ -136,6 +138,54 @@ class link_table : public std::enable_shared_from_this<link_table> {
   std::unordered_map<std::string, client_link_actor> map_;
 };
 
+/// The console's reads of the database: one connection, made at the
+/// first lookup, used by one lookup at a time (an operator's, rare).
+/// Called from detached actors only: the call blocks.
+class session_reader {
+ public:
+  explicit session_reader(std::shared_ptr<match_store_factory> f)
+    : factory_(std::move(f)) {
+    // nop
+  }
+
+  outcome<std::string> find(const std::string& id) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!conn_)
+      conn_ = factory_->connect();
+    auto r = conn_->find_session(id);
+    if (!r)
+      return r.error();
+    if (!*r)
+      return failure{errc::not_found, "no session " + id};
+    auto& m = **r;
+    nlohmann::json members = nlohmann::json::array();
+    for (auto& x : m.members)
+      members.push_back({{"user", x.user},
+                         {"ticket", x.ticket},
+                         {"team", x.team},
+                         {"active", x.active},
+                         {"attrs", x.attrs}});
+    if (m.members.empty()) // a pair
+      for (auto [u, t] :
+           {std::pair{m.user_a, m.ticket_a}, std::pair{m.user_b, m.ticket_b}})
+        members.push_back({{"user", u}, {"ticket", t}, {"active", true}});
+    nlohmann::json out{{"session_id", m.session_id},
+                       {"queue", m.queue},
+                       {"status", to_string(m.status)},
+                       {"created_at_ms", m.created_at},
+                       {"closed_at_ms", m.closed_at},
+                       {"close_reason", m.close_reason},
+                       {"group", m.group},
+                       {"members", members}};
+    return out.dump();
+  }
+
+ private:
+  std::mutex mtx_;
+  std::shared_ptr<match_store_factory> factory_;
+  std::unique_ptr<match_store> conn_;
+};
+
 class bridge_impl : public engine_bridge {
  public:
   bridge_impl(caf::actor_system& sys, std::shared_ptr<engine> eng,
@@ -191,6 +241,14 @@ class bridge_impl : public engine_bridge {
       self->request(gw, timeout, stats_atom_v, peers_atom_v)
         .then([cb](std::string& text) { cb(std::move(text)); },
               [cb](caf::error& err) { cb(to_failure(err)); });
+    });
+  }
+
+  void find_session(const std::string& session,
+                    std::function<void(outcome<std::string>)> cb) override {
+    auto reader = reader_;
+    sys_.spawn<caf::detached>([reader, session, cb](caf::event_based_actor*) {
+      cb(reader->find(session));
     });
   }
 
@@ -404,6 +462,8 @@ class bridge_impl : public engine_bridge {
   std::shared_ptr<engine> eng_;
   bridge_config cfg_;
   std::shared_ptr<link_table> links_;
+  std::shared_ptr<session_reader> reader_
+    = std::make_shared<session_reader>(eng_->match_store());
 };
 
 } // namespace

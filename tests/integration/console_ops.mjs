@@ -2,7 +2,8 @@
 // through playwright-core from clients/js/node_modules) against a real
 // matchd: the operator looks up a waiting user and cancels its ticket,
 // looks up a matched user and ends its session; the viewer sees no action
-// button and its forced action is refused 403; the page's audit log shows
+// button and its forced action is refused 403; the matched user's session
+// is shown from the database, then ended; the page's audit log shows
 // them all; the last hour is drawn.
 //   node console_ops.mjs URL OPERATOR_TOKEN VIEWER_TOKEN WAITING MATCHED CLIENT_DIR SHOT_DIR
 import assert from 'node:assert/strict';
@@ -73,11 +74,29 @@ try {
   assert.equal(seen.state, 'matched', JSON.stringify(seen));
   assert.ok(seen.session_id, 'a matched user shows its session');
   assert.ok(await op.isVisible('#end-session'), 'end offered for a matched user');
+  // Its session from the database: the members, still in it.
+  await op.click('#show-session');
+  await op.waitForFunction(() => document.getElementById('session-result').dataset.status === '200',
+                           null, { timeout: 10000, polling: 100 });
+  const members = await op.evaluate(() =>
+    [...document.querySelectorAll('#session-members tr')].map((tr) => [tr.dataset.user, tr.cells[2].textContent]));
+  assert.ok(members.some(([u, inIt]) => u === matched && inIt === 'yes'), JSON.stringify(members));
+  assert.equal(members.length, 2, JSON.stringify(members));
+  assert.match(await op.textContent('#session-head'), /: active since/);
   await op.evaluate(() => { document.getElementById('action-result').dataset.status = ''; });
   await op.click('#end-session');
   await op.waitForFunction(() => document.getElementById('action-result').dataset.status === '200',
                            null, { timeout: 10000, polling: 100 });
   console.log('operator ended session', seen.session_id);
+  // The database has it ended, with the operator in its reason.
+  const ended = await op.evaluate(async ([id, t]) => {
+    const res = await fetch(`/v1/console/sessions/${encodeURIComponent(id)}`,
+                            { headers: { Authorization: 'Bearer ' + t } });
+    return { status: res.status, body: await res.json() };
+  }, [seen.session_id, operatorToken]);
+  assert.equal(ended.status, 200, JSON.stringify(ended));
+  assert.equal(ended.body.status, 'closed', JSON.stringify(ended));
+  assert.match(ended.body.close_reason, /alice/, JSON.stringify(ended));
 
   // -- the viewer -------------------------------------------------------------
   const viewer = await open(viewerToken, 'viewer');
@@ -107,6 +126,7 @@ try {
   assert.ok(has('end_session', 'alice', 200), JSON.stringify(rows));
   assert.ok(has('end_session', 'victor', 403), JSON.stringify(rows));
   assert.ok(has('lookup_user', 'victor', 200), JSON.stringify(rows));
+  assert.ok(has('lookup_session', 'alice', 200), JSON.stringify(rows));
   await op.screenshot({ path: path.join(shotDir, 'console-operator.png') });
   assert.deepEqual(errors, []);
   console.log('console_ops: ok');

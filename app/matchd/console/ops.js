@@ -1,7 +1,8 @@
 // The operator's part of the console page (docs/console.md "Acting"): who
 // is logged in and with which role, a user's lookup with the actions an
-// operator may take on it (cancel its ticket, end its session), pause and
-// resume per queue, drain and resume of the node, and the audit log. A
+// operator may take on it (cancel its ticket, end its session), its
+// session's members from the database, pause and resume per queue, drain
+// and resume of the node, and the audit log. A
 // viewer sees no action buttons; the server refuses its actions anyway
 // (403 forbidden_role) and audits the refusal.
 
@@ -69,6 +70,35 @@ function showLookup(status, body) {
   $('cancel-ticket').dataset.ticket = body.ticket || '';
   $('end-session').hidden = !(operator && body.state === 'matched' && body.session_id);
   $('end-session').dataset.session = body.session_id || '';
+  $('show-session').hidden = !body.session_id;
+  $('show-session').dataset.session = body.session_id || '';
+}
+
+/// The session as the database holds it (any node's): its members.
+async function showSession(id) {
+  const r = await call('GET', `/v1/console/sessions/${encodeURIComponent(id)}`);
+  const box = $('session-result');
+  box.hidden = false;
+  box.dataset.status = String(r.status);
+  const rows = $('session-members');
+  rows.textContent = '';
+  if (r.status !== 200) {
+    $('session-head').textContent = `${r.status} ${r.body.error}: ${r.body.detail}`;
+    return;
+  }
+  const s = r.body;
+  const when = new Date(s.created_at_ms).toLocaleTimeString();
+  $('session-head').textContent = `${s.session_id} on ${s.queue}: ${s.status} since ${when}` +
+    (s.close_reason ? ` (${s.close_reason})` : '');
+  box.dataset.session = s.session_id;
+  for (const m of s.members) {
+    const tr = rows.insertRow();
+    tr.dataset.user = m.user;
+    cell(tr, m.user);
+    cell(tr, m.team === undefined ? '–' : String(m.team));
+    cell(tr, m.active ? 'yes' : 'left');
+  }
+  await refreshAudit();
 }
 
 async function lookup(user) {
@@ -133,5 +163,6 @@ $('cancel-ticket').addEventListener('click', () =>
 $('end-session').addEventListener('click', () =>
   act(`/v1/console/users/${encodeURIComponent(looked)}/sessions/` +
       `${encodeURIComponent($('end-session').dataset.session)}/end`));
+$('show-session').addEventListener('click', () => showSession($('show-session').dataset.session));
 $('drain-node').addEventListener('click', () => act('/v1/console/node/drain'));
 $('resume-node').addEventListener('click', () => act('/v1/console/node/resume'));
