@@ -28,6 +28,14 @@ struct args {
   int argc() {
     return static_cast<int>(argv.size());
   }
+
+  /// Appends `xs` (argv points into `items`: made again).
+  void add(const std::vector<std::string>& xs) {
+    items.insert(items.end(), xs.begin(), xs.end());
+    argv.clear();
+    for (auto& s : items)
+      argv.push_back(s.data());
+  }
 };
 
 std::string write_file(const std::string& name, const std::string& text) {
@@ -367,12 +375,7 @@ TEST_F(matchd_config_test, a_cluster_port_needs_tls_or_insecure_on_loopback) {
   auto parse = [](std::initializer_list<std::string> extra) {
     args a{"--secret",   "0123456789abcdef", "--redis",        "127.0.0.1:6379",
            "--postgres", "dbname=x",         "--cluster-port", "9091"};
-    for (auto& x : extra) {
-      a.items.push_back(x);
-    }
-    a.argv.clear();
-    for (auto& x : a.items)
-      a.argv.push_back(x.data());
+    a.add(extra);
     matchd_config cfg;
     auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
     return std::make_pair(res, cfg);
@@ -481,12 +484,7 @@ TEST_F(matchd_config_test, redis_seeds_cluster_and_credentials) {
          {"--redis", "h:1", "--redis-user", "mm"},
          {"--redis", "h:1", "--redis-password-file", "/nonexistent/pw"}}) {
     args a{"--secret", secret};
-    for (auto& x : bad) {
-      a.items.push_back(x);
-    }
-    a.argv.clear();
-    for (auto& x : a.items)
-      a.argv.push_back(x.data());
+    a.add(bad);
     matchd_config cfg;
     auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
     EXPECT_TRUE(res.exit_now) << bad.back();
@@ -511,11 +509,7 @@ TEST_F(matchd_config_test, the_secret_from_a_file) {
          {"--secret-file", "/nonexistent/secret"},
          {"--secret-file", short_file}}) {
     args a{"--log-level", "warn"};
-    for (auto& x : bad)
-      a.items.push_back(x);
-    a.argv.clear();
-    for (auto& x : a.items)
-      a.argv.push_back(x.data());
+    a.add(bad);
     matchd_config cfg;
     auto res = parse_matchd_config(a.argc(), a.argv.data(), cfg);
     EXPECT_TRUE(res.exit_now) << bad[1];
