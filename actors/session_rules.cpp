@@ -12,8 +12,13 @@
 namespace mm::session_detail {
 
 ticket_spec spec_of(const session_data& d) {
-  ticket_spec s{d.st.queue, d.st.user, d.store_ticket,
-                d.cfg.node, d.attrs,   d.cfg.ttl_ms};
+  ticket_spec s;
+  s.queue = d.st.queue;
+  s.user = d.st.user;
+  s.ticket = d.store_ticket;
+  s.node = d.cfg.node;
+  s.attrs = d.attrs;
+  s.ttl_ms = d.cfg.ttl_ms;
   if (d.rules != nullptr) {
     s.rules = d.rules->spec;
     s.rk = d.rk;
