@@ -149,8 +149,8 @@ void console_routes::serve(const std::string& method, const std::string& path,
 
 void console_routes::serve_cluster(const reply_fn& reply) const {
   auto own = [this] {
-    return R"({"node":")" + s_.node + R"(","nodes":[{"node":")" + s_.node
-           + R"(","stats":)" + stats_json() + "}]}";
+    json node{{"node", s_.node}, {"stats", json::parse(stats_json())}};
+    return text(json{{"node", s_.node}, {"nodes", json::array({node})}});
   };
   if (!s_.hooks.port) { // no engine behind it: this node alone
     api_reply r{200, own()};
