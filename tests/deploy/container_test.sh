@@ -30,9 +30,12 @@ cleanup() {
 trap cleanup EXIT
 # runc: crun refuses this machine's hybrid cgroup mounts. Limits at most
 # the ones this shell has: raising them inside the container is refused.
+# (nproc at this machine's hard limit is refused too; 4096 is accepted.)
+nproc=$(ulimit -Hu)
+[ "$nproc" = unlimited ] || [ "$nproc" -gt 4096 ] && nproc=4096
 cat >"$dir/containers.conf" <<EOF
 [containers]
-default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=4096:4096"]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=$nproc:$nproc"]
 [engine]
 runtime = "runc"
 EOF
