@@ -67,6 +67,9 @@ struct token_check {
   /// tickets and its party's). Empty: any queue (v1 tokens, JWTs without
   /// the claim).
   std::vector<std::string> queues;
+  /// The first second (Unix time) at which the token counts as expired (a
+  /// JWT's exp plus the leeway); set when `error == none`.
+  int64_t valid_until = 0;
 
   /// Whether the token may join `queue`. Idempotent.
   bool may_join(const std::string& queue) const;

@@ -359,13 +359,27 @@ ws_admission api_router::admit_ws(const std::string& target,
   }
   res.ok = true;
   res.user = check.user;
-  res.token = std::move(tok);
+  res.who = std::move(check);
   return res;
 }
 
 void api_router::handle(const std::string& method, const std::string& target,
                         const std::string& authorization,
                         const std::string& body, reply_fn done) const {
+  guarded_serve(method, target, authorization, nullptr, body, std::move(done));
+}
+
+void api_router::handle_as(const std::string& method, const std::string& target,
+                           const token_check& who, const std::string& body,
+                           reply_fn done) const {
+  guarded_serve(method, target, {}, &who, body, std::move(done));
+}
+
+void api_router::guarded_serve(const std::string& method,
+                               const std::string& target,
+                               const std::string& authorization,
+                               const token_check* known,
+                               const std::string& body, reply_fn done) const {
   // Exactly one answer, whatever throws where: here or in an engine
   // callback (those run on the engine's threads).
   auto ctx = ctx_;
@@ -385,7 +399,7 @@ void api_router::handle(const std::string& method, const std::string& target,
     done(std::move(r));
   };
   try {
-    serve(method, target, authorization, body, answer);
+    serve(method, target, authorization, known, body, answer);
   } catch (const std::exception& e) {
     internal_error(answer, e.what());
   } catch (...) {
@@ -395,7 +409,8 @@ void api_router::handle(const std::string& method, const std::string& target,
 
 void api_router::serve(const std::string& method, const std::string& target,
                        const std::string& authorization,
-                       const std::string& body, const reply_fn& reply) const {
+                       const token_check* known, const std::string& body,
+                       const reply_fn& reply) const {
   auto path = target.substr(0, target.find('?'));
   if (auto off = off_surface(path)) {
     reply(std::move(*off));
@@ -455,7 +470,16 @@ void api_router::serve(const std::string& method, const std::string& target,
       break;
   }
   // -- /v1/users/{user}/...: a token that acts as the user --------------------
-  auto check = verify_bearer(ctx_->tokens, bearer(authorization), unix_now());
+  // A socket's token was verified when it opened: only its expiry again.
+  token_check check;
+  if (known == nullptr) {
+    check = verify_bearer(ctx_->tokens, bearer(authorization), unix_now());
+  } else if (unix_now() >= known->valid_until) {
+    check.error = token_error::expired;
+    check.detail = "the token's expiry has passed";
+  } else {
+    check = *known;
+  }
   if (check.error != token_error::none) {
     reply(error(401, to_string(check.error), check.detail));
     return;

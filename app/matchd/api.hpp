@@ -309,7 +309,7 @@ const std::string& openapi_json();
 struct ws_admission {
   bool ok = false;
   std::string user;
-  std::string token; ///< the bearer token it was admitted with
+  token_check who;   ///< what the token said (user, queues, valid_until)
   api_reply refusal; ///< when !ok
 };
 
@@ -348,12 +348,21 @@ class api_router {
               const std::string& authorization, const std::string& body,
               reply_fn done) const;
 
+  /// `handle` for a caller whose token was verified before (a WebSocket's,
+  /// at its upgrade or its last `auth`): only its expiry is checked again
+  /// (401 `expired_token` once `who.valid_until` has passed), so a request
+  /// on an open socket costs no signature check. Everything else as
+  /// `handle`.
+  void handle_as(const std::string& method, const std::string& target,
+                 const token_check& who, const std::string& body,
+                 reply_fn done) const;
+
   /// Checks a WebSocket upgrade to `target`; the token comes from
   /// `authorization` ("Bearer ...") or else the `access_token` query
   /// parameter. Refuses 404 `unknown_route` (not the events route), 503
   /// `shutting_down` (draining), 401 with the token's error name, 403
   /// `forbidden` (another user's path) or 400 `invalid_argument` (a bad user
-  /// id); else `ok` with the user and the token. Changes nothing.
+  /// id); else `ok` with the user and what the token said. Changes nothing.
   ws_admission admit_ws(const std::string& target,
                         const std::string& authorization) const;
 
@@ -375,9 +384,16 @@ class api_router {
 
  private:
   /// `handle` without its exception boundary; `reply` answers at most once.
+  /// `known` is the caller's verified token, or nullptr: the router then
+  /// verifies `authorization`.
   void serve(const std::string& method, const std::string& target,
-             const std::string& authorization, const std::string& body,
-             const reply_fn& reply) const;
+             const std::string& authorization, const token_check* known,
+             const std::string& body, const reply_fn& reply) const;
+
+  /// `handle` and `handle_as`: the exception boundary around `serve`.
+  void guarded_serve(const std::string& method, const std::string& target,
+                     const std::string& authorization, const token_check* known,
+                     const std::string& body, reply_fn done) const;
 
   /// A 404 when `path` is not on this listener's surface; else none.
   std::optional<api_reply> off_surface(const std::string& path) const;

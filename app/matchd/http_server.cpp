@@ -191,7 +191,7 @@ void http_session::upgrade(http::request<http::string_body>&& req,
   // The connection keeps its place among --max-connections.
   auto ws = std::make_shared<ws_session>(stream_.release_socket(), core_,
                                          std::move(conn_), std::move(place),
-                                         std::move(adm.token));
+                                         std::move(adm.who));
   ws->run(std::move(req));
 }
 

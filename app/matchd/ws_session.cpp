@@ -11,9 +11,9 @@ namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
 ws_session::ws_session(tcp::socket&& sock, std::shared_ptr<server_core> core,
-                       conn_slot conn, ws_slot place, std::string token)
+                       conn_slot conn, ws_slot place, token_check who)
   : ws_(std::move(sock)), core_(std::move(core)), conn_(std::move(conn)),
-    place_(std::move(place)), user_(place_.user()), token_(std::move(token)) {
+    place_(std::move(place)), user_(place_.user()), who_(std::move(who)) {
   auto now = std::chrono::steady_clock::now();
   frames_ = {2 * core_->limits.ws_rate, now}; // burst
   requests_ = {2 * core_->limits.rate, now};
@@ -204,7 +204,7 @@ bool ws_session::on_request(std::string_view text) {
         answer(req.id, adm.refusal);
         return true;
       }
-      token_ = std::move(adm.token);
+      who_ = std::move(adm.who);
       answer(req.id, api_reply{200, "{\"status\":\"ok\"}"});
       return true;
     }
@@ -221,11 +221,12 @@ bool ws_session::on_request(std::string_view text) {
   }
   ++in_flight_;
   // The router answers exactly once, maybe on an engine thread.
-  core_->router->handle(req.method, req.target, "Bearer " + token_, req.body,
-                        [self = shared_from_this(), id = req.id](api_reply r) {
-                          self->reply_later(std::make_shared<const std::string>(
-                            ws_reply_text(id, r)));
-                        });
+  core_->router->handle_as(
+    req.method, req.target, who_, req.body,
+    [self = shared_from_this(), id = req.id](api_reply r) {
+      self->reply_later(
+        std::make_shared<const std::string>(ws_reply_text(id, r)));
+    });
   return true;
 }
 

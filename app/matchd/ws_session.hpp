@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include "app/common/token.hpp"
 #include "app/matchd/hub.hpp"
 #include "app/matchd/server_core.hpp"
 
@@ -31,10 +32,11 @@ class ws_session : public event_sink,
 
   /// Takes over an upgraded connection with its place among
   /// --max-connections and its user's WebSocket place.
-  /// `token`: the bearer token of the upgrade, which the socket's requests
-  /// carry until an `auth` request replaces it.
+  /// `who`: what the upgrade's token said (verified), which the socket's
+  /// requests act with until an `auth` request replaces it; each request
+  /// checks only its expiry.
   ws_session(tcp::socket&& sock, std::shared_ptr<server_core> core,
-             conn_slot conn, ws_slot place, std::string token);
+             conn_slot conn, ws_slot place, token_check who);
 
   /// Gives its places back (the slots do).
   ~ws_session() override;
@@ -98,7 +100,7 @@ class ws_session : public event_sink,
   conn_slot conn_;
   ws_slot place_;
   std::string user_;
-  std::string token_;
+  token_check who_;
   std::size_t in_flight_ = 0; ///< requests handed to the router, unanswered
   boost::beast::flat_buffer in_;
   // A vector, not a deque: an empty libstdc++ deque already holds 576

@@ -271,6 +271,27 @@ TEST_P(ws_api_e2e, tokens_are_checked_on_every_request) {
   EXPECT_EQ((*st)["body"]["state"], "queued");
 }
 
+TEST_P(ws_api_e2e, a_sockets_token_scope_holds_for_its_requests) {
+  // The socket's token is verified once; its queues claim still holds for
+  // every join on it, and an `auth` with a wider token widens it.
+  auto kim = unique("kim");
+  auto scoped = sign_jwt(
+    secret, R"({"alg":"HS256","typ":"JWT"})",
+    json{{"sub", kim}, {"exp", now_s() + 3600}, {"queues", {"somewhere-else"}}}
+      .dump());
+  ws_conn w{node_->port(), kim, scoped};
+  auto refused = w.request(join_msg("a", "t-k"));
+  EXPECT_EQ(status_of(refused), std::make_pair(403u, std::string{"forbidden"}));
+  auto st = w.request(json{{"id", "b"}, {"op", "state"}, {"ticket", "t-k"}});
+  EXPECT_EQ(status_of(st), std::make_pair(404u, std::string{"not_found"}));
+  auto wider
+    = w.request(json{{"id", "c"}, {"op", "auth"}, {"token", token(kim)}});
+  EXPECT_EQ(status_of(wider), std::make_pair(200u, std::string{}));
+  auto joined = w.request(join_msg("d", "t-k"));
+  ASSERT_TRUE(joined);
+  EXPECT_EQ((*joined)["status"], 200) << joined->dump();
+}
+
 TEST_P(ws_api_e2e, retried_requests_answer_the_same) {
   auto ivy = unique("ivy");
   ws_conn w{node_->port(), ivy, token(ivy)};

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -192,6 +193,47 @@ TEST(jwt, round_trip) {
                               now);
   EXPECT_EQ(v1.error, token_error::none);
   EXPECT_EQ(v1.user, "bob");
+}
+
+TEST(jwt, valid_until_is_the_first_expired_second) {
+  // What a WebSocket keeps to check each request's expiry without a
+  // signature check (api_router::handle_as): v1's expiry, a JWT's exp
+  // plus the leeway, each the second verify_bearer would call expired.
+  auto v1 = mm::verify_bearer(policy(), mm::sign_token(secret, "b", now + 9),
+                              now);
+  EXPECT_EQ(v1.valid_until, now + 9);
+  EXPECT_EQ(check(policy(), mm::sign_token(secret, "b", now + 9)),
+            token_error::none);
+  EXPECT_EQ(mm::verify_bearer(policy(), mm::sign_token(secret, "b", now + 9),
+                              v1.valid_until)
+              .error,
+            token_error::expired);
+  auto j = mm::verify_bearer(policy(30), jwt(claims("a", now + 60)), now);
+  ASSERT_EQ(j.error, token_error::none);
+  EXPECT_EQ(j.valid_until, now + 90);
+  EXPECT_EQ(mm::verify_bearer(policy(30), jwt(claims("a", now + 60)),
+                              j.valid_until - 1)
+              .error,
+            token_error::none);
+  EXPECT_EQ(mm::verify_bearer(policy(30), jwt(claims("a", now + 60)),
+                              j.valid_until)
+              .error,
+            token_error::expired);
+}
+
+TEST(token, many_secrets_in_turn_on_one_thread) {
+  // The keyed HMAC contexts are cached per thread and secret (a few): more
+  // secrets than it keeps, in turn, each still signs and verifies alone.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 9; ++i)
+    keys.push_back("secret-number-" + std::to_string(i));
+  for (int round = 0; round < 3; ++round)
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto tok = mm::sign_token(keys[i], "u" + std::to_string(i), now + 9);
+      EXPECT_EQ(mm::verify_token(keys[i], tok, now).error, token_error::none);
+      EXPECT_EQ(mm::verify_token(keys[(i + 1) % keys.size()], tok, now).error,
+                token_error::forged);
+    }
 }
 
 TEST(jwt, rfc7515_appendix_a1_signature) {
