@@ -55,6 +55,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/engine.hpp"
+#include "actors/lazy_clock.hpp"
 #include "bench/bench_caf.hpp"
 #include "bench/bench_cli.hpp"
 #include "bench/bench_common.hpp"
@@ -121,6 +122,8 @@ bool set_up(const options& o, const std::string& prefix, rig& g) {
   g.cfg->set("scheduler.policy", o.sched_policy == "sharing"
                                    ? caf::atom("sharing")
                                    : caf::atom("stealing"));
+  if (o.clock == "lazy")
+    use_lazy_clock(*g.cfg);
   g.sys = std::make_unique<caf::actor_system>(*g.cfg);
 
   engine_config ec;
@@ -386,6 +389,9 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--sched-policy", o.sched_policy, "CAF scheduler policy")
     ->check(CLI::IsMember({"stealing", "sharing"}))
+    ->capture_default_str();
+  app.add_option("--clock", o.clock, "timer thread: lazy or caf (matchd's)")
+    ->check(CLI::IsMember({"lazy", "caf"}))
     ->capture_default_str();
   app.add_option("--drivers", o.drivers, "driver actors (subscribers)")
     ->check(CLI::Range(1, 64))

@@ -22,6 +22,7 @@ struct options {
   double rate = 0; ///< joins/s; 0: as fast as --in-flight allows
   size_t sched_threads = 2;
   std::string sched_policy = "sharing"; ///< CAF scheduler policy (matchd's)
+  std::string clock = "lazy";           ///< timer thread (matchd's --clock)
   size_t drivers = 2;
   double duration_s = 60;      ///< bound on the joining phase
   double drain_s = 10;         ///< bound on the wait for matches after it

@@ -26,6 +26,7 @@
 #include "actors/cluster_tls.hpp"
 
 #include "actors/engine.hpp"
+#include "actors/lazy_clock.hpp"
 #include "app/common/nofile.hpp"
 #include "app/matchd/console.hpp"
 #include "app/matchd/console_history.hpp"
@@ -148,6 +149,8 @@ int run(const matchd_config& mc) {
     cfg.set("scheduler.policy", caf::atom("stealing"));
   else
     cfg.set("scheduler.policy", caf::atom("sharing"));
+  if (mc.clock == "lazy")
+    use_lazy_clock(cfg);
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
 

@@ -173,6 +173,12 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                 "stealing (idle threads poll)")
     ->check(CLI::IsMember({"sharing", "stealing"}))
     ->capture_default_str();
+  app
+    .add_option("--clock", cfg.clock,
+                "Actor timer thread: lazy (woken only for the earliest due "
+                "timer) or caf (CAF's own)")
+    ->check(CLI::IsMember({"lazy", "caf"}))
+    ->capture_default_str();
   app.add_option("--io-threads", cfg.io_threads, "HTTP threads")
     ->capture_default_str();
   app.add_option("--max-body", cfg.max_body, "Largest request body in bytes")

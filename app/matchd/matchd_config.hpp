@@ -60,6 +60,9 @@ struct matchd_config {
   /// work comes) or "stealing" (a queue per thread; idle threads poll and
   /// steal). docs/benchmarks.md, "End to end".
   std::string scheduler = "sharing";
+  /// The timer thread: "lazy" (wakes only for the earliest due event,
+  /// actors/lazy_clock.hpp) or "caf" (CAF's own, woken by every timer).
+  std::string clock = "lazy";
   uint32_t io_threads = 2; ///< HTTP threads (docs/matchd.md)
   uint32_t max_body = 16384;
   double rate = 1000;

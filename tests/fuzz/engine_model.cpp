@@ -26,7 +26,7 @@ class model_port : public engine_port {
       return;
     }
     if (t.ticket != ticket)
-      t = ticket_view{user, queue, ticket, "queued", {}, {}};
+      t = ticket_view{user, queue, ticket, "queued", {}, {}, {}};
     auto copy = t;
     guard.unlock();
     cb(copy);
