@@ -358,7 +358,6 @@ ws_admission api_router::admit_ws(const std::string& target,
     return res;
   }
   res.ok = true;
-  res.user = check.user;
   res.who = std::move(check);
   return res;
 }
@@ -471,15 +470,16 @@ void api_router::serve(const std::string& method, const std::string& target,
   }
   // -- /v1/users/{user}/...: a token that acts as the user --------------------
   // A socket's token was verified when it opened: only its expiry again.
-  token_check check;
+  token_check verified;
   if (known == nullptr) {
-    check = verify_bearer(ctx_->tokens, bearer(authorization), unix_now());
+    verified = verify_bearer(ctx_->tokens, bearer(authorization), unix_now());
   } else if (unix_now() >= known->valid_until) {
-    check.error = token_error::expired;
-    check.detail = "the token's expiry has passed";
-  } else {
-    check = *known;
+    verified.error = token_error::expired;
+    verified.detail = "the token's expiry has passed";
   }
+  const token_check& check
+    = known != nullptr && verified.error == token_error::none ? *known
+                                                              : verified;
   if (check.error != token_error::none) {
     reply(error(401, to_string(check.error), check.detail));
     return;

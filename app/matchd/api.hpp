@@ -308,7 +308,6 @@ const std::string& openapi_json();
 /// A WebSocket upgrade that passed authentication.
 struct ws_admission {
   bool ok = false;
-  std::string user;
   token_check who;   ///< what the token said (user, queues, valid_until)
   api_reply refusal; ///< when !ok
 };
@@ -362,7 +361,8 @@ class api_router {
   /// parameter. Refuses 404 `unknown_route` (not the events route), 503
   /// `shutting_down` (draining), 401 with the token's error name, 403
   /// `forbidden` (another user's path) or 400 `invalid_argument` (a bad user
-  /// id); else `ok` with the user and what the token said. Changes nothing.
+  /// id); else `ok` with what the token said (`who.user` is the user).
+  /// Changes nothing.
   ws_admission admit_ws(const std::string& target,
                         const std::string& authorization) const;
 

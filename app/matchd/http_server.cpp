@@ -177,7 +177,7 @@ void http_session::upgrade(http::request<http::string_body>&& req,
     respond(adm.refusal, false);
     return;
   }
-  auto place = ws_slot::take(core_, adm.user);
+  auto place = ws_slot::take(core_, adm.who.user);
   if (!place) {
     ++core_->stats.ws_refused;
     respond(api_router::error(

@@ -78,8 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (in.upgrade) {
       auto adm = fuzz::router().admit_ws(in.target, in.authorization);
       if (adm.ok) {
-        if (!valid_api_id(adm.user))
-          fuzz::fail("a WebSocket admitted for user '" + adm.user + "'", input);
+        if (!valid_api_id(adm.who.user))
+          fuzz::fail("a WebSocket admitted for user '" + adm.who.user + "'",
+                     input);
         return 0; // the connection is a WebSocket now
       }
       fuzz::check_reply(adm.refusal, input);
