@@ -355,7 +355,7 @@ soak_sample() {
             (SELECT count(*) FROM match_sessions WHERE status = 'active'),
             (SELECT count(*) FROM session_members),
             (SELECT count(*) FROM outbox),
-            (SELECT count(*) FROM outbox WHERE delivered_at IS NULL)" \
+            (SELECT count(*) FROM outbox_pending)" \
           || true)"
   redis_mem=$(redis-cli -p "$port" INFO memory | tr -d '\r' \
                 | sed -n 's/^used_memory://p' || true)

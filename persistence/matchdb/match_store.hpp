@@ -316,8 +316,8 @@ class match_store {
   outcome<std::vector<end_record>> expire_sessions(uint32_t max_age_ms,
                                                    uint32_t limit);
 
-  /// Deletes at most `limit` (1..100000) outbox rows delivered more than
-  /// `retention_ms` ago, and at most `limit` sessions (with their members)
+  /// Deletes at most `limit` (1..100000) delivered outbox rows created more
+  /// than `retention_ms` ago, and at most `limit` sessions (with their members)
   /// closed more than `retention_ms` ago — except the sessions of mutual
   /// matches (a pair is matched once: its session stays with its
   /// `mutual_matches` row) and sessions with an undelivered event (an event
@@ -651,7 +651,8 @@ std::string session_ended_payload(const match_record& session,
                                   const std::string& ended_by,
                                   const std::string& reason);
 
-/// A fresh random UUID (version 4) in canonical text form. Not idempotent.
+/// A fresh UUID in canonical text form: version 7 (time-ordered, 74 random
+/// bits). Not idempotent.
 std::string new_session_id();
 
 /// The names of the embedded migrations ("0001_init", ...), in the order

@@ -458,7 +458,7 @@ class memory_match_store final : public match_store {
       ev.delivered_at = now;
       ev.locked_until = 0;
       state_->undelivered.erase(i->second);
-      state_->delivered_by_age.emplace(now, i->second);
+      state_->delivered_by_age.emplace(ev.created_at, i->second);
       ++marked;
     }
     return marked;

@@ -38,7 +38,7 @@ void remove_event(shared_state& st, const std::string& event_id) {
   auto j = st.outbox.find(i->second);
   if (j != st.outbox.end()) {
     st.undelivered.erase(j->first);
-    st.delivered_by_age.erase({j->second.delivered_at, j->first});
+    st.delivered_by_age.erase({j->second.created_at, j->first});
     st.outbox.erase(j);
   }
   st.event_seq.erase(i);

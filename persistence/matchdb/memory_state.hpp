@@ -46,7 +46,7 @@ struct shared_state {
   /// Seqs of the events not delivered yet: a fetch looks at these only, not
   /// at the whole history.
   std::set<int64_t> undelivered;
-  /// (delivered_at, seq) of the delivered events: the order of pruning.
+  /// (created_at, seq) of the delivered events: the order of pruning.
   std::set<std::pair<int64_t, int64_t>> delivered_by_age;
   std::unordered_map<std::string, int64_t> event_seq; ///< event id → seq
   /// Session id → the groups of its fills (their events name it).

@@ -94,7 +94,7 @@ load=("$matchctl" load "${urls[@]}" --secret "$secret" --users 30000
 wait_delivered() {
   local n
   for _ in $(seq 90); do
-    n=$(q "SELECT count(*) FROM outbox WHERE delivered_at IS NULL")
+    n=$(q "SELECT count(*) FROM outbox_pending")
     [ "$n" = 0 ] && return 0
     sleep 1
   done

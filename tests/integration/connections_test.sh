@@ -64,7 +64,7 @@ grep -q "^verdict=ok" "$work/out" || fail "verdict"
 # The database agrees: a session per pair, nobody in two, all delivered.
 q() { "${psql[@]}" -d "$db" -c "$1"; }
 for _ in $(seq 100); do
-  undelivered=$(q "SELECT count(*) FROM outbox WHERE delivered_at IS NULL")
+  undelivered=$(q "SELECT count(*) FROM outbox_pending")
   [ "$undelivered" = 0 ] && break
   sleep 0.2
 done

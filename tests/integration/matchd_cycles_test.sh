@@ -98,7 +98,7 @@ PY
     # The relay marks a row delivered just after pushing it: give the last
     # session.ended rows a moment.
     for _ in $(seq 50); do
-      undelivered=$(q "SELECT count(*) FROM outbox WHERE delivered_at IS NULL")
+      undelivered=$(q "SELECT count(*) FROM outbox_pending")
       [ "$undelivered" = 0 ] && break
       sleep 0.1
     done

@@ -98,7 +98,7 @@ double=$(q "SELECT count(*) FROM (SELECT user_id FROM session_members WHERE user
 # slow or briefly unreachable database) is retried with backoff: "never
 # delivered" is a row still unmarked after that backoff had its turns.
 for _ in $(seq 200); do
-  undelivered=$(q "SELECT count(*) FROM outbox WHERE delivered_at IS NULL")
+  undelivered=$(q "SELECT count(*) FROM outbox_pending")
   [ "$undelivered" = 0 ] && break
   sleep 0.1
 done

@@ -204,8 +204,7 @@ class relay_pg : public ::testing::Test {
   }
 
   int64_t undelivered() {
-    return db_conn_->count(
-      "SELECT count(*) FROM outbox WHERE delivered_at IS NULL");
+    return db_conn_->count("SELECT count(*) FROM outbox_pending");
   }
 
   mm_config cfg_;
@@ -242,6 +241,15 @@ TEST_F(relay_pg, two_relays_one_killed_deliver_every_event) {
   rc.stream = stream_;
   rc.backoff_min_ms = 20;
   rc.backoff_max_ms = 500;
+  // A delivered event leaves no row behind (0007_compact_rows.sql): each
+  // lease after the first is recorded here as it is taken.
+  db_conn_->query(
+    "CREATE TABLE test_releases (event_id text NOT NULL);"
+    "CREATE FUNCTION test_record_release() RETURNS trigger LANGUAGE plpgsql"
+    " AS $$BEGIN INSERT INTO test_releases VALUES (NEW.event_id);"
+    " RETURN NEW; END$$;"
+    "CREATE TRIGGER test_release AFTER UPDATE ON outbox_pending FOR EACH ROW"
+    " WHEN (NEW.attempts > 1) EXECUTE FUNCTION test_record_release()");
   // r1 is slow, so it is sure to have leased events in hand when killed.
   auto slow = std::make_shared<slow_sink>(sink_, 30ms);
   auto r1 = spawn_outbox_relay(sys, store_, slow, dir, rc);
@@ -312,7 +320,7 @@ TEST_F(relay_pg, two_relays_one_killed_deliver_every_event) {
         ++lost_session;
   }
   auto redelivered
-    = db_conn_->count("SELECT count(*) FROM outbox WHERE attempts > 1");
+    = db_conn_->count("SELECT count(DISTINCT event_id) FROM test_releases");
   std::cout << "stream length at the kill: " << at_kill
             << ", stream entries: " << stream_len()
             << ", duplicates in the stream: " << duplicates

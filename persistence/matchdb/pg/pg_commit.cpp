@@ -68,20 +68,6 @@ struct pending {
 
 namespace {
 
-/// Appends `v` to the array literal `lit` as one quoted element. The commit
-/// statement takes the batch as parallel text arrays (unnest): cheaper to
-/// build here and to read on the server than one JSON document per batch
-/// (docs/benchmarks-history.md, "Group commit").
-void append_element(std::string& lit, std::string_view v) {
-  lit += lit.size() > 1 ? ",\"" : "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\')
-      lit += '\\';
-    lit += c;
-  }
-  lit += '"';
-}
-
 /// The commit statement's parameters for the requests `sent` (todo
 /// indexes, in the order the statement numbers them from 1).
 std::vector<std::string> commit_params(const std::vector<pending>& todo,

@@ -5,11 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 
 #include <poll.h>
-
-#include <nlohmann/json.hpp>
 
 namespace mm::pg {
 
@@ -46,18 +43,17 @@ pg_match_store::do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) {
 outcome<size_t>
 pg_match_store::mark_delivered(const std::vector<std::string>& event_ids) {
   // An id the database cannot even hold names no event: skip it.
-  auto ids = nlohmann::json::array();
+  std::string arg = "{";
   for (const auto& id : event_ids)
     if (check_id("event id", id).code == errc::none)
-      ids.push_back(id);
-  if (ids.empty())
+      append_element(arg, id);
+  if (arg.size() == 1)
     return size_t{0};
-  auto arg = ids.dump();
+  arg += '}';
   return run<size_t>("mark delivered", [&] {
     auto r = exec_prepared(st_mark, {&arg});
     must(r, "mark delivered");
-    return outcome<size_t>{
-      static_cast<size_t>(std::strtoull(PQcmdTuples(r.get()), nullptr, 10))};
+    return outcome<size_t>{static_cast<size_t>(int_of(r.get(), 0, 0))};
   });
 }
 

@@ -33,14 +33,17 @@ struct partitioned {
   const char* pending_after;
 };
 
+// From the few pending events (outbox_pending), one primary-key probe each
+// into the window (a semi-join could hash the whole window under the lock).
 constexpr partitioned tables[] = {
-  {"outbox", "SELECT EXISTS (SELECT 1 FROM ", " WHERE delivered_at IS NULL)"},
-  // From the few undelivered events, one primary-key probe each into the
-  // window (a semi-join could hash the whole window under the lock).
-  {"session_history",
-   "SELECT EXISTS (SELECT 1 FROM outbox o CROSS JOIN LATERAL ("
+  {"outbox",
+   "SELECT EXISTS (SELECT 1 FROM outbox_pending p CROSS JOIN LATERAL ("
    "SELECT 1 FROM ",
-   " h WHERE h.id = o.aggregate_id LIMIT 1) x WHERE o.delivered_at IS NULL)"},
+   " o WHERE o.id = p.id AND o.created_at = p.created_at LIMIT 1) x)"},
+  {"session_history",
+   "SELECT EXISTS (SELECT 1 FROM outbox_pending o CROSS JOIN LATERAL ("
+   "SELECT 1 FROM ",
+   " h WHERE h.id = o.aggregate_id LIMIT 1) x)"},
 };
 
 struct window {

@@ -5,8 +5,6 @@
 
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
 namespace mm::pg {
 
 outcome<bool> pg_match_store::do_close_session(const std::string& session_id,
@@ -30,7 +28,10 @@ pg_match_store::do_active_session_of(const std::string& user) {
 std::vector<outcome<std::optional<match_record>>>
 pg_match_store::do_active_sessions_of(const std::vector<std::string>& users) {
   using found = std::vector<std::optional<match_record>>;
-  auto arg = nlohmann::json(users).dump();
+  std::string arg = "{";
+  for (const auto& u : users)
+    append_element(arg, u);
+  arg += '}';
   auto r = run<found>("active sessions", [&] {
     auto res = exec_prepared(st_active_of_many, {&arg});
     must(res, "active sessions");

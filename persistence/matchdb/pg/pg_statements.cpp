@@ -62,6 +62,22 @@ namespace mm::pg {
 #define MM_NO_FLUSH                                                            \
   "nf AS (SELECT set_config('synchronous_commit', 'off', true))"
 
+/// Inserts the outbox_pending row of each event that the CTE `o` wrote
+/// (o: RETURNING id, created_at, event_id, aggregate_id): the event is to
+/// deliver until the mark deletes that row (0007_compact_rows.sql). With a
+/// lease (`lease` ms > 0) the event is the committing node's to deliver
+/// first (set_commit_lease).
+#define MM_PENDING_OF_O(lease)                                                 \
+  "INSERT INTO outbox_pending (id, created_at, event_id, aggregate_id,"       \
+  " locked_until, attempts)"                                                  \
+  " SELECT id, created_at, event_id, aggregate_id,"                           \
+  " CASE WHEN " lease " > 0"                                                  \
+  " THEN now() + " lease " * interval '1 millisecond' END,"                   \
+  " CASE WHEN " lease " > 0 THEN 1 ELSE 0 END FROM o"
+
+/// What the outbox insert of an event answers for MM_PENDING_OF_O.
+#define MM_OUTBOX_RETURNING " RETURNING id, created_at, event_id, aggregate_id"
+
 /// `col` older than $1 ms on the database clock.
 #define MM_OLDER(col) col " < now() - $1::int8 * interval '1 millisecond'"
 
@@ -112,27 +128,30 @@ const statement statements[st_count] = {
    "  CROSS JOIN LATERAL (VALUES (req.user_a), (req.user_b)) AS u (user_id)"
    "  ORDER BY u.user_id COLLATE \"C\""
    "), o AS ("
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at,"
-   "                      locked_until, attempts)"
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
    "  SELECT req.event_id, s.id, 'match.created', req.payload::jsonb,"
-   "         s.created_at,"
-   "         CASE WHEN $15::int8 > 0"
-   "              THEN now() + $15::int8 * interval '1 millisecond' END,"
-   "         CASE WHEN $15::int8 > 0 THEN 1 ELSE 0 END"
+   "         s.created_at"
    "  FROM s JOIN req ON req.id = s.id ORDER BY req.idx"
-   ")"
+   MM_OUTBOX_RETURNING
+   "), op AS (" MM_PENDING_OF_O("$15::int8") ")"
    " SELECT req.idx, s.id, " MM_MS("s.created_at")
    " FROM s JOIN req ON req.id = s.id"},
   // $1: JSON array of session ids that this transaction inserted and the
   // caller withdrew: removes their outbox rows, members, pair rows and
   // sessions before anybody saw them. Answers how many sessions it removed.
+  // Their events are found by their pending rows (written with them, so
+  // none is delivered), the outbox rows by primary key.
   {"mm_withdraw",
    "WITH ids AS ("
    "  SELECT jsonb_array_elements_text($1::jsonb) AS id"
    "), p AS ("
    "  DELETE FROM mutual_matches WHERE session_id IN (SELECT id FROM ids)"
+   "), q AS ("
+   "  DELETE FROM outbox_pending WHERE aggregate_id IN (SELECT id FROM ids)"
+   "  RETURNING id, created_at"
    "), o AS ("
-   "  DELETE FROM outbox WHERE aggregate_id IN (SELECT id FROM ids)"
+   "  DELETE FROM outbox x USING q"
+   "  WHERE x.id = q.id AND x.created_at = q.created_at"
    "), m AS ("
    "  DELETE FROM session_members WHERE session_id IN (SELECT id FROM ids)"
    "), s AS ("
@@ -194,13 +213,13 @@ const statement statements[st_count] = {
    "SELECT " MM_SESSION_COLS
    " FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
    " WHERE m.user_id = $1 AND m.active"},
-  // $1: JSON array of user ids; the user after the session's columns. One
+  // $1: text array of user ids; the user after the session's columns. One
   // look-up per user by the one-active index, not a join: a plan prepared
   // while the table's statistics are young may scan every active member for
   // a join. LIMIT 1 (one active session per user) keeps the LATERAL a loop.
   {"mm_active_of_many",
    "SELECT x.*, u.user_id"
-   " FROM jsonb_array_elements_text($1::jsonb) AS u(user_id)"
+   " FROM unnest($1::text[]) AS u(user_id)"
    " CROSS JOIN LATERAL (SELECT " MM_SESSION_COLS
    "   FROM session_members m JOIN match_sessions s ON s.id = m.session_id"
    "   WHERE m.user_id = u.user_id AND m.active LIMIT 1) x"},
@@ -234,8 +253,8 @@ const statement statements[st_count] = {
   // $1: JSON array of sessions this transaction locked while active, each
   // with idx (event order), ended_by ('' for the engine), reason, event id
   // and payload. Ends them and writes one session.ended event each; answers
-  // the sessions it ended. A session moves to session_history (members go
-  // by ON DELETE CASCADE, which frees them), its key retired ('#' and its
+  // the sessions it ended. A session moves to session_history and its
+  // members rows go (which frees them), its key retired ('#' and its
   // id, so the pair may match again); a mutual match's stays, closed (its
   // pair row names it; its members are inactive from the start). The
   // sessions are looked up by primary key (`= ANY`): a join with the JSON
@@ -265,6 +284,9 @@ const statement statements[st_count] = {
    "  DELETE FROM match_sessions x"
    "  WHERE x.id = ANY (ARRAY(SELECT id FROM t WHERE NOT mutual))"
    "  RETURNING x.*"
+   "), gm AS ("
+   "  DELETE FROM session_members"
+   "  WHERE session_id = ANY (ARRAY(SELECT id FROM t WHERE NOT mutual))"
    "), h AS ("
    "  INSERT INTO session_history (id, match_key, queue, user_a, ticket_a,"
    "    attrs_a, user_b, ticket_b, attrs_b, created_at, closed_at,"
@@ -283,7 +305,8 @@ const statement statements[st_count] = {
    "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
    "  SELECT e.event_id, s.id, 'session.ended', e.payload::jsonb, s.closed_at"
    "  FROM s JOIN e ON e.id = s.id ORDER BY e.idx"
-   ")"
+   MM_OUTBOX_RETURNING
+   "), op AS (" MM_PENDING_OF_O("0") ")"
    " SELECT s.id, " MM_MS("s.closed_at") " FROM s"},
   // $1 max age in ms, $2 limit. Locks the oldest active sessions for the
   // rest of the transaction; SKIP LOCKED passes over those a concurrent
@@ -296,35 +319,37 @@ const statement statements[st_count] = {
    " FOR UPDATE OF s SKIP LOCKED"},
   // $1 retention in ms, $2 limit; one short transaction each. Rows by
   // primary key from a LIMITed subselect that skips locked rows: a pruner
-  // never waits, and no commit touches these rows. Only the outbox's
-  // default partition: its time windows are dropped whole
-  // (maintain_partitions, pg_partitions.cpp).
+  // never waits, and no commit touches these rows. The delivered events
+  // (no pending row) created before the retention, oldest first along the
+  // primary key (ids grow with time). Only the outbox's default partition:
+  // its time windows are dropped whole (maintain_partitions,
+  // pg_partitions.cpp).
   {"mm_prune_outbox",
    "WITH c AS ("
-   "  SELECT id, created_at FROM outbox_default"
-   "  WHERE delivered_at IS NOT NULL AND " MM_OLDER("delivered_at")
-   "  ORDER BY delivered_at LIMIT $2"
+   "  SELECT o.id, o.created_at FROM outbox_default o"
+   "  WHERE " MM_OLDER("o.created_at")
+   "    AND NOT EXISTS (SELECT 1 FROM outbox_pending p WHERE p.id = o.id)"
+   "  ORDER BY o.id LIMIT $2"
    "  FOR UPDATE SKIP LOCKED"
    ")"
    " DELETE FROM outbox_default o USING c"
    " WHERE o.id = c.id AND o.created_at = c.created_at"},
-  // Members go by ON DELETE CASCADE. Kept: mutual matches' sessions (the
+  // Their members go with them. Kept: mutual matches' sessions (the
   // pair is matched once) and sessions with an undelivered event. Those
-  // are found in one pass over the undelivered events (a hashed subplan:
-  // aggregate_id is NOT NULL, so NOT IN means NOT EXISTS), not with one
-  // look-up per session: told by ANALYZE that hardly any event is
-  // undelivered, the planner may answer each look-up with a whole scan of
-  // outbox_undelivered and its dead entries (see mm_fetch).
+  // are found in one pass over the pending events (a hashed subplan:
+  // aggregate_id is NOT NULL, so NOT IN means NOT EXISTS). The picked
+  // rows are locked: the main DELETE removes every one of them.
   {"mm_prune_sessions",
    "WITH c AS ("
    "  SELECT s.id FROM match_sessions s"
    "  WHERE s.status = 'closed' AND " MM_OLDER("s.closed_at")
    "    AND NOT EXISTS (SELECT 1 FROM mutual_matches p"
    "                    WHERE p.session_id = s.id)"
-   "    AND s.id NOT IN (SELECT o.aggregate_id FROM outbox o"
-   "                     WHERE o.delivered_at IS NULL)"
+   "    AND s.id NOT IN (SELECT o.aggregate_id FROM outbox_pending o)"
    "  ORDER BY s.closed_at LIMIT $2"
    "  FOR UPDATE OF s SKIP LOCKED"
+   "), m AS ("
+   "  DELETE FROM session_members WHERE session_id IN (SELECT id FROM c)"
    ")"
    " DELETE FROM match_sessions s USING c WHERE s.id = c.id"},
   // The same for ended sessions, in session_history's default partition
@@ -333,56 +358,26 @@ const statement statements[st_count] = {
    "WITH c AS ("
    "  SELECT h.id, h.closed_at FROM session_history_default h"
    "  WHERE " MM_OLDER("h.closed_at")
-   "    AND h.id NOT IN (SELECT o.aggregate_id FROM outbox o"
-   "                     WHERE o.delivered_at IS NULL)"
+   "    AND h.id NOT IN (SELECT o.aggregate_id FROM outbox_pending o)"
    "  ORDER BY h.closed_at LIMIT $2"
    "  FOR UPDATE SKIP LOCKED"
    ")"
    " DELETE FROM session_history_default h USING c"
    " WHERE h.id = c.id AND h.closed_at = c.closed_at"},
-  // Lease, not an open transaction: the rows are picked with FOR UPDATE
-  // SKIP LOCKED (a concurrent fetcher skips what this one is taking) and
-  // leased in the same statement, which commits at once. A row whose lease
-  // was just taken by a concurrent fetcher fails the recheck of the WHERE
-  // clause on its new version, so it is skipped too.
-  // The lower bound is for the index outbox_undelivered: every delivered
-  // row leaves a dead entry there until VACUUM (autovacuum: a minute or
-  // more), and the planner scans the partial index with a bitmap, which
-  // reads every one of them, each time (a relay fetches after every
-  // commit). min(id) is always a plain index scan from the low end, which
-  // marks the dead entries it passes (the next one skips them without
-  // reading the table); the pick then reads only entries from the oldest
-  // undelivered row on. Entries above it that are dead already are those
-  // delivered while an older event waits (at most a lease long).
+  // $1 limit, $2 lease in ms: a lease, not an open transaction; it
+  // commits at once (mm_lease_pending, 0007_compact_rows.sql).
   {"mm_fetch",
-   "WITH " MM_NO_FLUSH ", c AS ("
-   "  SELECT id, created_at FROM outbox"
-   "  WHERE delivered_at IS NULL"
-   "    AND (locked_until IS NULL OR locked_until <= now())"
-   "    AND id >= (SELECT min(id) FROM outbox WHERE delivered_at IS NULL)"
-   "  ORDER BY id LIMIT $1"
-   "  FOR UPDATE SKIP LOCKED"
-   ")"
-   " UPDATE outbox o"
-   " SET locked_until = now() + $2::int8 * interval '1 millisecond',"
-   "     attempts = o.attempts + 1"
-   " FROM c, nf WHERE o.id = c.id AND o.created_at = c.created_at"
-   " RETURNING o.id, o.event_id, o.aggregate_id, o.type, o.payload::text, "
-   MM_MS("o.created_at") ", " MM_MS("o.delivered_at") ", "
-   MM_MS("o.locked_until") ", o.attempts"},
-  // The rows by their unique event id, one index probe each, in one scan.
-  // "Not delivered yet" is written so that it does NOT imply the predicate
-  // of outbox_undelivered: the planner deems that partial index tiny (its
-  // live entries are the few events in flight) and would walk it for every
-  // mark, reading each dead entry that delivered rows leave there until
-  // VACUUM; so would a join of the ids against the table
-  // (docs/benchmarks-history.md, "The outbox mark's form";
-  // pg_outbox_scans_test). delivered_at is never 'infinity'.
+   "WITH " MM_NO_FLUSH
+   " SELECT f.id, f.event_id, f.aggregate_id, f.type, f.payload, "
+   MM_MS("f.created_at") ", 0, " MM_MS("f.locked_until") ", f.attempts"
+   " FROM nf, mm_lease_pending($1::int, $2::int8) f"},
+  // $1: a text array of event ids. Delivered: their pending rows go, one
+  // probe each by the event id's unique index (mm_mark_delivered,
+  // 0007_compact_rows.sql); an event delivered before has none (counted
+  // 0). Answers the count.
   {"mm_mark",
    "WITH " MM_NO_FLUSH
-   " UPDATE outbox o SET delivered_at = now(), locked_until = NULL FROM nf"
-   " WHERE o.event_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
-   "   AND coalesce(o.delivered_at, 'infinity') = 'infinity'"},
+   " SELECT mm_mark_delivered($1::text[]) FROM nf"},
   // -- groups (pg_groups.cpp) -------------------------------------------------
   // $1 session id, $2 match key (group_key), $3 queue, $4..$9 the first two
   // members (user, ticket, attrs each), $10 group id, $11 min_players, $12
@@ -408,14 +403,10 @@ const statement statements[st_count] = {
    "    ticket text, attrs text, team smallint, ord smallint)"
    "  ORDER BY r.user_id COLLATE \"C\""
    "), o AS ("
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at,"
-   "                      locked_until, attempts)"
-   "  SELECT $13, s.id, 'match.created', $14::jsonb, s.created_at,"
-   "         CASE WHEN $15::int8 > 0"
-   "              THEN now() + $15::int8 * interval '1 millisecond' END,"
-   "         CASE WHEN $15::int8 > 0 THEN 1 ELSE 0 END"
-   "  FROM s"
-   ")"
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
+   "  SELECT $13, s.id, 'match.created', $14::jsonb, s.created_at FROM s"
+   MM_OUTBOX_RETURNING
+   "), op AS (" MM_PENDING_OF_O("$15::int8") ")"
    " SELECT s.id, " MM_MS("s.created_at") " FROM s"},
   // $1: JSON array of user ids: their active memberships (by the one-active
   // index), to name every busy member of a refused group.
@@ -436,10 +427,11 @@ const statement statements[st_count] = {
    "  UPDATE session_members SET active = false"
    "  WHERE session_id = $1 AND user_id = $2 AND active"
    "  RETURNING session_id"
-   ")"
-   " INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
-   " SELECT $3, m.session_id, 'session.member_left', $4::jsonb, now()"
-   " FROM m RETURNING 1"},
+   "), o AS ("
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
+   "  SELECT $3, m.session_id, 'session.member_left', $4::jsonb, now()"
+   "  FROM m" MM_OUTBOX_RETURNING
+   ") " MM_PENDING_OF_O("0") " RETURNING 1"},
   // -- backfill (pg_backfill.cpp) ---------------------------------------------
   // $1 session (locked by this transaction, active, a group's), $2 the new
   // members as a JSON array of {user_id, ticket, attrs, team, ord} (ord
@@ -461,17 +453,16 @@ const statement statements[st_count] = {
    "  ORDER BY r.user_id COLLATE \"C\""
    "  RETURNING 1"
    "), o AS ("
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at,"
-   "                      locked_until, attempts)"
-   "  VALUES ($3, $1, 'session.members_changed', $4::jsonb, now(),"
-   "          CASE WHEN $5::int8 > 0"
-   "               THEN now() + $5::int8 * interval '1 millisecond' END,"
-   "          CASE WHEN $5::int8 > 0 THEN 1 ELSE 0 END)"
-   ")"
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
+   "  VALUES ($3, $1, 'session.members_changed', $4::jsonb, now())"
+   MM_OUTBOX_RETURNING
+   "), op AS (" MM_PENDING_OF_O("$5::int8") ")"
    " SELECT count(*) FROM m"},
 };
 
 #undef MM_OLDER
+#undef MM_OUTBOX_RETURNING
+#undef MM_PENDING_OF_O
 #undef MM_NO_FLUSH
 #undef MM_ENDED_COLS
 #undef MM_LOCKED_COLS

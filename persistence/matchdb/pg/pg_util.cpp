@@ -50,6 +50,16 @@ failure to_failure(const PGresult* r, const std::string& what) {
   return failure{errc::protocol_error, std::move(msg)};
 }
 
+void append_element(std::string& lit, std::string_view v) {
+  lit += lit.size() > 1 ? ",\"" : "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\')
+      lit += '\\';
+    lit += c;
+  }
+  lit += '"';
+}
+
 std::string text(const PGresult* r, int row, int col) {
   return std::string{PQgetvalue(r, row, col),
                      static_cast<size_t>(PQgetlength(r, row, col))};

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <libpq-fe.h>
 
@@ -86,6 +87,12 @@ std::string trimmed(const char* s);
 
 /// True when `r` is a success with or without rows.
 bool ok(const PGresult* r);
+
+/// Appends `v` to the text array literal `lit` (opened with "{") as one
+/// quoted element. Statements take lists as text arrays: cheaper to build
+/// here and to read on the server than a JSON document
+/// (docs/benchmarks-history.md, "Group commit").
+void append_element(std::string& lit, std::string_view v);
 
 /// The value at (`row`, `col`) as text.
 std::string text(const PGresult* r, int row, int col);

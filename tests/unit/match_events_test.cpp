@@ -1,0 +1,71 @@
+// The match.created payload is written out by hand on the commit's path
+// (match_events.cpp); it must be the text the JSON document would dump,
+// whatever the ids hold.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "persistence/matchdb/match_store.hpp"
+
+using namespace mm;
+
+namespace {
+
+/// The payload as a JSON document, as it was built before.
+std::string as_document(const std::string& sid, const match_request& r) {
+  nlohmann::json j;
+  j["event_id"] = match_created_event_id(sid);
+  j["type"] = match_created_type;
+  j["session_id"] = sid;
+  j["queue"] = r.queue;
+  j["users"] = nlohmann::json::array({
+    {{"user", r.user_a}, {"ticket", r.ticket_a}},
+    {{"user", r.user_b}, {"ticket", r.ticket_b}},
+  });
+  return j.dump();
+}
+
+TEST(match_events, the_created_payload_is_the_documents_text) {
+  const std::string awkward[] = {
+    "plain",
+    "with \"quotes\"",
+    "back\\slash",
+    "tab\tnew\nline\r",
+    "\b\f\x01\x1f",
+    "caf\xc3\xa9 \xe2\x82\xac",
+    "",
+    "/slash</script>",
+  };
+  for (const auto& a : awkward)
+    for (const auto& b : awkward) {
+      match_request r;
+      r.queue = a;
+      r.user_a = a;
+      r.ticket_a = b;
+      r.user_b = b + "x";
+      r.ticket_b = a;
+      auto sid = new_session_id();
+      auto got = match_created_payload(sid, r);
+      EXPECT_EQ(got, as_document(sid, r));
+      EXPECT_EQ(nlohmann::json::parse(got).at("users").at(0).at("user"), a);
+    }
+}
+
+TEST(match_events, session_ids_are_time_ordered_uuids) {
+  auto a = new_session_id();
+  ASSERT_EQ(a.size(), 36u);
+  EXPECT_EQ(a[14], '7');                                         // version 7
+  EXPECT_NE(std::string{"89ab"}.find(a[19]), std::string::npos); // variant
+  for (int i = 0; i < 1000; ++i) {
+    auto b = new_session_id();
+    // The first 48 bits are the time in ms: never earlier than before.
+    EXPECT_LE(a.substr(0, 13), b.substr(0, 13));
+    EXPECT_NE(a, b);
+    a = b;
+  }
+}
+
+} // namespace
