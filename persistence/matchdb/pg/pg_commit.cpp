@@ -166,7 +166,8 @@ pg_match_store::commit_batch(const std::vector<match_request>& requests,
   must(exec("BEGIN; SAVEPOINT mm_batch"), "BEGIN");
   auto lease = std::to_string(commit_lease_ms_);
   if (!sent.empty()) {
-    auto r = exec_prepared(st_commit, commit_params(todo, sent, lease));
+    // A retry in the batch (its key taken) refuses it: one by one then.
+    auto r = exec_prepared(st_commit_new, commit_params(todo, sent, lease));
     auto state = sqlstate_of(r.get());
     if (ok(r.get())) {
       take_inserted(r.get(), todo, sent, b);

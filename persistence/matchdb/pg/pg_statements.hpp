@@ -34,6 +34,7 @@ enum stmt : size_t {
   st_roster,
   st_leave,
   st_add_members,
+  st_commit_new,
   st_count,
 };
 
