@@ -4,6 +4,7 @@
 #include "persistence/matchdb/match_store.hpp"
 
 #include <algorithm>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -66,11 +67,16 @@ size_t roster_json(const std::vector<session_member>& members, bool active_only,
 
 /// Appends `v` to `out` as a JSON string, escaped as nlohmann::json dumps
 /// it (ids are valid UTF-8: bytes past ASCII pass through).
-void append_json_string(std::string& out, const std::string& v) {
+void append_json_string(std::string& out, std::string_view v) {
   static constexpr char hex[] = "0123456789abcdef";
   out += '"';
-  for (char ch : v) {
-    auto c = static_cast<unsigned char>(ch);
+  size_t from = 0; // the runs that need no escape go in whole
+  for (size_t i = 0; i < v.size(); ++i) {
+    auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c != '"' && c != '\\')
+      continue;
+    out.append(v.data() + from, i - from);
+    from = i + 1;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -94,15 +100,12 @@ void append_json_string(std::string& out, const std::string& v) {
         out += "\\t";
         break;
       default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 0xF];
-        } else {
-          out += ch;
-        }
+        out += "\\u00";
+        out += hex[c >> 4];
+        out += hex[c & 0xF];
     }
   }
+  out.append(v.data() + from, v.size() - from);
   out += '"';
 }
 

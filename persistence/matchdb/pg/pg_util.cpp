@@ -52,11 +52,15 @@ failure to_failure(const PGresult* r, const std::string& what) {
 
 void append_element(std::string& lit, std::string_view v) {
   lit += lit.size() > 1 ? ",\"" : "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\')
-      lit += '\\';
-    lit += c;
+  // The runs between quotes and backslashes go in whole.
+  size_t from = 0;
+  for (size_t i = v.find_first_of("\"\\"); i != std::string_view::npos;
+       i = v.find_first_of("\"\\", i + 1)) {
+    lit.append(v.data() + from, i - from);
+    lit += '\\';
+    from = i;
   }
+  lit.append(v.data() + from, v.size() - from);
   lit += '"';
 }
 
