@@ -132,10 +132,11 @@ class pg_outbox_scans : public ::testing::Test {
     auto rows = sql_->query("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
                             "EXECUTE probe("
                             + args + ")");
-    // This transaction's own scans, counted before they are reported.
-    last_seq_scans_ = sql_->count(
-      "SELECT coalesce(sum(seq_scan), 0) FROM pg_stat_xact_user_tables"
-      " WHERE relname LIKE 'outbox%'");
+    // This transaction's own index scans of outbox_pending, counted before
+    // they are reported (a statement inside a function has no plan here).
+    last_index_scans_ = sql_->count(
+      "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_xact_user_tables"
+      " WHERE relname = 'outbox_pending'");
     sql_->query("ROLLBACK");
     auto plan = nlohmann::json::parse(rows.at(0).at(0)).at(0).at("Plan");
     last_plan_ = plan.dump(1);
@@ -152,8 +153,8 @@ class pg_outbox_scans : public ::testing::Test {
   std::unique_ptr<match_store> store_;
   std::unique_ptr<test::pg_client> sql_;
   std::string last_plan_; ///< of the last `blocks`, for failure messages
-  /// Sequential scans of the outbox's tables by the last `blocks`.
-  int64_t last_seq_scans_ = 0;
+  /// Index scans of outbox_pending by the last `blocks` (one per probe).
+  int64_t last_index_scans_ = 0;
 };
 
 TEST_F(pg_outbox_scans, fetch_reads_past_the_delivered_history) {
@@ -162,7 +163,7 @@ TEST_F(pg_outbox_scans, fetch_reads_past_the_delivered_history) {
   commit(1, "new");
   // Table and index pages of the history: ~150 and ~10.
   auto b = blocks_both_ways(pg::st_fetch, "100, 30000");
-  EXPECT_EQ(last_seq_scans_, 0);
+  EXPECT_GT(last_index_scans_, 0);
   EXPECT_LT(b, 60) << "a fetch of one event read " << b << " blocks:\n"
                    << last_plan_;
 }
@@ -183,7 +184,7 @@ TEST_F(pg_outbox_scans, mark_reads_past_the_delivered_history) {
 // tiny): ~7,000 blocks per mark of 100 events after 100,000 deliveries
 // (EXPLAIN after bench/floor_bench --rows product). Young and analyzed, a
 // mark of 100 reads ~5 blocks per event (a probe of the event id's index
-// and the row) and scans no table whole.
+// and the row) and walks no table whole.
 TEST_F(pg_outbox_scans, a_batch_mark_reads_past_the_delivered_history) {
   commit(big_history, "h");
   deliver_all();
@@ -198,8 +199,9 @@ TEST_F(pg_outbox_scans, a_batch_mark_reads_past_the_delivered_history) {
   for (bool analyzed : {false, true}) {
     auto b = analyzed ? blocks_analyzed(pg::st_mark, arg)
                       : blocks(pg::st_mark, arg);
-    // A sequential scan of the dead rows read ~800 (~500 without it).
-    EXPECT_EQ(last_seq_scans_, 0)
+    // A sequential scan of the dead rows (no probe of the index) read ~800
+    // blocks; probes ~500-600.
+    EXPECT_GT(last_index_scans_, 0)
       << (analyzed ? "analyzed" : "young") << ": " << b << " blocks";
     EXPECT_LT(b, 100 * 8) << last_plan_;
   }
