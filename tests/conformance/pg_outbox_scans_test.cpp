@@ -207,6 +207,18 @@ TEST_F(pg_outbox_scans, a_batch_mark_reads_past_the_delivered_history) {
   }
 }
 
+// The outbox's prune has no index by age since 0007: it walks the primary
+// key from the oldest id and must stop at the first row younger than the
+// retention, not read every row still kept (~750 pages here).
+TEST_F(pg_outbox_scans, prune_outbox_stops_at_the_first_young_event) {
+  commit(big_history, "h");
+  deliver_all();
+  // Retention an hour: nothing is due.
+  auto b = blocks_both_ways(pg::st_prune_outbox, "3600000, 500");
+  EXPECT_LT(b, 60) << "a prune with nothing due read " << b << " blocks:\n"
+                   << last_plan_;
+}
+
 TEST_F(pg_outbox_scans, prune_reads_the_undelivered_events_once) {
   // A long history of delivered events of sessions that stay active (not
   // due), then a few sessions that are over and due.

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -55,16 +57,28 @@ TEST(match_events, the_created_payload_is_the_documents_text) {
 }
 
 TEST(match_events, session_ids_are_time_ordered_uuids) {
-  auto a = new_session_id();
-  ASSERT_EQ(a.size(), 36u);
-  EXPECT_EQ(a[14], '7');                                         // version 7
-  EXPECT_NE(std::string{"89ab"}.find(a[19]), std::string::npos); // variant
+  using namespace std::chrono;
+  auto ms_of = [](const std::string& id) {
+    // The first 48 bits: 8 + 4 hex digits around the first dash.
+    return std::stoll(id.substr(0, 8) + id.substr(9, 4), nullptr, 16);
+  };
+  std::set<std::string> seen;
   for (int i = 0; i < 1000; ++i) {
-    auto b = new_session_id();
-    // The first 48 bits are the time in ms: never earlier than before.
-    EXPECT_LE(a.substr(0, 13), b.substr(0, 13));
-    EXPECT_NE(a, b);
-    a = b;
+    auto before
+      = duration_cast<milliseconds>(system_clock::now().time_since_epoch())
+          .count();
+    auto id = new_session_id();
+    auto after
+      = duration_cast<milliseconds>(system_clock::now().time_since_epoch())
+          .count();
+    ASSERT_EQ(id.size(), 36u);
+    EXPECT_EQ(id[14], '7');                                         // version 7
+    EXPECT_NE(std::string{"89ab"}.find(id[19]), std::string::npos); // variant
+    // The time it was made, in ms (a clock stepped back between the two
+    // reads would leave the window empty: not on a test's scale).
+    EXPECT_GE(ms_of(id), before);
+    EXPECT_LE(ms_of(id), after);
+    EXPECT_TRUE(seen.insert(id).second) << id;
   }
 }
 

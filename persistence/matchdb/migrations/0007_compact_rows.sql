@@ -30,8 +30,8 @@
 -- Taking it on a running deployment (docs/persistence.md, "0007"): stop
 -- every node of the older version first (its statements write the dropped
 -- columns), then start the new one, which applies this in one transaction.
--- The lock it holds: ACCESS EXCLUSIVE on outbox and session_members for
--- catalog changes only (no table is rewritten or scanned, an index drop
+-- The lock it holds: ACCESS EXCLUSIVE on outbox, session_members and
+-- match_sessions, for catalog changes only (no table is rewritten or scanned, an index drop
 -- unlinks files), plus the copy of the undelivered events, found by the
 -- partial index outbox_undelivered while it still exists. Measured on a
 -- database of 1,000,000 sessions: docs/benchmarks.md, "Migration 0007".

@@ -304,17 +304,25 @@ void pg_match_store::remove_withdrawn(const std::vector<pending>& todo,
   if (gone.empty())
     return;
   auto ids = nlohmann::json::array();
-  for (auto k : gone)
+  std::string event_ids = "{";
+  for (auto k : gone) {
     ids.push_back(todo[k].id);
+    append_element(event_ids, todo[k].event_id);
+  }
+  event_ids += '}';
   auto arg = ids.dump();
-  auto r = exec_prepared(st_withdraw, {&arg});
+  auto r = exec_prepared(st_withdraw, {&arg, &event_ids});
   must(r, "withdraw matches");
   auto removed = static_cast<size_t>(int_of(r.get(), 0, 0));
-  if (removed != gone.size())
+  auto events = static_cast<size_t>(int_of(r.get(), 0, 1));
+  // One match.created each: a session gone with its event left would be
+  // announced after all.
+  if (removed != gone.size() || events != gone.size())
     throw db_refusal{failure{errc::protocol_error,
                              "withdrawing " + std::to_string(gone.size())
                                + " match(es) removed " + std::to_string(removed)
-                               + " session(s)"}};
+                               + " session(s) and " + std::to_string(events)
+                               + " event(s)"}};
 }
 
 std::string pg_match_store::conflict_detail(const match_request& req) {

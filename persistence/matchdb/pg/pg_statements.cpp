@@ -144,17 +144,19 @@ const statement statements[st_count] = {
   // mm_commit_new (below), which a taken key refuses whole.
   {"mm_commit", MM_COMMIT("  ON CONFLICT (match_key) DO NOTHING")},
   // $1: JSON array of session ids that this transaction inserted and the
-  // caller withdrew: removes their outbox rows, members, pair rows and
-  // sessions before anybody saw them. Answers how many sessions it removed.
-  // Their events are found by their pending rows (written with them, so
-  // none is delivered), the outbox rows by primary key.
+  // caller withdrew, $2: a text array of their events' ids: removes their
+  // outbox rows, members, pair rows and sessions before anybody saw them.
+  // Answers how many sessions and how many events it removed. The events
+  // are found by their pending rows (written with them, so none is
+  // delivered; one probe of the event id's index each), the outbox rows by
+  // primary key.
   {"mm_withdraw",
    "WITH ids AS ("
    "  SELECT jsonb_array_elements_text($1::jsonb) AS id"
    "), p AS ("
    "  DELETE FROM mutual_matches WHERE session_id IN (SELECT id FROM ids)"
    "), q AS ("
-   "  DELETE FROM outbox_pending WHERE aggregate_id IN (SELECT id FROM ids)"
+   "  DELETE FROM outbox_pending WHERE event_id = ANY ($2::text[])"
    "  RETURNING id, created_at"
    "), o AS ("
    "  DELETE FROM outbox x USING q"
@@ -165,7 +167,7 @@ const statement statements[st_count] = {
    "  DELETE FROM match_sessions WHERE id IN (SELECT id FROM ids)"
    "  RETURNING id"
    ")"
-   " SELECT count(*) FROM s"},
+   " SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM q)"},
   // $1: JSON array of match keys (sessions committed before: retries).
   {"mm_by_key",
    "SELECT " MM_SESSION_COLS " FROM match_sessions s"
@@ -268,8 +270,9 @@ const statement statements[st_count] = {
   // rows alone (estimated at 100) may hash every active session, once per
   // end. A group's roster goes with it into the history (`members`, as the
   // members were when it ended: who left is inactive), read from
-  // session_members in the statement's snapshot, before the cascade; a
-  // pair's `members` stays NULL, without a look-up.
+  // session_members in the statement's snapshot, which the delete of the
+  // members (`gm`) does not change (every part of a statement sees one
+  // snapshot); a pair's `members` stays NULL, without a look-up.
   {"mm_end",
    "WITH e AS ("
    "  SELECT * FROM jsonb_to_recordset($1::jsonb) AS r("
@@ -328,16 +331,23 @@ const statement statements[st_count] = {
   // primary key from a LIMITed subselect that skips locked rows: a pruner
   // never waits, and no commit touches these rows. The delivered events
   // (no pending row) created before the retention, oldest first along the
-  // primary key (ids grow with time). Only the outbox's default partition:
-  // its time windows are dropped whole (maintain_partitions,
-  // pg_partitions.cpp).
+  // primary key: ids grow with time, so the walk ends at the first young
+  // row (found by the same walk, `y`) instead of reading every row still
+  // kept (there is no index by age). A row that got its id after a younger
+  // one goes at a later call. Only the outbox's default partition: its
+  // time windows are dropped whole (maintain_partitions, pg_partitions.cpp).
   {"mm_prune_outbox",
-   "WITH c AS ("
-   "  SELECT o.id, o.created_at FROM outbox_default o"
-   "  WHERE " MM_OLDER("o.created_at")
+   "WITH y AS ("
+   "  SELECT coalesce(("
+   "    SELECT o.id FROM outbox_default o"
+   "    WHERE o.created_at >= now() - $1::int8 * interval '1 millisecond'"
+   "    ORDER BY o.id LIMIT 1), 9223372036854775807) AS id"
+   "), c AS ("
+   "  SELECT o.id, o.created_at FROM outbox_default o, y"
+   "  WHERE o.id < y.id AND " MM_OLDER("o.created_at")
    "    AND NOT EXISTS (SELECT 1 FROM outbox_pending p WHERE p.id = o.id)"
    "  ORDER BY o.id LIMIT $2"
-   "  FOR UPDATE SKIP LOCKED"
+   "  FOR UPDATE OF o SKIP LOCKED"
    ")"
    " DELETE FROM outbox_default o USING c"
    " WHERE o.id = c.id AND o.created_at = c.created_at"},
