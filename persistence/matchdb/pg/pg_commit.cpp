@@ -32,7 +32,6 @@
 #include "persistence/matchdb/pg/pg_match_store.hpp"
 
 #include <algorithm>
-#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -74,11 +73,12 @@ std::vector<std::string> commit_params(const std::vector<pending>& todo,
                                        const std::vector<size_t>& sent,
                                        const std::string& lease) {
   constexpr size_t text_columns = 13;
+  constexpr size_t payload_column = 10; // $11
   std::vector<std::string> out(text_columns + 2, "{");
   std::string& mutual = out[text_columns];
   // Room for the usual sizes (ids, keys, payloads): no regrowth per match.
   for (size_t c = 0; c < text_columns; ++c)
-    out[c].reserve(sent.size() * (c == 10 ? 320 : 48));
+    out[c].reserve(sent.size() * (c == payload_column ? 320 : 48));
   for (auto k : sent) {
     const auto& p = todo[k];
     const auto& r = *p.req;
@@ -303,15 +303,15 @@ void pg_match_store::remove_withdrawn(const std::vector<pending>& todo,
                                       const std::vector<size_t>& gone) {
   if (gone.empty())
     return;
-  auto ids = nlohmann::json::array();
-  std::string event_ids = "{";
+  std::vector<std::string> ids;
+  std::vector<std::string> event_ids;
   for (auto k : gone) {
     ids.push_back(todo[k].id);
-    append_element(event_ids, todo[k].event_id);
+    event_ids.push_back(todo[k].event_id);
   }
-  event_ids += '}';
-  auto arg = ids.dump();
-  auto r = exec_prepared(st_withdraw, {&arg, &event_ids});
+  auto arg = text_array(ids);
+  auto events_arg = text_array(event_ids);
+  auto r = exec_prepared(st_withdraw, {&arg, &events_arg});
   must(r, "withdraw matches");
   auto removed = static_cast<size_t>(int_of(r.get(), 0, 0));
   auto events = static_cast<size_t>(int_of(r.get(), 0, 1));

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include <poll.h>
 
@@ -43,13 +45,13 @@ pg_match_store::do_fetch_undelivered(uint32_t limit, uint32_t lease_ms) {
 outcome<size_t>
 pg_match_store::mark_delivered(const std::vector<std::string>& event_ids) {
   // An id the database cannot even hold names no event: skip it.
-  std::string arg = "{";
+  std::vector<std::string> ids;
   for (const auto& id : event_ids)
     if (check_id("event id", id).code == errc::none)
-      append_element(arg, id);
-  if (arg.size() == 1)
+      ids.push_back(id);
+  if (ids.empty())
     return size_t{0};
-  arg += '}';
+  auto arg = text_array(ids);
   return run<size_t>("mark delivered", [&] {
     auto r = exec_prepared(st_mark, {&arg});
     must(r, "mark delivered");

@@ -28,10 +28,7 @@ pg_match_store::do_active_session_of(const std::string& user) {
 std::vector<outcome<std::optional<match_record>>>
 pg_match_store::do_active_sessions_of(const std::vector<std::string>& users) {
   using found = std::vector<std::optional<match_record>>;
-  std::string arg = "{";
-  for (const auto& u : users)
-    append_element(arg, u);
-  arg += '}';
+  auto arg = text_array(users);
   auto r = run<found>("active sessions", [&] {
     auto res = exec_prepared(st_active_of_many, {&arg});
     must(res, "active sessions");

@@ -143,7 +143,7 @@ const statement statements[st_count] = {
   // index probe and a WAL record per session, so the batch goes first as
   // mm_commit_new (below), which a taken key refuses whole.
   {"mm_commit", MM_COMMIT("  ON CONFLICT (match_key) DO NOTHING")},
-  // $1: JSON array of session ids that this transaction inserted and the
+  // $1: text array of session ids that this transaction inserted and the
   // caller withdrew, $2: a text array of their events' ids: removes their
   // outbox rows, members, pair rows and sessions before anybody saw them.
   // Answers how many sessions and how many events it removed. The events
@@ -152,7 +152,7 @@ const statement statements[st_count] = {
   // primary key.
   {"mm_withdraw",
    "WITH ids AS ("
-   "  SELECT jsonb_array_elements_text($1::jsonb) AS id"
+   "  SELECT unnest($1::text[]) AS id"
    "), p AS ("
    "  DELETE FROM mutual_matches WHERE session_id IN (SELECT id FROM ids)"
    "), q AS ("

@@ -64,6 +64,14 @@ void append_element(std::string& lit, std::string_view v) {
   lit += '"';
 }
 
+std::string text_array(const std::vector<std::string>& values) {
+  std::string lit = "{";
+  for (const auto& v : values)
+    append_element(lit, v);
+  lit += '}';
+  return lit;
+}
+
 std::string text(const PGresult* r, int row, int col) {
   return std::string{PQgetvalue(r, row, col),
                      static_cast<size_t>(PQgetlength(r, row, col))};

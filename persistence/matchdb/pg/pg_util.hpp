@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <libpq-fe.h>
 
@@ -93,6 +94,9 @@ bool ok(const PGresult* r);
 /// here and to read on the server than a JSON document
 /// (docs/benchmarks-history.md, "Group commit").
 void append_element(std::string& lit, std::string_view v);
+
+/// `values` as a text array literal ("{...}", each element quoted).
+std::string text_array(const std::vector<std::string>& values);
 
 /// The value at (`row`, `col`) as text.
 std::string text(const PGresult* r, int row, int col);
