@@ -18,7 +18,8 @@
 # the run says so.
 # Last lines: connections_held=N, connections_rss_kib_per_user=X,
 # connections_join_p99_ms=X (the largest of the processes'),
-# connections_idle_cpu_pct=X.
+# connections_idle_cpu_pct=X. CONN_PERF=FILE records a perf profile of
+# matchd over the idle window.
 
 conn_users=${CONN_USERS:-100000}
 conn_waiting=${CONN_WAITING:-0.9}
@@ -106,7 +107,13 @@ JSON
   opened_s=$(awk -v a="$(date +%s.%N)" -v b="$t_open" 'BEGIN { printf "%.0f", a - b }')
   sleep 2
   idle_from=$(conn_sample); t0=$(date +%s.%N)
-  sleep "$conn_idle_s"
+  if [ -n "${CONN_PERF:-}" ]; then
+    # A profile of the idle window (perf record's file), for finding its cost.
+    perf record -q -g -F 999 -p "$conn_mpid" -o "$CONN_PERF" \
+      -- sleep "$conn_idle_s" >/dev/null 2>&1
+  else
+    sleep "$conn_idle_s"
+  fi
   idle_to=$(conn_sample); t1=$(date +%s.%N)
   local rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
