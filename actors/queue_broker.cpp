@@ -1,4 +1,5 @@
 #include "actors/queue_broker.hpp"
+#include "actors/waiter_roster.hpp"
 #include "actors/worker_bound.hpp"
 
 #include <algorithm>
@@ -97,6 +98,8 @@ struct broker_state {
   std::map<std::string, std::shared_ptr<answer_batch>> open_answers;
   std::map<std::string, known_queue> queues; // bounded, see admit()
   bool warned_full = false; // logged that max_queues refuses joins
+  waiter_roster waiters;    // the sessions' waiting tickets: heartbeats
+  std::optional<caf::actor_clock::time_point> beat_at; // heartbeat timer
   static inline const char* name = "queue_broker";
 };
 
@@ -415,6 +418,46 @@ void sweep(broker_ptr self, std::string queue, uint32_t removed,
     });
 }
 
+/// Arms the heartbeat timer for the roster's next due time unless one
+/// that fires no later is armed.
+void arm_beat(broker_ptr self) {
+  auto& st = self->state;
+  auto next = st.waiters.next_due();
+  if (!next || (st.beat_at && *st.beat_at <= *next))
+    return;
+  st.beat_at = next;
+  auto now = self->clock().now();
+  self->delayed_send(self, *next > now ? *next - now : caf::timespan{0},
+                     heartbeat_atom_v);
+}
+
+/// The heartbeats due now: a re-scan each (it refreshes the presence
+/// deadline and pairs a live waiter beside it, problem 4); an answer that
+/// changes something goes to its session.
+void beat(broker_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  if (st.beat_at && *st.beat_at <= now)
+    st.beat_at.reset();
+  auto sent_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   now.time_since_epoch())
+                   .count();
+  for (auto& s : st.waiters.take_due(now)) {
+    claim(self, std::move(s.spec), true, 0, 0,
+          [self, id{s.id}, gen{s.gen}, sent_ns](outcome<claim_result> res) {
+            auto v = self->state.waiters.settle(id, gen, res ? &*res : nullptr,
+                                                self->clock().now());
+            if (v.tell)
+              self->send(caf::actor_cast<session_actor>(v.session),
+                         rescan_atom_v, gen, sent_ns, std::move(*res));
+            if (!v.keep && v.session)
+              self->demonitor(caf::actor_cast<caf::actor_addr>(v.session));
+            arm_beat(self);
+          });
+  }
+  arm_beat(self);
+}
+
 queue_broker_actor::behavior_type
 broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
             broker_config cfg) {
@@ -432,6 +475,10 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
     self->delayed_send(self, std::chrono::milliseconds(cfg.sweep_interval_ms),
                        tick_atom_v);
   self->set_default_handler(caf::drop);
+  // A session gone while its ticket waited: its heartbeats stop, so the
+  // ticket lapses at its deadline as a dead waiter's must (I2).
+  self->set_down_handler(
+    [self](caf::down_msg& m) { self->state.waiters.unwatch(m.source.id()); });
   return {
     [self](enqueue_atom, ticket_spec& spec) {
       auto rp = self->make_response_promise<enqueue_result>();
@@ -539,6 +586,24 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
       });
       return rp;
     },
+    [self](watch_atom, uint64_t gen, ticket_spec& spec, uint32_t first_ms,
+           uint32_t period_ms, uint32_t align_ms) {
+      auto who = self->current_sender();
+      if (!who)
+        return;
+      waiter_roster::waiter w{who,       gen,      std::move(spec),
+                              period_ms, align_ms, {}};
+      auto due = self->clock().now() + std::chrono::milliseconds(first_ms);
+      if (self->state.waiters.watch(who->id(), std::move(w), due))
+        self->monitor(who);
+      arm_beat(self);
+    },
+    [self](unwatch_atom) {
+      if (auto who = self->current_sender())
+        if (auto gone = self->state.waiters.unwatch(who->id()))
+          self->demonitor(caf::actor_cast<caf::actor_addr>(gone));
+    },
+    [self](heartbeat_atom) { beat(self); },
     [self](rescan_atom, ticket_spec& spec) {
       auto rp = self->make_response_promise<claim_result>();
       claim(self, std::move(spec), true, 0, 0, deliver_to(rp));

@@ -78,11 +78,60 @@ void publish(ses_ptr self) {
     self->send(d.links.subscriber, d.st);
 }
 
+/// Hands our waiting ticket to the broker's heartbeats (a watch of the
+/// current state generation replaces the one before).
+void watch_ticket(ses_ptr self) {
+  auto& d = self->state;
+  if (!d.links.broker)
+    return;
+  auto first = next_look(d, self->clock().now());
+  self->send(d.links.broker, watch_atom_v, d.gen, spec_of(d),
+             static_cast<uint32_t>(first.count()), d.cfg.heartbeat_ms,
+             d.cfg.heartbeat_align_ms);
+  d.watching = true;
+}
+
+/// A heartbeat re-scan of the broker's that changed something (problem 4:
+/// a live waiter beside us, e.g. one put back after its claimer cancelled,
+/// is paired with us by it).
+void rescanned(ses_ptr self, uint64_t gen, int64_t sent_ns, claim_result& r) {
+  auto& d = self->state;
+  if (gen != d.gen || d.st.phase != session_phase::queued)
+    return;
+  if (r.outcome == claim_outcome::queued) {
+    auto before = d.st.windows;
+    note_windows(d, r); // the ticket's state shows its windows
+    if (d.st.windows != before)
+      publish(self);
+    return;
+  }
+  if (r.outcome == claim_outcome::matched) {
+    // The finalizer's claim window counts from the re-scan's request.
+    d.claim_sent = caf::actor_clock::time_point{
+      std::chrono::duration_cast<caf::actor_clock::duration_type>(
+        std::chrono::nanoseconds{sent_ns})};
+    on_claimed(self, gen, r);
+    return;
+  }
+  if (!r.partner.node.empty())
+    d.owner_node = r.partner.node; // our claimer's node
+  if (r.partner.user.empty()) {
+    // Our ticket vanished without a match (yet): a claimer may be
+    // committing us right now, so wait a grace time for its event.
+    self->delayed_send(self, std::chrono::milliseconds(d.cfg.grace_ms),
+                       grace_atom_v, gen);
+  }
+}
+
 /// Enters `phase` (and its behavior), invalidating older timers.
 void enter(ses_ptr self, session_phase phase) {
   auto& d = self->state;
   d.st.phase = phase;
   ++d.gen;
+  if (d.watching && (phase != session_phase::queued || !d.party.empty())) {
+    self->send(d.links.broker, unwatch_atom_v);
+    d.watching = false;
+  }
   if (phase == session_phase::cancelled && d.cfg.metrics)
     d.cfg.metrics->cancels.fetch_add(1, std::memory_order_relaxed);
   if (!live(phase))
@@ -96,8 +145,7 @@ void enter(ses_ptr self, session_phase phase) {
         break;
       case session_phase::queued:
         self->become(queued_b(self));
-        self->delayed_send(self, next_look(d, self->clock().now()), tick_atom_v,
-                           d.gen);
+        watch_ticket(self);
         break;
       case session_phase::finalizing:
         self->become(finalizing_b(self));
@@ -224,8 +272,7 @@ void retry_store(ses_ptr self, uint64_t gen) {
 // -- handlers shared by every state -------------------------------------------
 
 session_actor::behavior_type make(ses_ptr self, join_fn on_join,
-                                  cancel_fn on_cancel, timer_fn on_tick,
-                                  timer_fn on_grace) {
+                                  cancel_fn on_cancel, timer_fn on_grace) {
   return {
     [self, on_join](join_atom, join_request& r) {
       touch(self);
@@ -301,7 +348,9 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
       }
       finish(self, session_phase::matched, ev.session_id, {});
     },
-    [on_tick](tick_atom, uint64_t gen) { on_tick(gen); },
+    [self](rescan_atom, uint64_t gen, int64_t sent_ns, claim_result& r) {
+      rescanned(self, gen, sent_ns, r);
+    },
     [on_grace](grace_atom, uint64_t gen) { on_grace(gen); },
     [self](give_up_atom, uint64_t join_no) { give_up(self, join_no); },
     [self](settle_atom, uint64_t gen) { owner_recheck(self, gen); },
@@ -345,7 +394,7 @@ session_actor::behavior_type idle_b(ses_ptr self) {
     [self](state_promise rp) {
       rp.deliver(caf::make_error(errc::not_found, "no join to cancel"));
     },
-    ignore_timer, ignore_timer);
+    ignore_timer);
 }
 
 session_actor::behavior_type done_b(ses_ptr self) {
@@ -365,8 +414,7 @@ session_actor::behavior_type done_b(ses_ptr self) {
       }
       again(r, rp);
     },
-    [self](state_promise rp) { rp.deliver(self->state.st); }, ignore_timer,
-    ignore_timer);
+    [self](state_promise rp) { rp.deliver(self->state.st); }, ignore_timer);
 }
 
 session_actor::behavior_type claiming_b(ses_ptr self) {
@@ -377,7 +425,7 @@ session_actor::behavior_type claiming_b(ses_ptr self) {
       self->state.cancel_requested = true;
       self->state.cancel_waiters.push_back(rp);
     },
-    ignore_timer, ignore_timer);
+    ignore_timer);
 }
 
 /// A cancel handler: every caller waits for the final state; `start` runs
@@ -394,63 +442,15 @@ cancel_fn cancel_once(ses_ptr self, std::function<void()> start) {
 }
 
 session_actor::behavior_type queued_b(ses_ptr self) {
-  return make(
-    self, join_while_busy(self),
-    cancel_once(self, [self] { cancel_at_queue(self); }),
-    [self](uint64_t gen) {
-      // The heartbeat is a re-scan: it refreshes our presence deadline like a
-      // heartbeat and, if a live waiter stands beside us (e.g. we were put
-      // back after a claimer cancelled), pairs us with it (problem 4).
-      auto& d = self->state;
-      if (gen != d.gen)
-        return;
-      auto again = [self, gen] {
-        auto& d = self->state;
-        self->delayed_send(self, next_look(d, self->clock().now()), tick_atom_v,
-                           gen);
-      };
-      d.claim_sent = self->clock().now(); // a re-scan may claim
-      self->request(d.links.broker, store_timeout(d), rescan_atom_v, spec_of(d))
-        .then(
-          [self, gen, again](claim_result& r) {
-            auto& d = self->state;
-            if (gen != d.gen)
-              return;
-            if (auto before = d.st.windows;
-                r.outcome == claim_outcome::queued) {
-              note_windows(d, r); // the ticket's state shows its windows
-              if (d.st.windows != before)
-                publish(self);
-            }
-            if (!r.partner.node.empty()
-                && r.outcome == claim_outcome::claimed_by_other)
-              d.owner_node = r.partner.node; // our claimer's node
-            if (r.outcome == claim_outcome::matched) {
-              on_claimed(self, gen, r);
-            } else if (r.outcome == claim_outcome::queued
-                       || !r.partner.user.empty()) {
-              again(); // waiting, or claimed and being finalized
-            } else {
-              // Our ticket vanished without a match (yet): a claimer may be
-              // committing us right now, so wait a grace time for its event.
-              self->delayed_send(self,
-                                 std::chrono::milliseconds(d.cfg.grace_ms),
-                                 grace_atom_v, gen);
-            }
-          },
-          [self, gen, again](caf::error&) {
-            // Store trouble: keep beating; the deadline is the bound.
-            if (gen == self->state.gen)
-              again();
-          });
-    },
-    [self](uint64_t gen) { heal(self, gen); });
+  return make(self, join_while_busy(self),
+              cancel_once(self, [self] { cancel_at_queue(self); }),
+              [self](uint64_t gen) { heal(self, gen); });
 }
 
 session_actor::behavior_type finalizing_b(ses_ptr self) {
   return make(self, join_while_busy(self),
               cancel_once(self, [self] { ask_finalizer_to_cancel(self); }),
-              ignore_timer, ignore_timer);
+              ignore_timer);
 }
 
 // -- the claim and the finalization -------------------------------------------

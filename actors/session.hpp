@@ -12,14 +12,16 @@ namespace mm {
 
 /// Settings of a session actor.
 struct session_config {
-  std::string node = "node-1";   ///< recorded in the user's tickets
-  uint32_t ttl_ms = 30000;       ///< presence window of a ticket
-  uint32_t heartbeat_ms = 10000; ///< ticket refresh period (< ttl_ms)
+  std::string node = "node-1"; ///< recorded in the user's tickets
+  uint32_t ttl_ms = 30000;     ///< presence window of a ticket
+  /// Ticket refresh period (< ttl_ms): the broker re-scans a waiting
+  /// ticket this often (docs/engine.md, "Heartbeats").
+  uint32_t heartbeat_ms = 10000;
   /// When > 0, a heartbeat is due at the next multiple of this (on the
-  /// actor clock) after `heartbeat_ms`: a node's waiting tickets re-scan in
-  /// bursts the broker sends as a few batched calls, instead of one call
-  /// and a few thread wake-ups each (docs/matchd.md, "Many connected
-  /// users"). 0: exactly `heartbeat_ms` (the deterministic tests).
+  /// actor clock) after `heartbeat_ms`: a node's waiting tickets share few
+  /// due moments, one broker timer and a few batched calls each
+  /// (docs/matchd.md, "Many connected users"). 0: exactly `heartbeat_ms`
+  /// (the deterministic tests).
   uint32_t heartbeat_align_ms = 0;
   uint32_t grace_ms = 5000;     ///< wait for a match after "gone"
   uint32_t max_self_heals = 20; ///< re-enqueues of one join

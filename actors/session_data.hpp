@@ -77,6 +77,8 @@ struct session_data {
   } owner;
   // When the last claim (or re-scan) was asked for: claim_pair::claimed_at.
   caf::actor_clock::time_point claim_sent;
+  // Our waiting ticket is in the broker's heartbeats (actors/waiter_roster).
+  bool watching = false;
   // The user has no active match session: this actor saw it end, or the
   // database said so. Until then a join asks the database first.
   bool free_known = false;
@@ -188,10 +190,9 @@ using cancel_fn = std::function<void(state_promise)>;
 using timer_fn = std::function<void(uint64_t)>;
 
 /// The behavior every state shares, with the state's own join, cancel and
-/// timer handlers (actors/session.cpp).
+/// grace timer handlers (actors/session.cpp).
 session_actor::behavior_type make(ses_ptr self, join_fn on_join,
-                                  cancel_fn on_cancel, timer_fn on_tick,
-                                  timer_fn on_grace);
+                                  cancel_fn on_cancel, timer_fn on_grace);
 
 /// A timer of a state that is gone.
 void ignore_timer(uint64_t);

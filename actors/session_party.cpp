@@ -179,7 +179,7 @@ session_actor::behavior_type grouped_b(ses_ptr self) {
               rp.deliver(std::move(err));
           });
     },
-    ignore_timer, ignore_timer);
+    ignore_timer);
 }
 
 } // namespace mm::session_detail

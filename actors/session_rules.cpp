@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/session_data.hpp"
+#include "actors/waiter_roster.hpp"
 
 namespace mm::session_detail {
 
@@ -29,22 +30,17 @@ ticket_spec spec_of(const session_data& d) {
   return s;
 }
 
-/// When a waiting ticket looks again: every heartbeat, and on a queue with
+/// When a waiting ticket looks again first (the broker then keeps its
+/// times, actors/waiter_roster.hpp): every heartbeat, and on a queue with
 /// rules also at the moment its windows widen (docs/rules.md), so that
 /// widening pairs users without a new arrival.
 std::chrono::milliseconds next_look(const session_data& d,
                                     caf::actor_clock::time_point now) {
-  auto ms = static_cast<int64_t>(d.cfg.heartbeat_ms);
-  if (d.next_change_ms > 0 && d.next_change_ms < ms)
-    return std::chrono::milliseconds(d.next_change_ms); // a widening: exact
-  if (int64_t align = d.cfg.heartbeat_align_ms; align > 0) {
-    auto due = std::chrono::duration_cast<std::chrono::milliseconds>(
-                 now.time_since_epoch())
-                 .count()
-               + ms;
-    ms += (align - due % align) % align;
-  }
-  return std::chrono::milliseconds(ms);
+  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  now.time_since_epoch())
+                  .count();
+  return std::chrono::milliseconds(next_look_ms(
+    d.cfg.heartbeat_ms, d.cfg.heartbeat_align_ms, d.next_change_ms, now_ms));
 }
 
 /// Keeps what a claim or re-scan answered about our windows.

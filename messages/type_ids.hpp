@@ -78,6 +78,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, give_up_atom, "give_up")
   CAF_ADD_ATOM(matchmaker, mm, settle_atom, "settle")
   CAF_ADD_ATOM(matchmaker, mm, retry_atom, "retry")
+  CAF_ADD_ATOM(matchmaker, mm, watch_atom, "watch")
+  CAF_ADD_ATOM(matchmaker, mm, unwatch_atom, "unwatch")
 
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::release_result>))
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::match_event>))
@@ -188,8 +190,20 @@ using queue_broker_actor = caf::typed_actor<
   // while it waits, in flight with its group while a claim holds it;
   // `not_found` when there is none. Idempotent.
   caf::replies_to<cancel_atom, backfill_ref>::with<group_cancel_result>,
-  // Timer: sweeps every queue seen so far, then re-arms itself.
-  caf::reacts_to<tick_atom>>;
+  // Heartbeats (actors/waiter_roster.hpp): (gen, spec, first_ms,
+  // period_ms, align_ms) from a session whose ticket waits: re-scans it
+  // first after first_ms, then every period_ms (aligned to align_ms; on a
+  // queue with rules also when its windows widen) and tells the session
+  // (rescan_atom, gen, sent_ns, claim_result) when an answer changes
+  // something: its windows, a claimer, a match, its record gone. Replaces
+  // the sender's earlier watch; the broker monitors it. Idempotent.
+  caf::reacts_to<watch_atom, uint64_t, ticket_spec, uint32_t, uint32_t,
+                 uint32_t>,
+  // The sender's ticket no longer waits (it has left the queued state).
+  // Idempotent.
+  caf::reacts_to<unwatch_atom>,
+  // Timers: the due heartbeats; the sweep of every queue seen so far.
+  caf::reacts_to<heartbeat_atom>, caf::reacts_to<tick_atom>>;
 
 /// Receives a user's session updates and match events (the host's side).
 using subscriber_actor = caf::typed_actor<caf::reacts_to<session_state>,
@@ -227,15 +241,19 @@ using session_actor = caf::typed_actor<
   // (session, reason): the user leaves its group session `session` (the
   // others play on while enough stay). Idempotent. Refusals as for end.
   caf::replies_to<leave_atom, std::string, std::string>::with<leave_result>,
-  // Timers: heartbeat, the grace time after a heartbeat answered gone, the
-  // join's give_up_after_s (by join number), the idle release (a session
-  // that is not live and had no request for its idle_release_ms stops;
-  // otherwise nothing happens), the next look at a cancel whose owner
-  // node could not be asked, and the retry of a claim or cancel the queue
-  // store did not answer (both by state generation).
-  caf::reacts_to<tick_atom, uint64_t>, caf::reacts_to<grace_atom, uint64_t>,
-  caf::reacts_to<give_up_atom, uint64_t>, caf::reacts_to<release_atom>,
-  caf::reacts_to<settle_atom, uint64_t>, caf::reacts_to<retry_atom, uint64_t>>;
+  // (gen, sent_ns, answer): a heartbeat re-scan of the broker's that
+  // changed something for the waiting ticket of state generation `gen`,
+  // sent at `sent_ns` on the actor clock (queue_broker_actor's watch).
+  caf::reacts_to<rescan_atom, uint64_t, int64_t, claim_result>,
+  // Timers: the grace time after a heartbeat answered gone, the join's
+  // give_up_after_s (by join number), the idle release (a session that is
+  // not live and had no request for its idle_release_ms stops; otherwise
+  // nothing happens), the next look at a cancel whose owner node could
+  // not be asked, and the retry of a claim or cancel the queue store did
+  // not answer (both by state generation).
+  caf::reacts_to<grace_atom, uint64_t>, caf::reacts_to<give_up_atom, uint64_t>,
+  caf::reacts_to<release_atom>, caf::reacts_to<settle_atom, uint64_t>,
+  caf::reacts_to<retry_atom, uint64_t>>;
 
 /// Commits claimed pairs (actors/finalizer.hpp).
 using finalizer_actor = caf::typed_actor<

@@ -37,22 +37,6 @@ struct fixture : sim::engine_fixture<> {
     // nop
   }
 
-  /// Sends `xs` to `dst` and runs every message it causes (no timer: the
-  /// clock stands still); the answer.
-  /// The asker may outlive this call (no answer yet: its timeout fires
-  /// later): it writes to a shared slot, never to this frame.
-  template <class T, class Handle, class... Ts>
-  caf::expected<T> ask(const Handle& dst, Ts&&... xs) {
-    auto out = std::make_shared<caf::expected<T>>(caf::sec::request_timeout);
-    sys.spawn([&, out](caf::event_based_actor* self) {
-      self->request(dst, std::chrono::seconds(10), std::forward<Ts>(xs)...)
-        .then([out](T& x) { *out = std::move(x); },
-              [out](caf::error& err) { *out = std::move(err); });
-    });
-    sched.run();
-    return *out;
-  }
-
   session_state state_of(const std::string& user) {
     auto st = ask<session_state>(session(user), state_atom_v);
     if (!st)

@@ -35,7 +35,7 @@ session_actor::behavior_type recorder(session_actor::pointer, inbox_ptr inbox) {
     [](cancel_atom) { return session_state{}; },
     [](state_atom) { return session_state{}; },
     [inbox](deliver_atom, match_event& ev) { inbox->push_back(std::move(ev)); },
-    [](tick_atom, uint64_t) {},
+    [](rescan_atom, uint64_t, int64_t, claim_result&) {},
     [](grace_atom, uint64_t) {},
     [](end_atom, std::string&, std::string&) { return end_result{}; },
     [](leave_atom, std::string&, std::string&) { return leave_result{}; },

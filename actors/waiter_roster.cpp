@@ -1,0 +1,113 @@
+// The waiting tickets the queue broker re-scans (actors/waiter_roster.hpp).
+
+#include "actors/waiter_roster.hpp"
+
+namespace mm {
+
+int64_t next_look_ms(uint32_t period_ms, uint32_t align_ms,
+                     int64_t next_change_ms, int64_t now_ms) {
+  auto ms = static_cast<int64_t>(period_ms);
+  if (next_change_ms > 0 && next_change_ms < ms)
+    return next_change_ms; // a widening: exact
+  if (align_ms > 0) {
+    int64_t align = align_ms;
+    ms += (align - (now_ms + ms) % align) % align;
+  }
+  return ms;
+}
+
+namespace {
+
+int64_t ms_of(waiter_roster::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           t.time_since_epoch())
+    .count();
+}
+
+} // namespace
+
+void waiter_roster::arm(uint64_t id, entry& e, time_point due) {
+  ++e.seq;
+  e.in_flight = false;
+  due_[due].emplace_back(id, e.seq);
+}
+
+bool waiter_roster::watch(uint64_t id, waiter w, time_point due) {
+  auto [i, added] = waiters_.try_emplace(id);
+  i->second.w = std::move(w);
+  arm(id, i->second, due);
+  return added;
+}
+
+caf::strong_actor_ptr waiter_roster::unwatch(uint64_t id) {
+  auto i = waiters_.find(id);
+  if (i == waiters_.end())
+    return nullptr;
+  auto session = std::move(i->second.w.session);
+  waiters_.erase(i);
+  return session;
+}
+
+std::vector<waiter_roster::scan> waiter_roster::take_due(time_point now) {
+  std::vector<scan> out;
+  while (!due_.empty() && due_.begin()->first <= now) {
+    for (auto [id, seq] : due_.begin()->second) {
+      auto i = waiters_.find(id);
+      if (i == waiters_.end() || i->second.seq != seq || i->second.in_flight)
+        continue; // gone, or due at another time now
+      i->second.in_flight = true;
+      out.push_back(scan{id, i->second.w.gen, i->second.w.spec});
+    }
+    due_.erase(due_.begin());
+  }
+  return out;
+}
+
+waiter_roster::verdict waiter_roster::settle(uint64_t id, uint64_t gen,
+                                             const claim_result* r,
+                                             time_point now) {
+  verdict v;
+  auto i = waiters_.find(id);
+  if (i == waiters_.end() || i->second.w.gen != gen || !i->second.in_flight)
+    return v;
+  auto& e = i->second;
+  auto again = [&](int64_t next_change_ms) {
+    auto ms = next_look_ms(e.w.period_ms, e.w.align_ms, next_change_ms,
+                           ms_of(now));
+    arm(id, e, now + std::chrono::milliseconds(ms));
+  };
+  if (r == nullptr) {
+    again(-1); // store trouble: keep beating
+    v.keep = true;
+    return v;
+  }
+  v.session = e.w.session;
+  if (r->outcome == claim_outcome::queued) {
+    v.tell = r->windows != e.w.windows;
+    e.w.windows = r->windows;
+    again(e.w.spec.rules.empty() ? -1 : r->next_change_ms);
+    v.keep = true;
+  } else if (r->outcome == claim_outcome::claimed_by_other
+             && !r->partner.user.empty()) {
+    // Held by a claimer being finalized: it looks again until that ends.
+    v.tell = true;
+    again(-1);
+    v.keep = true;
+  } else {
+    // Matched by this re-scan, or our record is gone: the session takes
+    // it from here.
+    v.tell = true;
+    waiters_.erase(i);
+  }
+  if (!v.tell && v.keep)
+    v.session = nullptr;
+  return v;
+}
+
+std::optional<waiter_roster::time_point> waiter_roster::next_due() const {
+  if (due_.empty())
+    return std::nullopt;
+  return due_.begin()->first;
+}
+
+} // namespace mm
