@@ -80,6 +80,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, retry_atom, "retry")
   CAF_ADD_ATOM(matchmaker, mm, watch_atom, "watch")
   CAF_ADD_ATOM(matchmaker, mm, unwatch_atom, "unwatch")
+  CAF_ADD_ATOM(matchmaker, mm, detach_atom, "detach")
 
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::release_result>))
   CAF_ADD_TYPE_ID(matchmaker, (std::vector<mm::match_event>))
@@ -525,14 +526,18 @@ using client_link_actor = caf::typed_actor<
   caf::replies_to<end_atom, std::string, std::string>::with<end_result>,
   // (session, reason): the user leaves its group session. Idempotent.
   caf::replies_to<leave_atom, std::string, std::string>::with<leave_result>,
-  // Timer: presence check.
+  // Timer: presence check (armed only while a join is live and no
+  // WebSocket of the user is open).
   caf::reacts_to<tick_atom>,
   // A WebSocket of the user opened (from matchd's bridge): the link keeps
   // the user's session from its idle release while one is open. Answers
   // true. Idempotent.
   caf::replies_to<attach_atom>::with<bool>,
-  // Timer: while a WebSocket is open, keeps the session from its idle
-  // release.
+  // A WebSocket of the user closed (from matchd's bridge): with a live
+  // join and no WebSocket left, the presence check starts. Idempotent.
+  caf::reacts_to<detach_atom>,
+  // Timer: while a WebSocket is open and the session is not live (a live
+  // one is never released), keeps the session from its idle release.
   caf::reacts_to<heartbeat_atom>>;
 
 /// Registers every type of the block and the error category with `cfg`.

@@ -152,9 +152,12 @@ void console_event(link_data& d, const match_event& ev) {
   }
 }
 
+/// The presence check of a live join: only while no WebSocket of the user
+/// is open (an open one is its sign of life, and its close arms this
+/// again, `detach_atom`), so that a connected waiting user costs no timer.
 void arm_presence(link_ptr self) {
   auto& d = self->state;
-  if (d.ticking || d.cfg.client_ttl_ms == 0)
+  if (d.ticking || d.cfg.client_ttl_ms == 0 || d.events->connected(d.user))
     return;
   d.ticking = true;
   self->delayed_send(
@@ -220,7 +223,8 @@ void ignore_error(caf::error&) {
 
 /// While a WebSocket of the user is open, the session must not be released
 /// (events for the user are routed to it): a state request every half
-/// idle_release_ms restarts its quiet time.
+/// idle_release_ms restarts its quiet time. Not while the session is live
+/// (never released then): its next state that is not live arms this again.
 void keep_session(link_ptr self) {
   auto& d = self->state;
   auto idle_ms = d.eng->config().session.idle_release_ms;
@@ -278,6 +282,8 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
         arm_presence(self);
         return;
       }
+      if (!d.keeping)
+        keep_session(self); // stopped while the session was live
       if (st.phase == session_phase::cancelled
           || st.phase == session_phase::failed
           || st.phase == session_phase::timed_out) {
@@ -431,9 +437,14 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
       keep_session(self);
       return true;
     },
+    [self](detach_atom) {
+      if (live(self->state.last.phase))
+        arm_presence(self);
+    },
     [self](heartbeat_atom) {
       self->state.keeping = false;
-      keep_session(self);
+      if (!live(self->state.last.phase))
+        keep_session(self);
     },
   };
 }

@@ -367,6 +367,11 @@ class bridge_impl : public engine_bridge {
       user, [](bool) {}, [](const failure&) {}, attach_atom_v);
   }
 
+  void detach(const std::string& user) override {
+    if (auto l = links_->find(user))
+      caf::anon_send(*l, detach_atom_v);
+  }
+
   bool drain(time_point deadline) override {
     auto all = links_->all();
     auto left = std::make_shared<std::atomic<size_t>>(all.size());

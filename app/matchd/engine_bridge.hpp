@@ -61,6 +61,10 @@ class engine_bridge : public engine_port {
   /// while a WebSocket is open (client_link.hpp). Idempotent.
   virtual void attach(const std::string& user) = 0;
 
+  /// A WebSocket of `user` closed: its link, if it has one here, starts
+  /// the presence check of a live join once none is open. Idempotent.
+  virtual void detach(const std::string& user) = 0;
+
   /// Users with a link on this node (also the `client_links` gauge).
   virtual size_t users() const = 0;
 };

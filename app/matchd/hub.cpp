@@ -38,19 +38,29 @@ void hub::on_attach(std::function<void(const std::string&)> hook) {
   on_attach_ = std::move(hook);
 }
 
+void hub::on_detach(std::function<void(const std::string&)> hook) {
+  on_detach_ = std::move(hook);
+}
+
 void hub::detach(const std::string& user, const event_sink* sink) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto i = users_.find(user);
-  if (i == users_.end())
-    return;
-  auto& sinks = i->second.sinks;
-  auto j = std::find_if(sinks.begin(), sinks.end(),
-                        [sink](auto& s) { return s.get() == sink; });
-  if (j != sinks.end()) {
-    sinks.erase(j);
-    --sink_count_;
+  bool removed = false;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = users_.find(user);
+    if (i == users_.end())
+      return;
+    auto& sinks = i->second.sinks;
+    auto j = std::find_if(sinks.begin(), sinks.end(),
+                          [sink](auto& s) { return s.get() == sink; });
+    if (j != sinks.end()) {
+      sinks.erase(j);
+      --sink_count_;
+      removed = true;
+    }
+    i->second.last_seen = clock::now();
   }
-  i->second.last_seen = clock::now();
+  if (removed && on_detach_)
+    on_detach_(user);
 }
 
 size_t hub::publish(const std::string& user, const std::string& msg) {

@@ -50,8 +50,15 @@ class hub {
   /// first attach; it runs on the attaching thread, outside the hub's lock.
   void on_attach(std::function<void(const std::string&)> hook);
 
-  /// Removes `sink`. Counts as a sign of life. Idempotent.
+  /// Removes `sink`. Counts as a sign of life. Calls the detach hook (if
+  /// any) when it removed one. Idempotent.
   void detach(const std::string& user, const event_sink* sink);
+
+  /// Called with the user after a sink was removed (matchd: the user's
+  /// client link starts its presence check when none is left). Set it
+  /// before the first detach; it runs on the detaching thread, outside the
+  /// hub's lock.
+  void on_detach(std::function<void(const std::string&)> hook);
 
   /// Pushes `msg` to every sink of `user`; keeps it in the backlog (at most
   /// `backlog_limit`, oldest dropped) when the user has none. Answers how
@@ -92,6 +99,7 @@ class hub {
   };
 
   std::function<void(const std::string&)> on_attach_;
+  std::function<void(const std::string&)> on_detach_;
   size_t backlog_limit_;
   clock::duration backlog_ttl_;
   clock::duration presence_ttl_;

@@ -290,6 +290,12 @@ int run(const matchd_config& mc) {
       if (auto b = weak.lock())
         b->attach(user);
     });
+  // ... and one that closes starts the presence check of a live join.
+  events->on_detach(
+    [weak = std::weak_ptr<engine_bridge>{bridge}](const std::string& user) {
+      if (auto b = weak.lock())
+        b->detach(user);
+    });
   auto exporter = std::make_shared<metrics_exporter>(metrics, mc.node);
   // The probe's own Redis connection gives up within half a second (the
   // engine's commands wait longer, and retry): readiness must turn fast.

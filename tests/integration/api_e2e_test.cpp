@@ -371,6 +371,25 @@ TEST_P(api_e2e, a_waiting_user_whose_client_is_gone_is_cancelled) {
   EXPECT_EQ((*e1)["event_id"], (*e2)["event_id"]);
 }
 
+TEST_P(api_e2e, a_waiting_user_whose_websocket_closes_is_cancelled) {
+  // The open WebSocket is the sign of life, and no presence check runs
+  // while it is open; its close starts one (--client-ttl 2000).
+  auto lena = unique("lena");
+  auto state = [&] {
+    return http_
+      ->request(http::verb::get, path(lena, "/tickets/t-l"), token(lena))
+      .as_json()["state"];
+  };
+  {
+    ws_conn wl{node_->port(), lena, token(lena)};
+    ASSERT_EQ(join(lena, "t-l").status, 200u);
+    std::this_thread::sleep_for(3s);
+    EXPECT_EQ(state(), "queued");
+  }
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(state(), "cancelled");
+}
+
 TEST_P(api_e2e, events_wait_for_a_websocket_that_opens_later) {
   auto nina = unique("nina"), oscar = unique("oscar");
   ASSERT_EQ(join(nina, "t-n").status, 200u);
