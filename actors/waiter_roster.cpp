@@ -2,6 +2,8 @@
 
 #include "actors/waiter_roster.hpp"
 
+#include <algorithm>
+
 namespace mm {
 
 int64_t next_look_ms(uint32_t period_ms, uint32_t align_ms,
@@ -26,10 +28,26 @@ int64_t ms_of(waiter_roster::time_point t) {
 
 } // namespace
 
+void waiter_roster::drop_slot(uint64_t id, entry& e) {
+  if (!e.slot)
+    return;
+  if (auto i = due_.find(*e.slot); i != due_.end()) {
+    auto& ids = i->second;
+    if (auto j = std::find(ids.begin(), ids.end(), id); j != ids.end()) {
+      *j = ids.back();
+      ids.pop_back();
+    }
+    if (ids.empty())
+      due_.erase(i);
+  }
+  e.slot.reset();
+}
+
 void waiter_roster::arm(uint64_t id, entry& e, time_point due) {
-  ++e.seq;
+  drop_slot(id, e);
   e.in_flight = false;
-  due_[due].emplace_back(id, e.seq);
+  e.slot = due;
+  due_[due].push_back(id);
 }
 
 bool waiter_roster::watch(uint64_t id, waiter w, time_point due) {
@@ -43,6 +61,7 @@ caf::strong_actor_ptr waiter_roster::unwatch(uint64_t id) {
   auto i = waiters_.find(id);
   if (i == waiters_.end())
     return nullptr;
+  drop_slot(id, i->second);
   auto session = std::move(i->second.w.session);
   waiters_.erase(i);
   return session;
@@ -51,10 +70,11 @@ caf::strong_actor_ptr waiter_roster::unwatch(uint64_t id) {
 std::vector<waiter_roster::scan> waiter_roster::take_due(time_point now) {
   std::vector<scan> out;
   while (!due_.empty() && due_.begin()->first <= now) {
-    for (auto [id, seq] : due_.begin()->second) {
+    for (auto id : due_.begin()->second) {
       auto i = waiters_.find(id);
-      if (i == waiters_.end() || i->second.seq != seq || i->second.in_flight)
-        continue; // gone, or due at another time now
+      if (i == waiters_.end() || i->second.in_flight)
+        continue; // never: a leaving waiter leaves its moment too
+      i->second.slot.reset();
       i->second.in_flight = true;
       out.push_back(scan{id, i->second.w.gen, i->second.w.spec});
     }

@@ -85,17 +85,21 @@ class waiter_roster {
  private:
   struct entry {
     waiter w;
-    uint64_t seq = 0; ///< which due slot is its current one
+    std::optional<time_point> slot; ///< its due moment, unless in flight
     bool in_flight = false;
   };
 
   void arm(uint64_t id, entry& e, time_point due);
 
+  /// Takes `id` out of its due moment (a waiter that leaves, or is due at
+  /// another time now): nothing stale stays in `due_`, so a node whose
+  /// waiters come and go within a heartbeat sets no timer for them.
+  void drop_slot(uint64_t id, entry& e);
+
   std::unordered_map<uint64_t, entry> waiters_;
-  /// Due moments, each with (id, seq) of the waiters due then; a slot of
-  /// an older seq is stale and skipped (waiters look on a shared grid, so
-  /// few moments hold many waiters).
-  std::map<time_point, std::vector<std::pair<uint64_t, uint64_t>>> due_;
+  /// Due moments, each with the ids of the waiters due then (waiters look
+  /// on a shared grid, so few moments hold many waiters).
+  std::map<time_point, std::vector<uint64_t>> due_;
 };
 
 } // namespace mm

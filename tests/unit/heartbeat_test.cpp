@@ -4,7 +4,8 @@
 // waiting (cancelled, matched) is no longer re-scanned; a session that dies
 // while its ticket waits leaves a ticket that lapses and is matched with
 // nobody (I2 of docs/design.md). And the roster's own rules: due times on
-// the grid or at a widening, which answers reach the session, stale slots.
+// the grid or at a widening, which answers reach the session, and a
+// waiter that leaves taking its due moment along.
 
 #define CAF_SUITE heartbeat
 #define FAIL(msg) CAF_FAIL(msg) // Debian's dsl.hpp calls an undefined FAIL
@@ -182,10 +183,17 @@ CAF_TEST(a watch replaces the one before and an unwatch ends it) {
   CAF_CHECK(r.watch(1, waiter_of(1), at(1000)));
   CAF_CHECK(!r.watch(1, waiter_of(2), at(3000))); // replaced: one waiter
   CAF_CHECK_EQUAL(r.size(), 1u);
-  CAF_CHECK(r.take_due(at(2000)).empty()); // its old slot is stale
+  CAF_CHECK(r.next_due() == at(3000)); // its old moment is gone
+  CAF_CHECK(r.take_due(at(2000)).empty());
   auto due = r.take_due(at(3000));
   CAF_REQUIRE_EQUAL(due.size(), 1u);
   CAF_CHECK_EQUAL(due.front().gen, 2u);
+  // A waiter that leaves takes its moment along: no timer for it.
+  CAF_CHECK(r.watch(2, waiter_of(1), at(4000)));
+  CAF_CHECK(r.watch(3, waiter_of(1), at(5000)));
+  r.unwatch(2);
+  CAF_CHECK(r.next_due() == at(5000));
+  r.unwatch(3);
   r.unwatch(1);
   CAF_CHECK_EQUAL(r.size(), 0u);
   auto q = queued();
