@@ -586,14 +586,15 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
       });
       return rp;
     },
-    [self](watch_atom, uint64_t gen, ticket_spec& spec, uint32_t first_ms,
+    [self](watch_atom, uint64_t gen, ticket_spec& spec, int64_t first_at_ms,
            uint32_t period_ms, uint32_t align_ms) {
       auto who = self->current_sender();
       if (!who)
         return;
       waiter_roster::waiter w{who,       gen,      std::move(spec),
                               period_ms, align_ms, {}};
-      auto due = self->clock().now() + std::chrono::milliseconds(first_ms);
+      auto due
+        = waiter_roster::time_point{std::chrono::milliseconds(first_at_ms)};
       if (self->state.waiters.watch(who->id(), std::move(w), due))
         self->monitor(who);
       arm_beat(self);

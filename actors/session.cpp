@@ -84,9 +84,8 @@ void watch_ticket(ses_ptr self) {
   auto& d = self->state;
   if (!d.links.broker)
     return;
-  auto first = next_look(d, self->clock().now());
   self->send(d.links.broker, watch_atom_v, d.gen, spec_of(d),
-             static_cast<uint32_t>(first.count()), d.cfg.heartbeat_ms,
+             next_look_at_ms(d, self->clock().now()), d.cfg.heartbeat_ms,
              d.cfg.heartbeat_align_ms);
   d.watching = true;
 }

@@ -108,10 +108,11 @@ using ses_ptr = session_actor::stateful_pointer<session_data>;
 /// The store's view of our join (the claim and re-scan argument).
 ticket_spec spec_of(const session_data& d);
 
-/// When a waiting ticket looks again: every heartbeat, and on a queue with
-/// rules also when its windows change (actors/session_rules.cpp).
-std::chrono::milliseconds next_look(const session_data& d,
-                                    caf::actor_clock::time_point now);
+/// When a waiting ticket looks again, in ms of the actor clock: every
+/// heartbeat, and on a queue with rules also when its windows change
+/// (actors/session_rules.cpp).
+int64_t next_look_at_ms(const session_data& d,
+                        caf::actor_clock::time_point now);
 
 /// Keeps what a claim or re-scan answered about our windows.
 void note_windows(session_data& d, const claim_result& r);

@@ -34,13 +34,10 @@ ticket_spec spec_of(const session_data& d) {
 /// times, actors/waiter_roster.hpp): every heartbeat, and on a queue with
 /// rules also at the moment its windows widen (docs/rules.md), so that
 /// widening pairs users without a new arrival.
-std::chrono::milliseconds next_look(const session_data& d,
-                                    caf::actor_clock::time_point now) {
-  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  now.time_since_epoch())
-                  .count();
-  return std::chrono::milliseconds(next_look_ms(
-    d.cfg.heartbeat_ms, d.cfg.heartbeat_align_ms, d.next_change_ms, now_ms));
+int64_t next_look_at_ms(const session_data& d,
+                        caf::actor_clock::time_point now) {
+  return waiter_roster::ms_of(waiter_roster::look_at(
+    d.cfg.heartbeat_ms, d.cfg.heartbeat_align_ms, d.next_change_ms, now));
 }
 
 /// Keeps what a claim or re-scan answered about our windows.

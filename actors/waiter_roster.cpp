@@ -18,15 +18,25 @@ int64_t next_look_ms(uint32_t period_ms, uint32_t align_ms,
   return ms;
 }
 
-namespace {
-
-int64_t ms_of(waiter_roster::time_point t) {
+int64_t waiter_roster::ms_of(time_point now) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-           t.time_since_epoch())
+           now.time_since_epoch())
     .count();
 }
 
-} // namespace
+waiter_roster::time_point
+waiter_roster::look_at(uint32_t period_ms, uint32_t align_ms,
+                       int64_t next_change_ms, time_point now) {
+  using std::chrono::milliseconds;
+  auto now_ms = ms_of(now);
+  auto ms = next_look_ms(period_ms, align_ms, next_change_ms, now_ms);
+  auto whole = time_point{milliseconds(now_ms + ms)};
+  bool widening = next_change_ms > 0 && next_change_ms < period_ms;
+  if (align_ms > 0 && !widening)
+    return whole; // the grid point itself
+  // Exact looks: the next whole millisecond, never earlier than asked.
+  return whole >= now + milliseconds(ms) ? whole : whole + milliseconds(1);
+}
 
 void waiter_roster::drop_slot(uint64_t id, entry& e) {
   if (!e.slot)
@@ -92,9 +102,7 @@ waiter_roster::verdict waiter_roster::settle(uint64_t id, uint64_t gen,
     return v;
   auto& e = i->second;
   auto again = [&](int64_t next_change_ms) {
-    auto ms = next_look_ms(e.w.period_ms, e.w.align_ms, next_change_ms,
-                           ms_of(now));
-    arm(id, e, now + std::chrono::milliseconds(ms));
+    arm(id, e, look_at(e.w.period_ms, e.w.align_ms, next_change_ms, now));
   };
   if (r == nullptr) {
     again(-1); // store trouble: keep beating

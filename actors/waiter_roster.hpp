@@ -32,6 +32,16 @@ class waiter_roster {
  public:
   using time_point = std::chrono::steady_clock::time_point;
 
+  /// `now` in whole milliseconds of its clock (the unit of `look_at`).
+  static int64_t ms_of(time_point now);
+
+  /// When a ticket looking at `now` looks next (`next_look_ms`), on whole
+  /// milliseconds: exactly on the `align_ms` grid (else never earlier than
+  /// the look asks), so that all waiters due at one grid point share one
+  /// moment, one timer and one batch of calls.
+  static time_point look_at(uint32_t period_ms, uint32_t align_ms,
+                            int64_t next_change_ms, time_point now);
+
   /// A session's waiting ticket.
   struct waiter {
     caf::strong_actor_ptr session;

@@ -191,14 +191,16 @@ using queue_broker_actor = caf::typed_actor<
   // while it waits, in flight with its group while a claim holds it;
   // `not_found` when there is none. Idempotent.
   caf::replies_to<cancel_atom, backfill_ref>::with<group_cancel_result>,
-  // Heartbeats (actors/waiter_roster.hpp): (gen, spec, first_ms,
-  // period_ms, align_ms) from a session whose ticket waits: re-scans it
-  // first after first_ms, then every period_ms (aligned to align_ms; on a
-  // queue with rules also when its windows widen) and tells the session
-  // (rescan_atom, gen, sent_ns, claim_result) when an answer changes
-  // something: its windows, a claimer, a match, its record gone. Replaces
-  // the sender's earlier watch; the broker monitors it. Idempotent.
-  caf::reacts_to<watch_atom, uint64_t, ticket_spec, uint32_t, uint32_t,
+  // Heartbeats (actors/waiter_roster.hpp): (gen, spec, first_at_ms,
+  // period_ms, align_ms) from a session of this node whose ticket waits:
+  // re-scans it first at first_at_ms (ms of the actor clock, so that
+  // waiters due together share a moment), then every period_ms (on the
+  // align_ms grid; on a queue with rules also when its windows widen) and
+  // tells the session (rescan_atom, gen, sent_ns, claim_result) when an
+  // answer changes something: its windows, a claimer, a match, its record
+  // gone. Replaces the sender's earlier watch; the broker monitors it.
+  // Idempotent.
+  caf::reacts_to<watch_atom, uint64_t, ticket_spec, int64_t, uint32_t,
                  uint32_t>,
   // The sender's ticket no longer waits (it has left the queued state).
   // Idempotent.

@@ -178,6 +178,30 @@ CAF_TEST(the roster re - scans due waiters once and tells only changes) {
   CAF_CHECK(v.keep && !v.tell);
 }
 
+CAF_TEST(waiters settled apart within a grid step share one moment) {
+  using std::chrono::microseconds;
+  waiter_roster r;
+  CAF_CHECK(r.watch(1, waiter_of(1), at(1000)));
+  CAF_CHECK(r.watch(2, waiter_of(1), at(1000)));
+  CAF_CHECK(r.watch(3, waiter_of(1, "rules"), at(1000)));
+  CAF_REQUIRE_EQUAL(r.take_due(at(1000)).size(), 3u);
+  // Answers come back at instants between milliseconds: each waiter's next
+  // look is the grid point itself, not the grid point plus that fraction
+  // (one timer and one batch per grid point, not one per waiter).
+  auto q = queued();
+  r.settle(1, 1, &q, at(1030) + microseconds(300));
+  r.settle(2, 1, &q, at(1061) + microseconds(700));
+  CAF_CHECK(r.next_due() == at(2100));
+  CAF_CHECK_EQUAL(r.take_due(at(2100)).size(), 2u);
+  // A widening is exact: the next whole millisecond, never earlier.
+  auto w = queued("1=150", 250);
+  r.settle(3, 1, &w, at(1000) + microseconds(400));
+  CAF_CHECK(r.next_due() == at(1251));
+  CAF_CHECK(waiter_roster::look_at(1000, 100, -1, at(1234) + microseconds(999))
+            == at(2300));
+  CAF_CHECK(waiter_roster::look_at(1000, 0, -1, at(1234)) == at(2234));
+}
+
 CAF_TEST(a watch replaces the one before and an unwatch ends it) {
   waiter_roster r;
   CAF_CHECK(r.watch(1, waiter_of(1), at(1000)));
