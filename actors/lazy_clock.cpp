@@ -19,6 +19,20 @@
 
 namespace mm {
 
+std::chrono::steady_clock::time_point
+request_timeout_due(std::chrono::steady_clock::time_point t,
+                    std::chrono::steady_clock::time_point now) {
+  using std::chrono::milliseconds;
+  using duration = std::chrono::steady_clock::duration;
+  auto left = t - now;
+  if (left < std::chrono::seconds(1))
+    return t;
+  duration grid = left < std::chrono::seconds(8) ? duration{milliseconds(125)}
+                                                 : std::chrono::seconds(1);
+  auto off = t.time_since_epoch() % grid;
+  return off == duration::zero() ? t : t + (grid - off);
+}
+
 namespace {
 
 using base_clock = caf::detail::thread_safe_actor_clock;
@@ -39,6 +53,7 @@ class lazy_clock final : public base_clock {
 
   void set_request_timeout(time_point t, caf::abstract_actor* self,
                            caf::message_id id) override {
+    t = request_timeout_due(t, now());
     push(std::make_unique<request_timeout>(t, self->ctrl(), id), t);
   }
 

@@ -10,6 +10,8 @@
 // order, before it ships anything, so nothing fires late or after its
 // cancellation.
 
+#include <chrono>
+
 namespace caf {
 class actor_system_config;
 } // namespace caf
@@ -22,5 +24,14 @@ namespace mm {
 /// before the actor_system is constructed. Leaves the test coordinator
 /// ("testing") and a profiling scheduler as they are.
 void use_lazy_clock(caf::actor_system_config& cfg);
+
+/// When the lazy clock fires a request's timeout due at `t` (set at `now`).
+/// The timeout is a backstop that nearly always comes after the answer (and
+/// is never cancelled): one of a second or more fires on a grid of about
+/// 1/8 of it (125 ms, or 1 s from 8 s on), never before `t`, so that the
+/// timeouts of many requests share one wake of the clock instead of one each.
+std::chrono::steady_clock::time_point
+request_timeout_due(std::chrono::steady_clock::time_point t,
+                    std::chrono::steady_clock::time_point now);
 
 } // namespace mm

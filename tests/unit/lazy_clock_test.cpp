@@ -1,7 +1,8 @@
 // The lazy clock (actors/lazy_clock.hpp) on a real actor system: delayed
 // messages, request timeouts and receive timeouts fire, none before it is
 // due, an earlier timer wakes a clock asleep until a later one, a cancelled
-// receive timeout never fires, and thousands of timers all arrive.
+// receive timeout never fires, and thousands of timers all arrive; long
+// request timeouts share few moments.
 
 #include "actors/lazy_clock.hpp"
 
@@ -10,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <random>
+#include <set>
 #include <typeinfo>
 #include <vector>
 
@@ -110,6 +112,54 @@ TEST(lazy_clock, request_timeouts_fire_and_answers_win) {
   EXPECT_GE(waited, 100ms);
   anon_send_exit(silent, caf::exit_reason::user_shutdown);
   anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
+TEST(lazy_clock, long_request_timeouts_share_few_moments_none_early) {
+  auto now = clock_type::now();
+  // Short ones are exact.
+  EXPECT_EQ(mm::request_timeout_due(now + 500ms, now), now + 500ms);
+  std::set<clock_type::time_point> moments_2s, moments_20s;
+  for (int i = 0; i < 1000; ++i) {
+    // Requests sent over one second, each at another instant.
+    auto at = now + std::chrono::microseconds(i * 997);
+    auto due = mm::request_timeout_due(at + 2s, at);
+    EXPECT_GE(due, at + 2s);
+    EXPECT_LT(due, at + 2s + 125ms);
+    EXPECT_EQ(due.time_since_epoch() % 125ms, clock_type::duration::zero());
+    moments_2s.insert(due);
+    due = mm::request_timeout_due(at + 20s, at);
+    EXPECT_GE(due, at + 20s);
+    EXPECT_LT(due, at + 21s);
+    moments_20s.insert(due);
+  }
+  EXPECT_LE(moments_2s.size(), 10u);
+  EXPECT_LE(moments_20s.size(), 2u);
+}
+
+TEST(lazy_clock, a_long_request_timeout_still_fires_never_early) {
+  lazy_system ls;
+  caf::actor_system sys{ls.cfg};
+  auto silent = sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
+    auto kept = std::make_shared<std::vector<caf::response_promise>>();
+    return {[self, kept](int) {
+      kept->push_back(self->make_response_promise());
+      return kept->back();
+    }};
+  });
+  std::promise<bool> done;
+  auto start = clock_type::now();
+  clock_type::duration waited{};
+  sys.spawn([&](caf::event_based_actor* self) {
+    self->request(silent, 1100ms, 1)
+      .then([&](int) { done.set_value(false); },
+            [&](caf::error& err) {
+              waited = clock_type::now() - start;
+              done.set_value(err == caf::sec::request_timeout);
+            });
+  });
+  EXPECT_TRUE(done.get_future().get());
+  EXPECT_GE(waited, 1100ms);
+  anon_send_exit(silent, caf::exit_reason::user_shutdown);
 }
 
 TEST(lazy_clock, a_replaced_receive_timeout_never_fires) {
