@@ -50,11 +50,12 @@ void touch(ses_ptr self) {
 
 /// The release timer: a session that is not live, that nobody waits on and
 /// that was quiet for idle_release_ms stops (the directory and the engine
-/// forget it). A live one is armed again when it leaves that phase.
+/// forget it). A live or held one is armed again when it leaves that
+/// phase or is let go.
 void release_if_idle(ses_ptr self) {
   auto& d = self->state;
   d.idle_armed = false;
-  if (live(d.st.phase))
+  if (live(d.st.phase) || d.holder)
     return;
   auto grace = std::chrono::duration_cast<caf::actor_clock::duration_type>(
     std::chrono::milliseconds(d.cfg.idle_release_ms));
@@ -69,6 +70,29 @@ void release_if_idle(ses_ptr self) {
   if (d.cfg.metrics)
     d.cfg.metrics->sessions_released.fetch_add(1, std::memory_order_relaxed);
   self->quit();
+}
+
+/// A connection of the user opened (`on`) or closed, as its holder says:
+/// held, the session stays without a timer; let go (or its holder dead),
+/// its quiet time counts from now.
+void hold(ses_ptr self, bool on) {
+  auto& d = self->state;
+  auto who = self->current_sender();
+  if (on && who) {
+    auto addr = caf::actor_cast<caf::actor_addr>(who);
+    if (d.holder == addr)
+      return;
+    if (d.holder)
+      self->demonitor(d.holder);
+    d.holder = addr;
+    self->monitor(who);
+    return;
+  }
+  if (!d.holder)
+    return;
+  self->demonitor(d.holder);
+  d.holder = nullptr;
+  touch(self);
 }
 
 void publish(ses_ptr self) {
@@ -355,6 +379,7 @@ session_actor::behavior_type make(ses_ptr self, join_fn on_join,
     [self](settle_atom, uint64_t gen) { owner_recheck(self, gen); },
     [self](retry_atom, uint64_t gen) { retry_store(self, gen); },
     [self](release_atom) { release_if_idle(self); },
+    [self](pin_atom, bool on) { hold(self, on); },
   };
 }
 
@@ -634,6 +659,13 @@ session_actor::behavior_type session_impl(ses_ptr self, std::string user,
   if (d.links.directory)
     self->send(d.links.directory, register_atom_v, d.st.user,
                caf::actor_cast<session_actor>(self));
+  // A holder that dies lets go (pin_atom): the session may be released.
+  self->set_down_handler([self](caf::down_msg& dm) {
+    if (dm.source == self->state.holder) {
+      self->state.holder = nullptr;
+      touch(self);
+    }
+  });
   touch(self);
   return idle_b(self);
 }

@@ -92,6 +92,7 @@ struct session_data {
   // ends whose answer is still out (someone waits on us).
   caf::actor_clock::time_point last_touch;
   bool idle_armed = false;
+  caf::actor_addr holder; ///< holds a connection of the user open (pin_atom)
   uint32_t ends_pending = 0;
   // A join of a queue with a shape runs as a party of one (the party hub's,
   // actors/session_party.cpp): its id, and the newest version of it seen.

@@ -118,6 +118,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(matchmaker, caf::first_custom_type_id)
   CAF_ADD_ATOM(matchmaker, mm, backfill_atom, "backfill")
   // The console's cluster page (docs/console.md); appended.
   CAF_ADD_ATOM(matchmaker, mm, stats_atom, "stats")
+  // A session held by a connected client (docs/matchd.md); appended.
+  CAF_ADD_ATOM(matchmaker, mm, pin_atom, "pin")
 
 CAF_END_TYPE_ID_BLOCK(matchmaker)
 
@@ -248,6 +250,12 @@ using session_actor = caf::typed_actor<
   // changed something for the waiting ticket of state generation `gen`,
   // sent at `sent_ns` on the actor clock (queue_broker_actor's watch).
   caf::reacts_to<rescan_atom, uint64_t, int64_t, claim_result>,
+  // (held): the sender holds a connection of the user open (true) or no
+  // longer (false). A held session is never released when idle and needs
+  // no request or timer to stay; from false on, its quiet time counts
+  // again. The session monitors the holder: one that dies lets go. The
+  // last holder counts. Idempotent.
+  caf::reacts_to<pin_atom, bool>,
   // Timers: the grace time after a heartbeat answered gone, the join's
   // give_up_after_s (by join number), the idle release (a session that is
   // not live and had no request for its idle_release_ms stops; otherwise
@@ -531,16 +539,14 @@ using client_link_actor = caf::typed_actor<
   // Timer: presence check (armed only while a join is live and no
   // WebSocket of the user is open).
   caf::reacts_to<tick_atom>,
-  // A WebSocket of the user opened (from matchd's bridge): the link keeps
-  // the user's session from its idle release while one is open. Answers
-  // true. Idempotent.
+  // A WebSocket of the user opened (from matchd's bridge): the link holds
+  // the user's session (session_actor's pin_atom) while one is open, so
+  // that it is not released when idle. Answers true. Idempotent.
   caf::replies_to<attach_atom>::with<bool>,
-  // A WebSocket of the user closed (from matchd's bridge): with a live
-  // join and no WebSocket left, the presence check starts. Idempotent.
-  caf::reacts_to<detach_atom>,
-  // Timer: while a WebSocket is open and the session is not live (a live
-  // one is never released), keeps the session from its idle release.
-  caf::reacts_to<heartbeat_atom>>;
+  // A WebSocket of the user closed (from matchd's bridge): with none left
+  // the link lets go of the session, and with a live join the presence
+  // check starts. Idempotent.
+  caf::reacts_to<detach_atom>>;
 
 /// Registers every type of the block and the error category with `cfg`.
 /// Call it on EVERY node before the actor system starts. Idempotent.

@@ -36,7 +36,7 @@ struct link_data {
   size_t joins_pending = 0; ///< joins sent to the session, not answered yet
   size_t asking = 0;        ///< requests to the session not answered yet
   bool ticking = false;
-  bool keeping = false; ///< the keep-alive timer is armed
+  bool held = false; ///< `session` was told a WebSocket is open (pin_atom)
   // Time to match for the console: from the request of a join to its
   // match.created event, as the user lives it.
   bool timing = false;  ///< a join of `timing_ticket` awaits its match
@@ -174,6 +174,7 @@ void renew(link_ptr self, const session_actor& used) {
     return;
   d.session = d.eng->renew_session(d.user, used,
                                    caf::actor_cast<subscriber_actor>(self));
+  d.held = false;
   self->monitor(d.session);
 }
 
@@ -214,28 +215,25 @@ void ask_session(link_ptr self, std::function<void(T&)> ok,
 }
 
 void ignore_state(session_state&) {
-  // a keep-alive's answer
+  // a presence cancel's answer: the state reaches us as an update too
 }
 
 void ignore_error(caf::error&) {
-  // a keep-alive or a presence cancel: the next tick tries again
+  // a presence cancel: the next tick tries again
 }
 
 /// While a WebSocket of the user is open, the session must not be released
-/// (events for the user are routed to it): a state request every half
-/// idle_release_ms restarts its quiet time. Not while the session is live
-/// (never released then): its next state that is not live arms this again.
-void keep_session(link_ptr self) {
+/// (events for the user are routed to it): the link holds it (pin_atom),
+/// which costs a connected user no timer and no request, and lets go when
+/// the last one closes (its quiet time then counts again).
+void hold_session(link_ptr self) {
   auto& d = self->state;
-  auto idle_ms = d.eng->config().session.idle_release_ms;
-  if (idle_ms == 0 || !d.events->connected(d.user))
+  bool want = d.eng->config().session.idle_release_ms > 0
+              && d.events->connected(d.user);
+  if (want == d.held)
     return;
-  ask_session<session_state>(self, ignore_state, ignore_error, state_atom_v);
-  if (d.keeping)
-    return;
-  d.keeping = true;
-  self->delayed_send(self, std::chrono::milliseconds(idle_ms / 2 + 1),
-                     heartbeat_atom_v);
+  d.held = want;
+  self->send(d.session, pin_atom_v, want);
 }
 
 void cancel_join(link_ptr self, std::string reason, state_rp rp) {
@@ -268,12 +266,12 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
       return; // an older session
     if (d.asking > 0 || d.joins_pending > 0 || d.events->connected(d.user)) {
       renew(self, d.session);
-      keep_session(self);
+      hold_session(self);
       return;
     }
     self->quit();
   });
-  keep_session(self);
+  hold_session(self);
   return {
     [self](session_state& st) {
       auto& d = self->state;
@@ -282,8 +280,6 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
         arm_presence(self);
         return;
       }
-      if (!d.keeping)
-        keep_session(self); // stopped while the session was live
       if (st.phase == session_phase::cancelled
           || st.phase == session_phase::failed
           || st.phase == session_phase::timed_out) {
@@ -434,17 +430,13 @@ link_impl(link_ptr self, std::string user, std::shared_ptr<engine> eng,
       arm_presence(self);
     },
     [self](attach_atom) {
-      keep_session(self);
+      hold_session(self);
       return true;
     },
     [self](detach_atom) {
+      hold_session(self);
       if (live(self->state.last.phase))
         arm_presence(self);
-    },
-    [self](heartbeat_atom) {
-      self->state.keeping = false;
-      if (!live(self->state.last.phase))
-        keep_session(self);
     },
   };
 }

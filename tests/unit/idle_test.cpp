@@ -2,7 +2,9 @@
 // coordinator: after users join, match and end their sessions, and then stay
 // quiet past the idle grace, the engine holds no session actor, the
 // directory no entry and no kept event for them; a later join works and is
-// matched. A swipe to a user who never connected creates nothing for it.
+// matched. A session held by a connection stays with no request or timer
+// and goes once let go. A swipe to a user who never connected creates
+// nothing for it.
 
 #define CAF_SUITE idle
 #define FAIL(msg) CAF_FAIL(msg) // Debian's dsl.hpp calls an undefined FAIL
@@ -124,6 +126,38 @@ CAF_TEST(a session is kept while it is live or asked) {
   advance(idle_ms + 200);
   CAF_CHECK_EQUAL(eng->session_count(), 0u);
   CAF_CHECK_EQUAL(m().directory_users.load(), 0);
+}
+
+CAF_TEST(a session held by a connection stays with no request or timer) {
+  // The holder (matchd's client link while a WebSocket is open) says so
+  // once; the session then stays however long nobody asks it anything.
+  auto holder = sys.spawn([] { return caf::behavior{[](int) {}}; });
+  auto held = session("held");
+  caf::send_as(holder, held, pin_atom_v, true);
+  sched.run();
+  advance(idle_ms * 6);
+  CAF_CHECK_EQUAL(eng->session_count(), 1u);
+  CAF_CHECK(eng->session("held", recorder) == held);
+  // Let go: released once quiet for the grace.
+  caf::send_as(holder, held, pin_atom_v, false);
+  sched.run();
+  advance(idle_ms / 2);
+  CAF_CHECK_EQUAL(eng->session_count(), 1u);
+  advance(idle_ms / 2 + 200);
+  CAF_CHECK_EQUAL(eng->session_count(), 0u);
+  // A holder that dies lets go too.
+  auto mortal = sys.spawn([] { return caf::behavior{[](int) {}}; });
+  auto other = session("other");
+  caf::send_as(mortal, other, pin_atom_v, true);
+  sched.run();
+  advance(idle_ms * 2);
+  CAF_CHECK_EQUAL(eng->session_count(), 1u);
+  caf::anon_send_exit(mortal, caf::exit_reason::kill);
+  sched.run();
+  advance(idle_ms + 200);
+  CAF_CHECK_EQUAL(eng->session_count(), 0u);
+  CAF_CHECK_EQUAL(m().directory_users.load(), 0);
+  caf::anon_send_exit(holder, caf::exit_reason::kill);
 }
 
 CAF_TEST(a holder of a released session gets a fresh one) {

@@ -43,6 +43,7 @@ session_actor::behavior_type recorder(session_actor::pointer, inbox_ptr inbox) {
     [](settle_atom, uint64_t) {},
     [](retry_atom, uint64_t) {},
     [](release_atom) {},
+    [](pin_atom, bool) {},
   };
 }
 
