@@ -121,8 +121,8 @@ JSON
   opened_s=$(awk -v a="$(date +%s.%N)" -v b="$t_open" 'BEGIN { printf "%.0f", a - b }')
   sleep 2
   # Right after connecting: the one-off timers of each user's connect and
-  # join (a first keep-alive, the requests' timeouts, the session's first
-  # idle check, all within a minute) still fire.
+  # join (the requests' timeouts, the session's first idle check, all
+  # within a minute) still fire, and no socket has been pinged yet.
   local e0 e1 te0 te1
   e0=$(conn_sample); te0=$(date +%s.%N)
   sleep "$conn_idle_s"
