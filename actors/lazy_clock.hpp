@@ -27,9 +27,9 @@ void use_lazy_clock(caf::actor_system_config& cfg);
 
 /// When the lazy clock fires a request's timeout due at `t` (set at `now`).
 /// The timeout is a backstop that nearly always comes after the answer (and
-/// is never cancelled): one of a second or more fires on a grid of about
-/// 1/8 of it (125 ms, or 1 s from 8 s on), never before `t`, so that the
-/// timeouts of many requests share one wake of the clock instead of one each.
+/// is never cancelled): one of a second or more fires on a 125 ms grid,
+/// never before `t`, so that the timeouts of many requests share one wake
+/// of the clock instead of one each.
 std::chrono::steady_clock::time_point
 request_timeout_due(std::chrono::steady_clock::time_point t,
                     std::chrono::steady_clock::time_point now);

@@ -129,11 +129,11 @@ TEST(lazy_clock, long_request_timeouts_share_few_moments_none_early) {
     moments_2s.insert(due);
     due = mm::request_timeout_due(at + 20s, at);
     EXPECT_GE(due, at + 20s);
-    EXPECT_LT(due, at + 21s);
+    EXPECT_LT(due, at + 20s + 125ms);
     moments_20s.insert(due);
   }
   EXPECT_LE(moments_2s.size(), 10u);
-  EXPECT_LE(moments_20s.size(), 2u);
+  EXPECT_LE(moments_20s.size(), 10u);
 }
 
 TEST(lazy_clock, a_long_request_timeout_still_fires_never_early) {
