@@ -72,9 +72,15 @@ void release_if_idle(ses_ptr self) {
   self->quit();
 }
 
+/// The holder let go, or died: the quiet time counts from now.
+void let_go(ses_ptr self) {
+  self->state.holder = nullptr;
+  touch(self);
+}
+
 /// A connection of the user opened (`on`) or closed, as its holder says:
-/// held, the session stays without a timer; let go (or its holder dead),
-/// its quiet time counts from now.
+/// held, the session stays without a timer; let go, its quiet time counts
+/// again.
 void hold(ses_ptr self, bool on) {
   auto& d = self->state;
   auto who = self->current_sender();
@@ -86,13 +92,10 @@ void hold(ses_ptr self, bool on) {
       self->demonitor(d.holder);
     d.holder = addr;
     self->monitor(who);
-    return;
+  } else if (d.holder) {
+    self->demonitor(d.holder);
+    let_go(self);
   }
-  if (!d.holder)
-    return;
-  self->demonitor(d.holder);
-  d.holder = nullptr;
-  touch(self);
 }
 
 void publish(ses_ptr self) {
@@ -661,10 +664,8 @@ session_actor::behavior_type session_impl(ses_ptr self, std::string user,
                caf::actor_cast<session_actor>(self));
   // A holder that dies lets go (pin_atom): the session may be released.
   self->set_down_handler([self](caf::down_msg& dm) {
-    if (dm.source == self->state.holder) {
-      self->state.holder = nullptr;
-      touch(self);
-    }
+    if (dm.source == self->state.holder)
+      let_go(self);
   });
   touch(self);
   return idle_b(self);
