@@ -1,5 +1,6 @@
 #include "app/matchd/http_server.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -229,7 +230,8 @@ class server_impl : public http_server {
     : core_(std::make_shared<server_core>(std::move(router), std::move(events),
                                           limits)),
       ioc_(static_cast<int>(threads)), acceptor_(asio::make_strand(ioc_)),
-      accept_timer_(acceptor_.get_executor()), threads_n_(threads) {
+      accept_timer_(acceptor_.get_executor()), sweep_timer_(ioc_),
+      threads_n_(threads) {
     // nop
   }
 
@@ -256,6 +258,8 @@ class server_impl : public http_server {
                                                 + ": " + ec.message()};
     port_ = acceptor_.local_endpoint().port();
     do_accept();
+    sweep_timer_.expires_after(sweep_tick());
+    sweep_timer_.async_wait([this](beast::error_code ec) { sweep(ec); });
     for (size_t i = 0; i < threads_n_; ++i)
       threads_.emplace_back([this] { run_io(); });
     return true;
@@ -275,7 +279,7 @@ class server_impl : public http_server {
 
   bool
   close_websockets(std::chrono::steady_clock::time_point deadline) override {
-    for (auto& s : core_->all_ws())
+    for (auto& s : core_->websockets.all())
       s->close_when_flushed();
     while (std::chrono::steady_clock::now() < deadline) {
       if (core_->stats.open_websockets.load() <= 0)
@@ -296,7 +300,7 @@ class server_impl : public http_server {
     // WebSockets still open (their clients never answered the close) would
     // outlive the io_context inside the hub: the hub lets go of them now,
     // and they go with the io_context's pending handlers.
-    for (auto& s : core_->all_ws())
+    for (auto& s : core_->websockets.all())
       core_->events->detach(s->user(), s.get());
   }
 
@@ -318,6 +322,35 @@ class server_impl : public http_server {
         core_->log_handler_error("io", "unknown exception");
       }
     }
+  }
+
+  /// How often the sweep looks: an eighth of --ws-idle-timeout, at most a
+  /// second (a ping goes out at most that late, a dead peer is cut at most
+  /// that late).
+  std::chrono::milliseconds sweep_tick() const {
+    auto idle = std::chrono::milliseconds(core_->limits.ws_idle_timeout_ms);
+    return std::clamp<std::chrono::milliseconds>(
+      idle / 8, std::chrono::milliseconds(10), std::chrono::seconds(1));
+  }
+
+  /// One timer for every WebSocket's keep-alive, instead of Beast's timer
+  /// per socket re-armed at each pong (a quarter of an idle node's CPU at
+  /// 20,000 sockets; docs/benchmarks.md).
+  void sweep(beast::error_code ec) {
+    if (ec || stopped_.load())
+      return;
+    try {
+      // Only sockets quiet for half of --ws-idle-timeout need a look.
+      auto now = ws_session::steady_ms();
+      core_->websockets.visit_quiet(now - core_->limits.ws_idle_timeout_ms / 2,
+                                    [now](ws_session& s, int64_t heard) {
+                                      s.look(now, heard);
+                                    });
+    } catch (const std::exception& e) {
+      core_->log_handler_error("websocket sweep", e.what());
+    }
+    sweep_timer_.expires_after(sweep_tick());
+    sweep_timer_.async_wait([this](beast::error_code e) { sweep(e); });
   }
 
   void do_accept() {
@@ -373,6 +406,7 @@ class server_impl : public http_server {
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
   asio::steady_timer accept_timer_;
+  asio::steady_timer sweep_timer_; ///< the WebSockets' keep-alive
   std::chrono::milliseconds pause_{0};
   log_limit accept_log_{5, std::chrono::seconds(10)};
   size_t threads_n_;

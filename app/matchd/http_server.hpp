@@ -41,6 +41,7 @@ struct server_stats {
   std::atomic<uint64_t> ws_overflow_closed{0};
   std::atomic<uint64_t> ws_refused{0};     ///< upgrades over the per-user cap
   std::atomic<uint64_t> ws_idle_closed{0}; ///< closed by the idle timeout
+  std::atomic<uint64_t> ws_pings{0};       ///< pings sent to silent clients
   std::atomic<uint64_t> ws_rate_closed{0}; ///< closed for flooding
   std::atomic<uint64_t> ws_requests{0};    ///< requests sent on WebSockets
   std::atomic<uint64_t> accept_paused{0};  ///< accept failures (then a pause)

@@ -316,6 +316,11 @@ class engine_collector : public prometheus::Collectable {
                            "WebSockets closed by --ws-idle-timeout",
                            MetricType::Counter,
                            static_cast<double>(s.ws_idle_closed.load())));
+      out.push_back(scalar("mm_websocket_pings_total",
+                           "Pings sent to WebSocket clients silent for half "
+                           "of --ws-idle-timeout",
+                           MetricType::Counter,
+                           static_cast<double>(s.ws_pings.load())));
       out.push_back(scalar("mm_websocket_rate_closed_total",
                            "WebSockets closed for sending over --ws-rate",
                            MetricType::Counter,

@@ -38,23 +38,4 @@ void server_core::release_ws(const std::string& user) {
     ws_per_user_.erase(i);
 }
 
-void server_core::add_ws(const std::shared_ptr<ws_session>& s) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  ws_.insert(s);
-}
-
-void server_core::remove_ws(const std::shared_ptr<ws_session>& s) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  ws_.erase(s);
-}
-
-std::vector<std::shared_ptr<ws_session>> server_core::all_ws() {
-  std::vector<std::shared_ptr<ws_session>> out;
-  std::lock_guard<std::mutex> guard{mtx_};
-  for (auto& w : ws_)
-    if (auto s = w.lock())
-      out.push_back(std::move(s));
-  return out;
-}
-
 } // namespace mm

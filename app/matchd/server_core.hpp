@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -18,11 +17,10 @@
 #include "app/matchd/api.hpp"
 #include "app/matchd/http_server.hpp"
 #include "app/matchd/hub.hpp"
+#include "app/matchd/ws_registry.hpp"
 #include "core/log_limit.hpp"
 
 namespace mm {
-
-class ws_session;
 
 struct server_core {
   /// Sessions answer through `r`, WebSockets attach to `e`, `l` bounds them.
@@ -52,21 +50,14 @@ struct server_core {
   /// `reserve_ws` (ws_slot does that). Thread-safe.
   void release_ws(const std::string& user);
 
-  /// Registers an open WebSocket for the drain (held weakly). Thread-safe.
-  void add_ws(const std::shared_ptr<ws_session>& s);
-  /// Forgets it. Thread-safe; idempotent.
-  void remove_ws(const std::shared_ptr<ws_session>& s);
-  /// The registered WebSockets that still exist. Thread-safe.
-  std::vector<std::shared_ptr<ws_session>> all_ws();
+  /// The open WebSockets, for the drain and the keep-alive sweep.
+  ws_registry websockets;
 
  private:
   std::mutex mtx_;
   /// Open (or opening) WebSockets by user; a user with none has no entry,
   /// so the map does not grow with the users served.
   std::unordered_map<std::string, uint32_t> ws_per_user_;
-  std::set<std::weak_ptr<ws_session>,
-           std::owner_less<std::weak_ptr<ws_session>>>
-    ws_;
   log_limit error_log_{5, std::chrono::seconds(10)};
 };
 

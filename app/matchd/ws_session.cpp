@@ -31,15 +31,15 @@ void ws_session::run(request req) {
   // and waiting for the client's answer to our close.
   opt.handshake_timeout
     = std::min<std::chrono::milliseconds>(idle, std::chrono::seconds(2));
-  // Beast pings after half of it without a frame from the client, and
-  // times out the read after all of it.
-  opt.idle_timeout = idle;
-  opt.keep_alive_pings = true;
+  // No idle timer per socket: the server's sweep pings and cuts (`look`).
+  opt.idle_timeout = websocket::stream_base::none();
+  opt.keep_alive_pings = false;
   ws_.set_option(opt);
   // A request frame holds at most an HTTP body and a few fields.
   ws_.read_message_max(core_->limits.max_body + 1024);
   // Pings never reach do_read: they take from the same bucket here.
   ws_.control_callback([this](websocket::frame_type kind, beast::string_view) {
+    heard(); // a pong answers the sweep's ping
     if (kind == websocket::frame_type::ping && !take_token())
       over_rate();
   });
@@ -50,7 +50,7 @@ void ws_session::run(request req) {
     }
     try {
       self->open_ = true;
-      self->core_->add_ws(self);
+      self->reg_ = self->core_->websockets.add(self, steady_ms());
       // Attach after the handshake: the backlog goes out on an open stream.
       self->core_->events->attach(self->user_, self);
     } catch (const std::exception& e) {
@@ -76,6 +76,56 @@ void ws_session::close_when_flushed() {
     if (self->queue_.empty() && self->open_)
       self->do_close(websocket::close_code::going_away);
   });
+}
+
+int64_t ws_session::steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+
+void ws_session::heard() {
+  if (!done_ && reg_.heard != nullptr) // the slot is another's once done
+    reg_.heard->store(steady_ms(), std::memory_order_relaxed);
+}
+
+void ws_session::look(int64_t now_ms, int64_t at) {
+  if (at != heard_for_) {
+    heard_for_ = at; // a new silence
+    swept_ = 0;
+  }
+  auto silent = now_ms - at;
+  int64_t idle = core_->limits.ws_idle_timeout_ms;
+  if (silent >= idle && swept_ < 2) {
+    swept_ = 2;
+    asio::post(ws_.get_executor(),
+               [self = shared_from_this(), at] { self->cut(at); });
+  } else if (silent >= idle / 2 && swept_ < 1) {
+    swept_ = 1;
+    asio::post(ws_.get_executor(),
+               [self = shared_from_this()] { self->ping(); });
+  }
+}
+
+void ws_session::ping() {
+  if (!open_ || closed_ || done_ || pinging_)
+    return;
+  pinging_ = true;
+  ++core_->stats.ws_pings;
+  ws_.async_ping({}, [self = shared_from_this()](beast::error_code) {
+    // A failed ping fails the pending read too: that one ends the session.
+    self->pinging_ = false;
+  });
+}
+
+void ws_session::cut(int64_t heard_at) {
+  if (!open_ || closed_ || done_
+      || reg_.heard->load(std::memory_order_relaxed) != heard_at)
+    return;
+  ++core_->stats.ws_idle_closed; // not even a pong
+  // Like a timeout: no close handshake with a peer that answers nothing.
+  // The pending read fails, and that ends the session.
+  beast::get_lowest_layer(ws_).close();
 }
 
 bool ws_session::bucket::take(double rate) {
@@ -152,6 +202,7 @@ void ws_session::do_read() {
       self->finished();
       return;
     }
+    self->heard();
     try {
       auto text = beast::buffers_to_string(self->in_.data());
       // Read buffers are per connected user: none kept between requests.
@@ -252,7 +303,7 @@ void ws_session::finished() {
     return;
   done_ = true;
   core_->events->detach(user_, this);
-  core_->remove_ws(shared_from_this());
+  core_->websockets.remove(reg_);
   place_.reset(); // the user may open another at once
   --core_->stats.open_websockets;
 }

@@ -5,9 +5,11 @@
 // the requests the client sends on it (app/matchd/ws_requests.hpp; at --rate as
 // on an HTTP connection, at most ws_requests_in_flight at once; any other
 // frame and pings within --ws-rate, a flood closed), pings a quiet client
-// and closes one that answers nothing for --ws-idle-timeout.
+// and closes one that answers nothing for --ws-idle-timeout (when the
+// server's sweep looks, not by a timer of its own).
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -56,6 +58,16 @@ class ws_session : public event_sink,
   /// Closes once everything queued is sent. Thread-safe, idempotent.
   void close_when_flushed();
 
+  /// The sweep's look at this socket at `now_ms` (`steady_ms()`), last
+  /// heard from at `heard_ms`: a client silent (no frame, no pong) for half
+  /// of --ws-idle-timeout is pinged once, one silent for all of it is cut
+  /// and counted. Any thread, but one look at a time (the server's sweep
+  /// timer); never blocks. Idempotent within one silence.
+  void look(int64_t now_ms, int64_t heard_ms);
+
+  /// Milliseconds of the steady clock: the time of `look`.
+  static int64_t steady_ms();
+
  private:
   /// Queues `msg` (runs on the socket's strand). A client that leaves
   /// ws_queue_limit messages unsent does not read: its socket is closed
@@ -85,6 +97,13 @@ class ws_session : public event_sink,
   bool take_token();
   /// Closes the socket for flooding (1008), once.
   void over_rate();
+  /// Something came from the client: its silence starts over.
+  void heard();
+  /// Pings the client unless a ping is on its way or the socket closes.
+  void ping();
+  /// Closes the socket without a handshake when nothing came since
+  /// `heard_at` (the look's view); a frame since then keeps it.
+  void cut(int64_t heard_at);
 
   /// A token bucket (burst twice the rate).
   struct bucket {
@@ -108,6 +127,14 @@ class ws_session : public event_sink,
   std::vector<std::shared_ptr<const std::string>> queue_;
   bucket frames_;   ///< every frame but a well-formed request: --ws-rate
   bucket requests_; ///< well-formed requests: --rate, as on an HTTP connection
+  /// The socket's slot in the server's registry while open: the moment of
+  /// the client's last frame, written on the strand, read by the sweep.
+  ws_registry::place reg_;
+  // The sweep's own: what it did in the silence that began at heard_for_
+  // (0 nothing, 1 pinged, 2 cut). Only `look` touches them.
+  int64_t heard_for_ = 0;
+  int swept_ = 0;
+  bool pinging_ = false;
   bool writing_ = false;
   bool open_ = false;
   bool closing_ = false;

@@ -343,6 +343,25 @@ TEST(frontdoor, a_websocket_that_answers_nothing_is_closed) {
   EXPECT_FALSE(live.closed(2500ms)) << "a client that answers pings was closed";
   EXPECT_GE(metric(n.port(), "mm_websocket_idle_closed_total"), 1);
   EXPECT_EQ(metric(n.port(), "mm_websockets"), 1);
+  // Each pong starts a new silence: the live client was pinged again and
+  // again (one ping for the mute one, about one per 0.5 s for this one).
+  EXPECT_GE(metric(n.port(), "mm_websocket_pings_total"), 4);
+}
+
+/// Only silent clients are pinged: one that sends a frame more often than
+/// half of --ws-idle-timeout never is, and stays open.
+TEST(frontdoor, a_websocket_that_talks_is_not_pinged) {
+  auto n = node("ws_talk", {"--ws-idle-timeout", "1000"});
+  unsigned status = 0;
+  auto chatty = raw_websocket(n.port(), unique("chatty"), status);
+  ASSERT_EQ(status, 101u);
+  for (int i = 0; i < 12; ++i) { // 2.4 s, within --ws-rate
+    chatty->send(raw_conn::text_frame("hi"));
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_FALSE(chatty->closed_within(100ms));
+  EXPECT_EQ(metric(n.port(), "mm_websocket_pings_total"), 0);
+  EXPECT_EQ(metric(n.port(), "mm_websocket_idle_closed_total"), 0);
 }
 
 /// Inbound messages (and pings) are rate limited per WebSocket: a flood is
