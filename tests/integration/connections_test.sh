@@ -47,9 +47,12 @@ curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || fail "matchd not ready"
 grep -q "descriptor limit" "$work/matchd.log" && fail "matchd: descriptor limit"
 
 set +e
+# Sources other than 127.0.0.1: tests running beside this one bind their
+# listeners to 127.0.0.1 ports they found free, and 19,600 client sockets
+# on that address took one of them (owner_kill_test: EADDRINUSE).
 "$matchctl" --url "http://127.0.0.1:$port" --secret "$secret" connections \
   --users "$users" --match-all --open-rate 2000 --idle-s 2 --join-rate 1000 \
-  --sources 127.0.0.1 --sources 127.0.0.2 --prefix "$prefix" --pid "$pid" \
+  --sources 127.0.0.3 --sources 127.0.0.4 --prefix "$prefix" --pid "$pid" \
   --settle-s 60 >"$work/out" 2>"$work/err"
 rc=$?
 set -e
