@@ -194,30 +194,54 @@ void ws_session::do_write() {
 }
 
 void ws_session::do_read() {
-  ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec,
-                                                  size_t) {
-    if (ec) {
-      if (ec == beast::error::timeout)
-        ++self->core_->stats.ws_idle_closed; // not even a pong
-      self->finished();
-      return;
-    }
-    self->heard();
-    try {
-      auto text = beast::buffers_to_string(self->in_.data());
-      // Read buffers are per connected user: none kept between requests.
-      self->in_.clear();
-      self->in_.shrink_to_fit();
-      if (!self->on_request(text)) {
-        // A flood: the close handshake reads (and drops) what still comes.
-        self->over_rate();
+  // A waiting read holds no buffer of its own: Beast's async_read prepares
+  // ~1.5 KiB in `in_` before a byte arrives, per connected user. The first
+  // byte of a message lands in `first_`; `in_` grows only for the rest.
+  ws_.async_read_some(
+    asio::buffer(&first_, 1),
+    [self = shared_from_this()](beast::error_code ec, size_t n) {
+      if (self->read_failed(ec))
+        return;
+      self->heard();
+      std::string head(n, self->first_);
+      if (self->ws_.is_message_done()) {
+        self->on_message(std::move(head));
         return;
       }
-    } catch (const std::exception& e) {
-      self->core_->log_handler_error("websocket request", e.what());
+      self->ws_.async_read(
+        self->in_, [self, head = std::move(head)](beast::error_code e, size_t) {
+          if (self->read_failed(e))
+            return;
+          self->heard();
+          auto text = head + beast::buffers_to_string(self->in_.data());
+          // Read buffers are per connected user: none kept between requests.
+          self->in_.clear();
+          self->in_.shrink_to_fit();
+          self->on_message(std::move(text));
+        });
+    });
+}
+
+bool ws_session::read_failed(beast::error_code ec) {
+  if (!ec)
+    return false;
+  if (ec == beast::error::timeout)
+    ++core_->stats.ws_idle_closed; // the close handshake's answer
+  finished();
+  return true;
+}
+
+void ws_session::on_message(std::string text) {
+  try {
+    if (!on_request(text)) {
+      // A flood: the close handshake reads (and drops) what still comes.
+      over_rate();
+      return;
     }
-    self->do_read();
-  });
+  } catch (const std::exception& e) {
+    core_->log_handler_error("websocket request", e.what());
+  }
+  do_read();
 }
 
 bool ws_session::on_request(std::string_view text) {

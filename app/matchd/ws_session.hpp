@@ -76,9 +76,12 @@ class ws_session : public event_sink,
   /// Writes the queue in order, one message at a time; closes once it is
   /// empty when `close_when_flushed` asked for it.
   void do_write();
-  /// Reads the next frame; a timeout (not even a pong) or an error ends
-  /// the session.
+  /// Reads the next message; an error ends the session.
   void do_read();
+  /// True (and the session ended) when a read failed with `ec`.
+  bool read_failed(boost::beast::error_code ec);
+  /// Answers one whole message from the client, then reads the next.
+  void on_message(std::string text);
   /// One frame from the client, answered on this socket: the refusal of
   /// `parse_ws_request` (400), 429 `rate_limited` over --rate, 429
   /// `too_many_requests` past ws_requests_in_flight, for `auth` 200 or
@@ -121,6 +124,7 @@ class ws_session : public event_sink,
   std::string user_;
   token_check who_;
   std::size_t in_flight_ = 0; ///< requests handed to the router, unanswered
+  char first_ = 0;            ///< a message's first byte (see do_read)
   boost::beast::flat_buffer in_;
   // A vector, not a deque: an empty libstdc++ deque already holds 576
   // bytes, and a node keeps one per connected user.

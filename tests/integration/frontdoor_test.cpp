@@ -364,6 +364,40 @@ TEST(frontdoor, a_websocket_that_talks_is_not_pinged) {
   EXPECT_EQ(metric(n.port(), "mm_websocket_idle_closed_total"), 0);
 }
 
+/// One masked client frame: `head` is its first byte (FIN, opcode).
+std::string client_frame(unsigned char head, const std::string& payload) {
+  auto f = raw_conn::text_frame(payload);
+  f[0] = static_cast<char>(head);
+  return f;
+}
+
+/// A message is read whole whatever its size or fragments: a one-byte
+/// message, an empty one and one in three fragments are each answered as
+/// one request (the read takes a message's first byte apart from the rest).
+TEST(frontdoor, websocket_messages_of_any_shape_are_read_whole) {
+  auto n = node("ws_shapes");
+  unsigned status = 0;
+  auto c = raw_websocket(n.port(), unique("shapes"), status);
+  ASSERT_EQ(status, 101u);
+  c->send(raw_conn::text_frame("x"));
+  c->send(raw_conn::text_frame(""));
+  c->send(client_frame(0x01, "{\"id\":\"frag\",")); // text, not FIN
+  c->send(client_frame(0x00, "\"op\":"));           // continuation
+  c->send(client_frame(0x80, "\"teleport\"}"));     // continuation, FIN
+  EXPECT_FALSE(c->closed_within(1500ms));
+  auto& got = c->pending();
+  auto count = [&](const std::string& what) {
+    size_t k = 0;
+    for (auto at = got.find(what); at != std::string::npos;
+         at = got.find(what, at + 1))
+      ++k;
+    return k;
+  };
+  EXPECT_EQ(count("malformed_json"), 2u) << got; // "x" and ""
+  EXPECT_EQ(count("unknown_op"), 1u) << got;
+  EXPECT_NE(got.find("\"frag\""), std::string::npos) << got;
+}
+
 /// Inbound messages (and pings) are rate limited per WebSocket: a flood is
 /// closed with 1008 (policy violation).
 TEST(frontdoor, a_websocket_that_floods_is_closed) {
