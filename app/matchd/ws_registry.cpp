@@ -1,5 +1,9 @@
 #include "app/matchd/ws_registry.hpp"
 
+#include <limits>
+
+#include "app/matchd/ws_session.hpp"
+
 namespace mm {
 
 struct ws_registry::chunk {
@@ -68,13 +72,11 @@ void ws_registry::visit_quiet(
 
 std::vector<std::shared_ptr<ws_session>> ws_registry::all() {
   std::vector<std::shared_ptr<ws_session>> out;
-  std::lock_guard<std::mutex> guard{mtx_};
-  for (uint32_t i = 0; i < used_; ++i) {
-    auto& c = *chunks_[i / chunk_size];
-    if (c.heard[i % chunk_size].load(std::memory_order_relaxed) != 0)
-      if (auto s = c.who[i % chunk_size].lock())
-        out.push_back(std::move(s));
-  }
+  // Every live socket was heard at or before now.
+  visit_quiet(std::numeric_limits<int64_t>::max(),
+              [&out](ws_session& s, int64_t) {
+                out.push_back(s.shared_from_this());
+              });
   return out;
 }
 

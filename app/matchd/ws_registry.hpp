@@ -51,7 +51,8 @@ class ws_registry {
   void visit_quiet(int64_t quiet_since_ms,
                    const std::function<void(ws_session&, int64_t heard_ms)>& f);
 
-  /// The registered sockets that still exist. Thread-safe.
+  /// The registered sockets that still exist (frees the slots of those
+  /// gone, as `visit_quiet`). Thread-safe.
   std::vector<std::shared_ptr<ws_session>> all();
 
  private:
