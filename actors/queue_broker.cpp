@@ -198,6 +198,21 @@ void dispatch(broker_ptr self) {
   }
 }
 
+/// Logs a store outage, rate-limited: during one every call of every user
+/// fails.
+void log_failure(const failure& f) {
+  if (f.code != errc::store_unavailable)
+    return;
+  static log_limit limit{5, std::chrono::seconds(10)};
+  uint64_t suppressed = 0;
+  if (limit.admit(suppressed)) {
+    if (suppressed > 0)
+      broker_log()->error("{} similar queue store failures not logged",
+                          suppressed);
+    broker_log()->error("queue store unavailable: {}", f.detail);
+  }
+}
+
 /// Runs `call` and hands the parsed reply to `out`.
 template <class T>
 void run_parsed(broker_ptr self, outcome<script_call> call,
@@ -208,17 +223,8 @@ void run_parsed(broker_ptr self, outcome<script_call> call,
   }
   submit(self, std::move(*call), [parse, out](store_reply& r) {
     auto res = parse(r);
-    if (!res && res.error().code == errc::store_unavailable) {
-      // Rate-limited: during an outage every call of every user fails.
-      static log_limit limit{5, std::chrono::seconds(10)};
-      uint64_t suppressed = 0;
-      if (limit.admit(suppressed)) {
-        if (suppressed > 0)
-          broker_log()->error("{} similar queue store failures not logged",
-                              suppressed);
-        broker_log()->error("queue store unavailable: {}", res.error().detail);
-      }
-    }
+    if (!res)
+      log_failure(res.error());
     out(std::move(res));
   });
 }
@@ -274,15 +280,19 @@ void count_claim(broker_ptr self, uint32_t stale_removed) {
   }
 }
 
+/// The candidates a claim of `spec` looks at. A queue with rules looks at
+/// more: its index already leaves out every incompatible cell
+/// (docs/rules.md).
+uint32_t scan_of(const broker_config& cfg, const ticket_spec& spec) {
+  return spec.rules.empty() ? cfg.scan : std::max(cfg.scan, cfg.rule_scan);
+}
+
 /// Claim-or-enqueue with bounded rescans after stale-only windows (problem 3
 /// of docs/design.md).
 void claim(broker_ptr self, ticket_spec spec, bool rescan, uint32_t scans,
            uint32_t stale, sink<claim_result> out) {
   auto& cfg = self->state.cfg;
-  // A queue with rules looks at more candidates per call: its index already
-  // leaves out every incompatible cell (docs/rules.md).
-  auto scan = spec.rules.empty() ? cfg.scan : std::max(cfg.scan, cfg.rule_scan);
-  auto call = codec::claim_call(spec, scan, cfg.hold_ms, rescan);
+  auto call = codec::claim_call(spec, scan_of(cfg, spec), cfg.hold_ms, rescan);
   if (!call) {
     out(call.error());
     return;
@@ -431,9 +441,66 @@ void arm_beat(broker_ptr self) {
                      heartbeat_atom_v);
 }
 
+/// Where the answer of a roster's re-scan goes: to its session when it
+/// changes something; the roster's timer re-armed.
+sink<claim_result> settle_rescan(broker_ptr self, uint64_t id, uint64_t gen,
+                                 int64_t sent_ns) {
+  return [self, id, gen, sent_ns](outcome<claim_result> res) {
+    auto v = self->state.waiters.settle(id, gen, res ? &*res : nullptr,
+                                        self->clock().now());
+    if (v.tell)
+      self->send(caf::actor_cast<session_actor>(v.session), rescan_atom_v, gen,
+                 sent_ns, std::move(*res));
+    if (!v.keep && v.session)
+      self->demonitor(caf::actor_cast<caf::actor_addr>(v.session));
+    arm_beat(self);
+  };
+}
+
+/// Re-scans `due` (tickets of one queue) in one rescan call; each answer
+/// is settled as a claim's with `rescan` would be, a stale-only window
+/// followed up by a claim of its own (problem 3).
+void rescan(broker_ptr self, std::vector<waiter_roster::scan> due,
+            int64_t sent_ns) {
+  auto& cfg = self->state.cfg;
+  std::vector<codec::rescan_item> items;
+  items.reserve(due.size());
+  for (auto& s : due)
+    items.push_back({s.spec.get(), scan_of(cfg, *s.spec)});
+  auto call = codec::rescan_call(items, cfg.hold_ms);
+  admit(self, due.front().spec->queue, false); // never refused: it refreshes
+  if (!call) {
+    for (auto& s : due)
+      settle_rescan(self, s.id, s.gen, sent_ns)(call.error());
+    return;
+  }
+  submit(self, std::move(*call),
+         [self, due{std::move(due)}, sent_ns](store_reply& r) {
+           auto all = codec::parse_rescan(r, due.size());
+           if (!all)
+             log_failure(all.error());
+           for (size_t i = 0; i < due.size(); ++i) {
+             auto out = settle_rescan(self, due[i].id, due[i].gen, sent_ns);
+             auto res = all ? std::move((*all)[i])
+                            : outcome<claim_result>{all.error()};
+             if (res) {
+               count_claim(self, res->stale_removed);
+               res->scans = 1;
+             }
+             if (res && res->outcome == claim_outcome::queued && res->more
+                 && self->state.cfg.max_rescans >= 1)
+               claim(self, *due[i].spec, true, 1, res->stale_removed,
+                     std::move(out));
+             else
+               out(std::move(res));
+           }
+         });
+}
+
 /// The heartbeats due now: a re-scan each (it refreshes the presence
-/// deadline and pairs a live waiter beside it, problem 4); an answer that
-/// changes something goes to its session.
+/// deadline and pairs a live waiter beside it, problem 4), those of one
+/// queue together in rescan calls of up to `cfg.rescan_batch` tickets; an
+/// answer that changes something goes to its session.
 void beat(broker_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
@@ -442,19 +509,10 @@ void beat(broker_ptr self) {
   auto sent_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                    now.time_since_epoch())
                    .count();
-  for (auto& s : st.waiters.take_due(now)) {
-    claim(self, std::move(s.spec), true, 0, 0,
-          [self, id{s.id}, gen{s.gen}, sent_ns](outcome<claim_result> res) {
-            auto v = self->state.waiters.settle(id, gen, res ? &*res : nullptr,
-                                                self->clock().now());
-            if (v.tell)
-              self->send(caf::actor_cast<session_actor>(v.session),
-                         rescan_atom_v, gen, sent_ns, std::move(*res));
-            if (!v.keep && v.session)
-              self->demonitor(caf::actor_cast<caf::actor_addr>(v.session));
-            arm_beat(self);
-          });
-  }
+  auto per_call = std::clamp<size_t>(st.cfg.rescan_batch, 1,
+                                     codec::max_rescans);
+  for (auto& group : st.waiters.take_due_by_queue(now, per_call))
+    rescan(self, std::move(group), sent_ns);
   arm_beat(self);
 }
 
@@ -591,8 +649,8 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
       auto who = self->current_sender();
       if (!who)
         return;
-      waiter_roster::waiter w{who,       gen,      std::move(spec),
-                              period_ms, align_ms, {}};
+      waiter_roster::waiter w{who, gen, nullptr, period_ms, align_ms, {}};
+      w.spec = std::make_shared<const ticket_spec>(std::move(spec));
       auto due
         = waiter_roster::time_point{std::chrono::milliseconds(first_at_ms)};
       if (self->state.waiters.watch(who->id(), std::move(w), due))

@@ -93,6 +93,22 @@ std::vector<waiter_roster::scan> waiter_roster::take_due(time_point now) {
   return out;
 }
 
+std::vector<std::vector<waiter_roster::scan>>
+waiter_roster::take_due_by_queue(time_point now, size_t max) {
+  auto due = take_due(now);
+  std::stable_sort(due.begin(), due.end(), [](const scan& x, const scan& y) {
+    return x.spec->queue < y.spec->queue;
+  });
+  std::vector<std::vector<scan>> out;
+  for (auto& s : due) {
+    if (out.empty() || out.back().size() >= max
+        || out.back().front().spec->queue != s.spec->queue)
+      out.emplace_back();
+    out.back().push_back(std::move(s));
+  }
+  return out;
+}
+
 waiter_roster::verdict waiter_roster::settle(uint64_t id, uint64_t gen,
                                              const claim_result* r,
                                              time_point now) {
@@ -113,7 +129,7 @@ waiter_roster::verdict waiter_roster::settle(uint64_t id, uint64_t gen,
   if (r->outcome == claim_outcome::queued) {
     v.tell = r->windows != e.w.windows;
     e.w.windows = r->windows;
-    again(e.w.spec.rules.empty() ? -1 : r->next_change_ms);
+    again(e.w.spec->rules.empty() ? -1 : r->next_change_ms);
     v.keep = true;
   } else if (r->outcome == claim_outcome::claimed_by_other
              && !r->partner.user.empty()) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -46,7 +47,8 @@ class waiter_roster {
   struct waiter {
     caf::strong_actor_ptr session;
     uint64_t gen = 0; ///< the session's state generation: its answers carry it
-    ticket_spec spec; ///< what a re-scan sends
+    /// What a re-scan sends; shared with the re-scans in flight.
+    std::shared_ptr<const ticket_spec> spec;
     uint32_t period_ms = 10000;
     uint32_t align_ms = 0;
     std::string windows; ///< the rule windows the session last heard of
@@ -56,7 +58,7 @@ class waiter_roster {
   struct scan {
     uint64_t id;
     uint64_t gen;
-    ticket_spec spec;
+    std::shared_ptr<const ticket_spec> spec;
   };
 
   /// What a re-scan's answer means for its session.
@@ -77,6 +79,9 @@ class waiter_roster {
 
   /// The waiters due at `now`; each is in flight until `settle`.
   std::vector<scan> take_due(time_point now);
+
+  /// `take_due`, in groups of one queue each, of at most `max` (> 0).
+  std::vector<std::vector<scan>> take_due_by_queue(time_point now, size_t max);
 
   /// The answer of `id`'s re-scan of generation `gen` (null: the store
   /// failed it; the deadline bounds the wait, it looks again later). An

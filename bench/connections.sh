@@ -129,8 +129,9 @@ JSON
   e1=$(conn_sample); te1=$(date +%s.%N)
   # Then the steady state, the figure: nothing but what lasts.
   sleep "$conn_settle_s"
-  local sw0 sw1
+  local sw0 sw1 r0 r1
   sw0=$(conn_switches)
+  r0=$(redis_cpu)
   idle_from=$(conn_sample); t0=$(date +%s.%N)
   if [ -n "${CONN_PERF:-}" ]; then
     # A profile of the idle window (perf record's file), for finding its cost.
@@ -140,6 +141,7 @@ JSON
     sleep "$conn_idle_s"
   fi
   idle_to=$(conn_sample); t1=$(date +%s.%N)
+  r1=$(redis_cpu)
   sw1=$(conn_switches)
   local rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -159,6 +161,9 @@ JSON
     'BEGIN { printf "# idle CPU right after connecting %.2f %% (then %d s of settling)\n", 100 * (c1 - c0) / (t1 - t0), s }'
   echo "# idle window: context switches by thread (name:count)"\
 " before $sw0; after $sw1"
+  # Redis's share: the waiting tickets' re-scans run there too.
+  awk -v r1="$r1" -v r0="$r0" -v t1="$t1" -v t0="$t0" \
+    'BEGIN { printf "# idle window: Redis CPU %.2f %%\n", 100 * (r1 - r0) / (t1 - t0) }'
   [ "$rc" = 0 ] || echo "# a load process reported a failure (verdict above)"
   echo "connections_held=$held"
   awk -v a="$(cut -d' ' -f1 <<<"$idle_to")" -v b="$(cut -d' ' -f1 <<<"$before")" \

@@ -14,6 +14,7 @@ void engine_settings_of(const matchd_config& mc, engine_config& ec) {
   // Heartbeats batched (docs/matchd.md); a coarser grid (250 ms) made the
   // joins that land in a burst wait longer (docs/benchmarks.md).
   ec.session.heartbeat_align_ms = 100;
+  ec.broker.rescan_batch = mc.rescan_batch;
   ec.session.idle_release_ms = mc.idle_release_ms;
   ec.directory.parked_ttl_ms = mc.parked_ttl_ms;
   ec.lifecycle.max_session_s = mc.max_session_s;

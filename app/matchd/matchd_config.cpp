@@ -225,6 +225,12 @@ config_result parse_matchd_config(int argc, char** argv, matchd_config& cfg) {
                 "Ticket refresh period in ms (less than --ticket-ttl)")
     ->capture_default_str();
   app
+    .add_option("--rescan-batch", cfg.rescan_batch,
+                "Waiting tickets of one queue re-scanned per store call at "
+                "their heartbeats (1: a call each)")
+    ->check(CLI::Range(1, 100))
+    ->capture_default_str();
+  app
     .add_option("--max-session", cfg.max_session_s,
                 "Seconds after which a match session ends by itself "
                 "(reason expired; 0: never)")

@@ -75,7 +75,8 @@ struct matchd_config {
   uint32_t drain_timeout_ms = 10000;
   uint32_t ticket_ttl_ms = 30000;
   uint32_t heartbeat_ms = 10000;
-  uint32_t max_session_s = 3600;    ///< sessions end by themselves after this
+  uint32_t rescan_batch = 50;    ///< waiting tickets' re-scans per Redis call
+  uint32_t max_session_s = 3600; ///< sessions end by themselves after this
   uint32_t idle_release_ms = 60000; ///< an idle user's actors stop (0: never)
   uint32_t trim_ms = 10000; ///< free heap returned to the system (0: never)
   uint32_t worker_timeout_ms

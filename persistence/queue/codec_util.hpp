@@ -48,11 +48,8 @@ inline failure invalid(std::string what) {
 
 // -- reply reading ------------------------------------------------------------
 
-/// The reply as an array of strings, or the failure it carries.
-inline outcome<std::vector<std::string>> fields(const store_reply& reply) {
-  if (reply.code != errc::none)
-    return failure{reply.code, reply.detail};
-  const auto& v = reply.value;
+/// A script's reply value as an array of strings, or the failure it is.
+inline outcome<std::vector<std::string>> fields(const store_value& v) {
   if (v.type == store_value::kind::error)
     return failure{errc::protocol_error, "script error: " + v.str};
   if (v.type != store_value::kind::array || v.elements.empty())
@@ -66,6 +63,13 @@ inline outcome<std::vector<std::string>> fields(const store_reply& reply) {
       out.emplace_back(e.str);
   }
   return out;
+}
+
+/// The reply as an array of strings, or the failure it carries.
+inline outcome<std::vector<std::string>> fields(const store_reply& reply) {
+  if (reply.code != errc::none)
+    return failure{reply.code, reply.detail};
+  return fields(reply.value);
 }
 
 /// Maps the refusals every script may answer to named errors.

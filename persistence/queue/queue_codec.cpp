@@ -97,6 +97,37 @@ outcome<script_call> claim_call(const ticket_spec& spec, uint32_t scan,
                spec.avoid});
 }
 
+outcome<script_call> rescan_call(const std::vector<rescan_item>& items,
+                                 uint32_t hold_ms) {
+  std::string err;
+  if (items.empty() || items.size() > max_rescans)
+    return invalid("a rescan takes 1.." + std::to_string(max_rescans)
+                   + " tickets");
+  if (!(err = check_range("hold_ms", hold_ms, 1, max_hold_ms)).empty())
+    return invalid(std::move(err));
+  const auto& queue = items.front().spec->queue;
+  std::vector<std::string> args;
+  args.reserve(1 + 9 * items.size());
+  args.emplace_back(std::to_string(hold_ms));
+  for (const auto& [spec, scan] : items) {
+    if (!(err = check_spec(*spec)).empty()
+        || !(err = check_range("scan", scan, 1, max_scan)).empty())
+      return invalid(std::move(err));
+    if (spec->queue != queue)
+      return invalid("a rescan's tickets are of one queue");
+    args.emplace_back(spec->user);
+    args.emplace_back(spec->ticket);
+    args.emplace_back(spec->node);
+    args.emplace_back(spec->attrs);
+    args.emplace_back(std::to_string(spec->ttl_ms));
+    args.emplace_back(std::to_string(scan));
+    args.emplace_back(spec->rules);
+    args.emplace_back(spec->rk);
+    args.emplace_back(spec->avoid);
+  }
+  return make(script_id::rescan, queue, std::move(args));
+}
+
 namespace {
 
 std::string check_ref(const ticket_ref& ref) {
@@ -187,8 +218,10 @@ outcome<enqueue_result> parse_enqueue(const store_reply& reply) {
   return refusal(x);
 }
 
-outcome<claim_result> parse_claim(const store_reply& reply) {
-  auto f = fields(reply);
+namespace {
+
+outcome<claim_result> parse_claim_value(const store_value& value) {
+  auto f = fields(value);
   if (!f)
     return f.error();
   auto& x = *f;
@@ -231,6 +264,38 @@ outcome<claim_result> parse_claim(const store_reply& reply) {
     return r;
   }
   return refusal(x);
+}
+
+} // namespace
+
+outcome<claim_result> parse_claim(const store_reply& reply) {
+  if (reply.code != errc::none)
+    return failure{reply.code, reply.detail};
+  return parse_claim_value(reply.value);
+}
+
+outcome<std::vector<outcome<claim_result>>>
+parse_rescan(const store_reply& reply, size_t n) {
+  if (reply.code != errc::none)
+    return failure{reply.code, reply.detail};
+  const auto& v = reply.value;
+  bool each = v.type == store_value::kind::array && !v.elements.empty()
+              && v.elements.front().str == "each";
+  if (!each) {
+    auto f = fields(v);
+    if (!f)
+      return f.error();
+    return refusal(*f);
+  }
+  if (v.elements.size() != n + 1)
+    return failure{errc::protocol_error,
+                   "rescan answered " + std::to_string(v.elements.size() - 1)
+                     + " of " + std::to_string(n) + " tickets"};
+  std::vector<outcome<claim_result>> out;
+  out.reserve(n);
+  for (size_t i = 1; i <= n; ++i)
+    out.push_back(parse_claim_value(v.elements[i]));
+  return out;
 }
 
 outcome<cancel_result> parse_cancel(const store_reply& reply) {

@@ -52,6 +52,22 @@ outcome<script_call> enqueue_call(const ticket_spec& spec);
 outcome<script_call> claim_call(const ticket_spec& spec, uint32_t scan,
                                 uint32_t hold_ms, bool rescan);
 
+/// Tickets of one rescan call.
+constexpr size_t max_rescans = 100;
+
+/// A waiting ticket to re-scan and the candidates its scan looks at.
+struct rescan_item {
+  const ticket_spec* spec;
+  uint32_t scan;
+};
+
+/// rescan.lua: the heartbeats of `items` (1..max_rescans tickets, all of
+/// one queue), each run as `claim_call(*spec, scan, hold_ms, true)` would,
+/// in order, in one call. Each ticket's re-scan is as idempotent as that
+/// claim's.
+outcome<script_call> rescan_call(const std::vector<rescan_item>& items,
+                                 uint32_t hold_ms);
+
 /// cancel.lua: removes the user's waiting ticket if `ref.token` (a decimal
 /// number) is its current token; a claimed one stays (`in_flight`). A
 /// repeat of a done cancel answers `not_found`.
@@ -91,6 +107,12 @@ outcome<enqueue_result> parse_enqueue(const store_reply& reply);
 /// 'matched', 'queued' (with `more` and, with rules, the windows) or
 /// 'claimed' (`claimed_by_other`).
 outcome<claim_result> parse_claim(const store_reply& reply);
+
+/// The reply of a rescan of `n` tickets: one `parse_claim` result per
+/// ticket, in order; the call's own failure (the store's, a refusal, a
+/// count that differs from `n`) for the whole.
+outcome<std::vector<outcome<claim_result>>>
+parse_rescan(const store_reply& reply, size_t n);
 
 /// 'cancelled' or 'in_flight' (with the state and the owning node).
 outcome<cancel_result> parse_cancel(const store_reply& reply);

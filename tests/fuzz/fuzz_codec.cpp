@@ -160,6 +160,15 @@ void decode_all(const store_reply& reply, bool transport) {
   plain("parse_heartbeat", codec::parse_heartbeat(reply));
   plain("parse_requeue", codec::parse_requeue(reply));
   plain("parse_release", codec::parse_release(reply));
+  // A rescan's reply holds one claim reply per ticket: each a result or a
+  // named refusal of its own.
+  auto n = reply.value.elements.empty() ? 1 : reply.value.elements.size() - 1;
+  auto rescans = codec::parse_rescan(reply, n);
+  plain("parse_rescan", rescans);
+  if (rescans)
+    for (auto& one : *rescans)
+      if (!one)
+        check_refusal(one.error(), "parse_rescan", false);
 }
 
 /// hiredis 0.14 allocates an announced array at once: an announced length

@@ -111,12 +111,15 @@ clk at(int64_t ms) {
   return clk{std::chrono::milliseconds(ms)};
 }
 
-waiter_roster::waiter waiter_of(uint64_t gen, std::string rules = {}) {
+waiter_roster::waiter waiter_of(uint64_t gen, std::string rules = {},
+                                std::string queue = "q") {
   waiter_roster::waiter w;
   w.gen = gen;
-  w.spec.queue = "q";
-  w.spec.user = "u";
-  w.spec.rules = std::move(rules);
+  ticket_spec spec;
+  spec.queue = std::move(queue);
+  spec.user = "u";
+  spec.rules = std::move(rules);
+  w.spec = std::make_shared<const ticket_spec>(std::move(spec));
   w.period_ms = 1000;
   w.align_ms = 100;
   return w;
@@ -223,4 +226,24 @@ CAF_TEST(a watch replaces the one before and an unwatch ends it) {
   auto q = queued();
   CAF_CHECK(!r.settle(1, 2, &q, at(3000)).keep); // gone: nothing re-armed
   CAF_CHECK(!r.next_due());
+}
+
+CAF_TEST(the waiters due go in calls of one queue each and bounded size) {
+  waiter_roster r;
+  for (uint64_t id = 1; id <= 5; ++id)
+    r.watch(id, waiter_of(1, {}, id % 2 == 0 ? "b" : "a"), at(1000));
+  r.watch(6, waiter_of(1, {}, "b"), at(2000)); // not due yet
+  auto groups = r.take_due_by_queue(at(1000), 2);
+  // a: 1, 3, 5 in two calls; b: 2, 4 in one.
+  CAF_REQUIRE_EQUAL(groups.size(), 3u);
+  size_t total = 0;
+  for (auto& g : groups) {
+    CAF_CHECK(!g.empty() && g.size() <= 2u);
+    for (auto& s : g)
+      CAF_CHECK_EQUAL(s.spec->queue, g.front().spec->queue);
+    total += g.size();
+  }
+  CAF_CHECK_EQUAL(total, 5u);
+  CAF_CHECK(r.take_due_by_queue(at(1500), 2).empty()); // in flight
+  CAF_CHECK_EQUAL(r.take_due_by_queue(at(2000), 50).size(), 1u);
 }
