@@ -647,7 +647,9 @@ broker_impl(broker_ptr self, std::shared_ptr<queue_store_factory> factory,
     [self](watch_atom, uint64_t gen, ticket_spec& spec, int64_t first_at_ms,
            uint32_t period_ms, uint32_t align_ms) {
       auto who = self->current_sender();
-      if (!who)
+      // A spec the store would refuse never beats: in a call of a queue's
+      // tickets it would fail the others too.
+      if (!who || !codec::check_spec(spec).empty())
         return;
       waiter_roster::waiter w{who, gen, nullptr, period_ms, align_ms, {}};
       w.spec = std::make_shared<const ticket_spec>(std::move(spec));

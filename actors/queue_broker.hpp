@@ -26,7 +26,7 @@ struct broker_config {
   uint32_t workers = 4;     ///< store connections (blocking stores only)
   uint32_t max_batch = 64;  ///< calls pipelined per round trip
   /// Heartbeat re-scans of one queue per rescan call (1..100; each is a
-  /// claim's work in the store, so 50 hold Redis well under a millisecond).
+  /// claim's work in the store: 50 hold Redis for about a millisecond).
   uint32_t rescan_batch = 50;
   uint32_t sweep_interval_ms = 1000; ///< periodic sweep of known queues; 0: off
   uint32_t sweep_batch = 100;        ///< tickets removed per sweep call

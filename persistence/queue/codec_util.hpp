@@ -85,6 +85,8 @@ inline failure refusal(const std::vector<std::string>& f) {
                    "the token is not the current one of ticket " + arg(1)};
   if (f[0] == "not_found")
     return failure{errc::not_found, "the user has no ticket in this queue"};
+  if (f[0] == "error") // a rescan's ticket whose claim raised
+    return failure{errc::protocol_error, "script error: " + arg(1)};
   return failure{errc::protocol_error,
                  "unexpected script reply '" + f[0] + "'"};
 }
