@@ -2,8 +2,8 @@
 # bench/migrate.sh: `bench/run migrate`, sourced by bench/run (which owns
 # $root, $dir and the cleanup trap).
 #
-# The lock time of migration 0007_compact_rows on a database of
-# MIG_SESSIONS (1,000,000) sessions (issue 34): a private PostgreSQL, the
+# The lock time of migrations 0007_compact_rows and 0008_text_payloads on a
+# database of MIG_SESSIONS (1,000,000) sessions (issue 34): a private PostgreSQL, the
 # migrations before 0007 applied from persistence/matchdb/migrations/, then
 # what a deployment of that version holds: MIG_ACTIVE (100,000) live pair
 # sessions with their members and match.created events, the rest ended in
@@ -11,8 +11,9 @@
 # each kind still to deliver. Then 0007 runs in one transaction, as the
 # store runs it, while a probe (pgbench, one connection) reads the tables
 # it locks in a loop: the probe's longest wait is the stall a running
-# node's commits see.
+# node's commits see. Then 0008 the same way on what 0007 left.
 # Last lines: migrate_sessions=N migrate_outbox_rows=N,
+# migrate_0008_tx_ms=X migrate_0008_probe_max_ms=X, and 0007's:
 # migrate_tx_ms=X (the migration's transaction), migrate_probe_max_ms=X.
 
 mig_sessions=${MIG_SESSIONS:-1000000}
@@ -97,33 +98,48 @@ SELECT 1 FROM session_members WHERE session_id = 'none';
 SELECT 1 FROM match_sessions WHERE id = 'none';
 SELECT 1 FROM outbox WHERE id = -1;
 SQL
+  mig_step 7 0007_compact_rows
+  local tx7=$mig_tx_ms max7=$mig_max_ms pending size1
+  pending=$("${q[@]}" -t -A -c "SELECT count(*) FROM outbox_pending")
+  size1=$("${q[@]}" -t -A -c "SELECT pg_size_pretty(pg_database_size('migrate'))")
+  echo "# 0007 applied in ${tx7} ms (probe's longest ${max7} ms):"\
+" $pending events pending (expected $((2 * mig_undelivered))), database"\
+" $size0 -> $size1; probe: $mig_probe"
+  if [ "$pending" != $((2 * mig_undelivered)) ]; then
+    echo "bench/run migrate: VIOLATION pending=$pending" >&2
+    return 1
+  fi
+  # 0008 on the database 0007 left: catalog changes only.
+  mig_step 8 0008_text_payloads
+  echo "# 0008 applied in ${mig_tx_ms} ms (probe's longest ${mig_max_ms} ms);"\
+" probe: $mig_probe"
+  echo "migrate_sessions=$mig_sessions migrate_outbox_rows=$rows"
+  echo "migrate_0008_tx_ms=$mig_tx_ms migrate_0008_probe_max_ms=$mig_max_ms"
+  echo "migrate_tx_ms=$tx7 migrate_probe_max_ms=$max7"
+}
+
+# Applies migration VERSION NAME as the store does (one transaction,
+# recorded) while the probe runs, one connection, 20 s from 3 s before.
+# Sets mig_tx_ms (psql's time of each statement, BEGIN and COMMIT
+# included, summed: the transaction without psql's own start),
+# mig_max_ms (the probe's longest transaction) and mig_probe.
+mig_step() {
+  local version=$1 name=$2
+  rm -f "$dir"/probelog.*
   (cd "$dir" && "$pgbin/pgbench" -n -h 127.0.0.1 -p "$pgport" -U postgres \
      -c 1 -T 20 -f "$dir/probe_tx.sql" -l --log-prefix=probelog migrate \
      >"$dir/pgbench.out" 2>&1) &
   local probe=$!
   sleep 3
-  # 0007 as the store applies it: one transaction, recorded.
-  local mig="$root/persistence/matchdb/migrations/0007_compact_rows.sql"
-  # psql times each statement (BEGIN and COMMIT included): their sum is
-  # the transaction, without psql's own start.
-  "${q[@]}" -1 -c '\timing on' -f "$mig" \
+  "${q[@]}" -1 -c '\timing on' \
+    -f "$root/persistence/matchdb/migrations/$name.sql" \
     -c "INSERT INTO schema_migrations (version, name, checksum) VALUES"\
-" (7, '0007_compact_rows', 'bench')" >"$dir/migrate.out"
+" ($version, '$name', 'bench')" >"$dir/migrate.out"
   wait "$probe" || true
-  local tx_ms max_ms pending size1
-  tx_ms=$(awk '/^Time: / { t += $2 } END { printf "%.1f", t }' "$dir/migrate.out")
+  mig_tx_ms=$(awk '/^Time: / { t += $2 } END { printf "%.1f", t }' "$dir/migrate.out")
   # pgbench's log: client, transaction, latency in us, ...
-  max_ms=$(cat "$dir"/probelog.* 2>/dev/null \
-             | awk '$3 + 0 > m { m = $3 + 0 } END { printf "%.1f", m / 1000 }')
-  pending=$("${q[@]}" -t -A -c "SELECT count(*) FROM outbox_pending")
-  size1=$("${q[@]}" -t -A -c "SELECT pg_size_pretty(pg_database_size('migrate'))")
-  echo "# 0007 applied: $pending events pending (expected"\
-" $((2 * mig_undelivered))), database $size0 -> $size1;"\
-" probe: $(grep -E 'number of transactions actually|latency average' "$dir/pgbench.out" | tr '\n' ' ')"
-  if [ "$pending" != $((2 * mig_undelivered)) ]; then
-    echo "bench/run migrate: VIOLATION pending=$pending" >&2
-    return 1
-  fi
-  echo "migrate_sessions=$mig_sessions migrate_outbox_rows=$rows"
-  echo "migrate_tx_ms=$tx_ms migrate_probe_max_ms=$max_ms"
+  mig_max_ms=$(cat "$dir"/probelog.* 2>/dev/null \
+                 | awk '$3 + 0 > m { m = $3 + 0 } END { printf "%.1f", m / 1000 }')
+  mig_probe=$(grep -E 'number of transactions actually|latency average' \
+                "$dir/pgbench.out" | tr '\n' ' ')
 }

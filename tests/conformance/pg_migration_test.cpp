@@ -1,4 +1,5 @@
-// PostgreSQL only: 0007_compact_rows taken by a database in use. The
+// PostgreSQL only: 0007_compact_rows and 0008_text_payloads taken by a
+// database in use. The
 // migrations before it are applied as the store applied them, the tables
 // then hold what an engine of that version left (active pairs, a group, a
 // closed session, an ended one in the history; events delivered, waiting,
@@ -13,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "mm_migrations.hpp"
 #include "persistence/matchdb/match_store.hpp"
@@ -161,6 +164,10 @@ TEST_F(pg_migration, a_database_in_use_migrates_and_goes_on) {
                         " locked_until > now() AND attempts = 1"),
             1);
   EXPECT_EQ(sql_->count("SELECT count(*) FROM outbox"), 7);
+  // 0008: the events written before it keep their jsonb payloads.
+  EXPECT_EQ(sql_->count("SELECT count(*) FROM outbox WHERE payload IS NOT"
+                        " NULL AND payload_text IS NULL"),
+            7);
 
   // Every waiting event is delivered once; the leased one when its lease
   // has passed, as a relay takes over a dead node's events.
@@ -172,6 +179,11 @@ TEST_F(pg_migration, a_database_in_use_migrates_and_goes_on) {
     for (auto& e : *evs) {
       EXPECT_TRUE(got.insert(e.event_id).second) << "twice: " << e.event_id;
       EXPECT_NE(e.payload, "");
+      if (e.event_id == match_created_event_id(waiting)) { // as written
+        EXPECT_EQ(
+          nlohmann::json::parse(e.payload),
+          nlohmann::json::parse(match_created_payload(waiting, pair_req("2"))));
+      }
       ids.push_back(e.event_id);
     }
     auto m = st->mark_delivered(ids);
@@ -238,6 +250,10 @@ TEST_F(pg_migration, a_database_in_use_migrates_and_goes_on) {
   while (deliver() > 0) {
   }
   EXPECT_EQ(got.size() - before_ends, 3u + 2u + 1u + 1u); // and next's
+  // Every event since the migration is stored as text, no jsonb.
+  EXPECT_EQ(sql_->count("SELECT count(*) FROM outbox WHERE payload IS NULL"
+                        " AND payload_text IS NOT NULL"),
+            7);
   // Pruning takes the delivered rows and the sessions that are over, and
   // the members of those that were closed.
   auto p = st->prune(0, 1000);

@@ -303,8 +303,8 @@ TEST_F(relay_pg, two_relays_one_killed_deliver_every_event) {
     },
     10s);
   auto rows = db_conn_->query(
-    "SELECT event_id, payload->'users'->0->>'user',"
-    " payload->'users'->1->>'user' FROM outbox ORDER BY id");
+    "SELECT event_id, payload_text::jsonb->'users'->0->>'user',"
+    " payload_text::jsonb->'users'->1->>'user' FROM outbox ORDER BY id");
   ASSERT_EQ(rows.size(), static_cast<size_t>(matches));
   auto in_stream = stream_ids();
   int lost_stream = 0;

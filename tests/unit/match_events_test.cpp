@@ -7,6 +7,7 @@
 #include <chrono>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +73,13 @@ TEST(match_events, session_ids_are_time_ordered_uuids) {
       = duration_cast<milliseconds>(system_clock::now().time_since_epoch())
           .count();
     ASSERT_EQ(id.size(), 36u);
+    // 8-4-4-4-12 lower-case hex digits.
+    for (size_t k = 0; k < id.size(); ++k) {
+      bool dash = k == 8 || k == 13 || k == 18 || k == 23;
+      bool digit = std::string_view{"0123456789abcdef"}.find(id[k])
+                   != std::string_view::npos;
+      EXPECT_TRUE(dash ? id[k] == '-' : digit) << id << " at " << k;
+    }
     EXPECT_EQ(id[14], '7');                                         // version 7
     EXPECT_NE(std::string{"89ab"}.find(id[19]), std::string::npos); // variant
     // The time it was made, in ms (a clock stepped back between the two

@@ -68,36 +68,44 @@ struct pending {
 namespace {
 
 /// The commit statement's parameters for the requests `sent` (todo
-/// indexes, in the order the statement numbers them from 1).
+/// indexes, in the order the statement numbers them from 1): the text
+/// columns as binary arrays (commit_binary), then the mutual flags and the
+/// lease as text.
 std::vector<std::string> commit_params(const std::vector<pending>& todo,
                                        const std::vector<size_t>& sent,
                                        const std::string& lease) {
   constexpr size_t text_columns = 13;
   constexpr size_t payload_column = 10; // $11
-  std::vector<std::string> out(text_columns + 2, "{");
-  std::string& mutual = out[text_columns];
   // Room for the usual sizes (ids, keys, payloads): no regrowth per match.
+  std::vector<binary_text_array> cols;
   for (size_t c = 0; c < text_columns; ++c)
-    out[c].reserve(sent.size() * (c == payload_column ? 320 : 48));
+    cols.emplace_back(sent.size() * (c == payload_column ? 320 : 48));
+  std::string mutual = "{";
   for (auto k : sent) {
     const auto& p = todo[k];
     const auto& r = *p.req;
     // In the statement's order ($1..$13).
-    const std::string* cols[text_columns]
+    const std::string* row[text_columns]
       = {&p.id,       &p.event_id,   &p.key,        &r.queue,    &r.user_a,
          &r.ticket_a, &r.attrs_a,    &r.user_b,     &r.ticket_b, &r.attrs_b,
          &p.payload,  &p.pair.first, &p.pair.second};
     for (size_t c = 0; c < text_columns; ++c)
-      append_element(out[c], *cols[c]);
+      cols[c].add(*row[c]);
     if (mutual.size() > 1)
       mutual += ',';
     mutual += p.mutual ? 't' : 'f';
   }
-  for (size_t c = 0; c <= text_columns; ++c)
-    out[c] += '}';
-  out[text_columns + 1] = lease;
+  std::vector<std::string> out;
+  out.reserve(text_columns + 2);
+  for (auto& c : cols)
+    out.push_back(c.take());
+  out.push_back(mutual + '}');
+  out.push_back(lease);
   return out;
 }
+
+/// The parameters commit_params sends in binary: $1..$13.
+constexpr uint32_t commit_binary = (1u << 13) - 1;
 
 } // namespace
 
@@ -170,7 +178,8 @@ pg_match_store::commit_batch(const std::vector<match_request>& requests,
   auto lease = std::to_string(commit_lease_ms_);
   if (!sent.empty()) {
     // A retry in the batch (its key taken) refuses it: one by one then.
-    auto r = exec_prepared(st_commit_new, commit_params(todo, sent, lease));
+    auto r = exec_prepared(st_commit_new, commit_params(todo, sent, lease),
+                           commit_binary);
     auto state = sqlstate_of(r.get());
     if (ok(r.get())) {
       take_inserted(r.get(), todo, sent, b);
@@ -239,7 +248,7 @@ void pg_match_store::commit_one(const match_request& req,
   auto params = commit_params(todo, sent, lease);
   for (int tries = 1;; ++tries) {
     must(exec("SAVEPOINT mm_req"), "SAVEPOINT");
-    auto r = exec_prepared(st_commit, params);
+    auto r = exec_prepared(st_commit, params, commit_binary);
     if (ok(r.get())) {
       // No row: committed before, `take_retried` reads it.
       if (PQntuples(r.get()) > 0 && check

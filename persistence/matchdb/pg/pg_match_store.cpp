@@ -58,9 +58,10 @@ bool pg_match_store::connect_now() {
   // unique index for a concurrent commit, the next statement must see it,
   // and SKIP LOCKED must not raise serialization failures.
   // UTF-8 whatever the conninfo or the server says: every text the store
-  // sends is UTF-8 (checked), and the group commit's array literals escape
-  // byte by byte, which a client encoding such as SJIS or GBK (where a
-  // byte of one character can be a backslash) would misread.
+  // sends is UTF-8 (checked): the array literals escape byte by byte,
+  // which a client encoding such as SJIS or GBK (where a byte of one
+  // character can be a backslash) would misread, and the server checks a
+  // binary array's text as the client's encoding.
   std::string set = "SET client_encoding = 'UTF8'; "
                     "SET default_transaction_isolation = 'read committed'";
   if (opts_.statement_timeout_ms > 0) {
@@ -117,34 +118,55 @@ pg_match_store::exec_params(const char* sql,
                             nullptr, values.data(), nullptr, nullptr, 0)});
 }
 
+namespace {
+
+/// libpq's parallel arrays for a statement's parameters.
+struct param_arrays {
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::vector<int> formats;
+
+  void add(const std::string& p, uint32_t binary) {
+    values.push_back(p.data());
+    lengths.push_back(static_cast<int>(p.size()));
+    formats.push_back(static_cast<int>((binary >> formats.size()) & 1u));
+  }
+};
+
+} // namespace
+
 result_ptr pg_match_store::exec_prepared(
-  stmt s, std::initializer_list<const std::string*> params) {
-  std::vector<const char*> values;
+  stmt s, std::initializer_list<const std::string*> params, uint32_t binary) {
+  param_arrays a;
   for (const auto* p : params)
-    values.push_back(p->c_str());
-  return exec_prepared(s, values);
+    a.add(*p, binary);
+  return send_prepared(s, static_cast<int>(a.values.size()), a.values.data(),
+                       a.lengths.data(), a.formats.data());
 }
 
-result_ptr
-pg_match_store::exec_prepared(stmt s, const std::vector<std::string>& params) {
-  std::vector<const char*> values;
+result_ptr pg_match_store::exec_prepared(stmt s,
+                                         const std::vector<std::string>& params,
+                                         uint32_t binary) {
+  param_arrays a;
   for (const auto& p : params)
-    values.push_back(p.c_str());
-  return exec_prepared(s, values);
+    a.add(p, binary);
+  return send_prepared(s, static_cast<int>(a.values.size()), a.values.data(),
+                       a.lengths.data(), a.formats.data());
 }
 
 result_ptr
-pg_match_store::exec_prepared(stmt s, const std::vector<const char*>& values) {
+pg_match_store::send_prepared(stmt s, int n, const char* const* values,
+                              const int* lengths, const int* formats) {
   if (!prepared_[s]) {
-    auto r = checked(
-      result_ptr{PQprepare(conn_.get(), statements[s].name, statements[s].sql,
-                           static_cast<int>(values.size()), nullptr)});
+    auto r = checked(result_ptr{PQprepare(conn_.get(), statements[s].name,
+                                          statements[s].sql, n, nullptr)});
     must(r, std::string{"prepare "} + statements[s].name);
     prepared_[s] = true;
   }
-  return checked(result_ptr{PQexecPrepared(
-    conn_.get(), statements[s].name, static_cast<int>(values.size()),
-    values.data(), nullptr, nullptr, 0)});
+  // Lengths matter to the binary parameters only: libpq reads a text one
+  // up to its NUL, which std::string keeps.
+  return checked(result_ptr{PQexecPrepared(conn_.get(), statements[s].name, n,
+                                           values, lengths, formats, 0)});
 }
 
 void pg_match_store::must(const result_ptr& r, const std::string& what) {

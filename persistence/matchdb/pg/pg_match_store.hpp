@@ -178,15 +178,20 @@ class pg_match_store final : public match_store {
                          std::initializer_list<std::string> params);
 
   /// Runs the statement `s` through `checked`, preparing it on its first use
-  /// on this connection (a refused prepare throws `db_refusal`).
+  /// on this connection (a refused prepare throws `db_refusal`). Bit i of
+  /// `binary` sends parameter i in binary format (binary_text_array); the
+  /// others go as text.
   result_ptr exec_prepared(stmt s,
-                           std::initializer_list<const std::string*> params);
+                           std::initializer_list<const std::string*> params,
+                           uint32_t binary = 0);
 
   /// The same with the parameters in a vector.
-  result_ptr exec_prepared(stmt s, const std::vector<std::string>& params);
+  result_ptr exec_prepared(stmt s, const std::vector<std::string>& params,
+                           uint32_t binary = 0);
 
-  /// The same with the parameters as C strings.
-  result_ptr exec_prepared(stmt s, const std::vector<const char*>& values);
+  /// What both exec_prepared send: `n` parameters in libpq's arrays.
+  result_ptr send_prepared(stmt s, int n, const char* const* values,
+                           const int* lengths, const int* formats);
 
   /// Throws `db_refusal` when the database refused `r`.
   static void must(const result_ptr& r, const std::string& what);

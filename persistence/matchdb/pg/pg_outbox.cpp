@@ -51,9 +51,9 @@ pg_match_store::mark_delivered(const std::vector<std::string>& event_ids) {
       ids.push_back(id);
   if (ids.empty())
     return size_t{0};
-  auto arg = text_array(ids);
+  auto arg = binary_array(ids);
   return run<size_t>("mark delivered", [&] {
-    auto r = exec_prepared(st_mark, {&arg});
+    auto r = exec_prepared(st_mark, {&arg}, 1);
     must(r, "mark delivered");
     return outcome<size_t>{static_cast<size_t>(int_of(r.get(), 0, 0))};
   });

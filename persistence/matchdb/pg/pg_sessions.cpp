@@ -28,9 +28,9 @@ pg_match_store::do_active_session_of(const std::string& user) {
 std::vector<outcome<std::optional<match_record>>>
 pg_match_store::do_active_sessions_of(const std::vector<std::string>& users) {
   using found = std::vector<std::optional<match_record>>;
-  auto arg = text_array(users);
+  auto arg = binary_array(users);
   auto r = run<found>("active sessions", [&] {
-    auto res = exec_prepared(st_active_of_many, {&arg});
+    auto res = exec_prepared(st_active_of_many, {&arg}, 1);
     must(res, "active sessions");
     std::unordered_map<std::string, match_record> by_user;
     for (int i = 0; i < PQntuples(res.get()); ++i)

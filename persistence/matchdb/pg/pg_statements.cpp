@@ -115,8 +115,9 @@ namespace mm::pg {
    "  CROSS JOIN LATERAL (VALUES (req.user_a), (req.user_b)) AS u (user_id)"   \
    "  ORDER BY u.user_id COLLATE \"C\""                                        \
    "), o AS ("                                                                 \
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"  \
-   "  SELECT req.event_id, s.id, 'match.created', req.payload::jsonb,"         \
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload_text,"     \
+   "                     created_at)"                                          \
+   "  SELECT req.event_id, s.id, 'match.created', req.payload,"         \
    "         s.created_at"                                                     \
    "  FROM s JOIN req ON req.id = s.id ORDER BY req.idx"                       \
    MM_OUTBOX_RETURNING                                                         \
@@ -127,7 +128,7 @@ namespace mm::pg {
 const statement statements[st_count] = {
   // $1..$13: the batch's requests as parallel text arrays (session id,
   // event id, match key, queue, user a, ticket a, attrs a, user b, ticket b,
-  // attrs b, payload, pair min, pair max; array literals: pg_commit.cpp),
+  // attrs b, payload, pair min, pair max; binary arrays: pg_commit.cpp),
   // $14: a boolean array (mutual), $15: the events' lease in ms (0: none; a
   // leased event is the committing node's to deliver, set_commit_lease).
   // `idx` is the request's 1-based position in the arrays.
@@ -312,8 +313,9 @@ const statement statements[st_count] = {
    "), s AS ("
    "  SELECT id, closed_at FROM k UNION ALL SELECT id, closed_at FROM h"
    "), o AS ("
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
-   "  SELECT e.event_id, s.id, 'session.ended', e.payload::jsonb, s.closed_at"
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload_text,"
+   "                     created_at)"
+   "  SELECT e.event_id, s.id, 'session.ended', e.payload, s.closed_at"
    "  FROM s JOIN e ON e.id = s.id ORDER BY e.idx"
    MM_OUTBOX_RETURNING
    "), op AS (" MM_PENDING_OF_O("0") ")"
@@ -420,8 +422,9 @@ const statement statements[st_count] = {
    "    ticket text, attrs text, team smallint, ord smallint)"
    "  ORDER BY r.user_id COLLATE \"C\""
    "), o AS ("
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
-   "  SELECT $13, s.id, 'match.created', $14::jsonb, s.created_at FROM s"
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload_text,"
+   "                     created_at)"
+   "  SELECT $13, s.id, 'match.created', $14, s.created_at FROM s"
    MM_OUTBOX_RETURNING
    "), op AS (" MM_PENDING_OF_O("$15::int8") ")"
    " SELECT s.id, " MM_MS("s.created_at") " FROM s"},
@@ -445,8 +448,9 @@ const statement statements[st_count] = {
    "  WHERE session_id = $1 AND user_id = $2 AND active"
    "  RETURNING session_id"
    "), o AS ("
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
-   "  SELECT $3, m.session_id, 'session.member_left', $4::jsonb, now()"
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload_text,"
+   "                     created_at)"
+   "  SELECT $3, m.session_id, 'session.member_left', $4, now()"
    "  FROM m" MM_OUTBOX_RETURNING
    ") " MM_PENDING_OF_O("0") " RETURNING 1"},
   // -- backfill (pg_backfill.cpp) ---------------------------------------------
@@ -470,8 +474,9 @@ const statement statements[st_count] = {
    "  ORDER BY r.user_id COLLATE \"C\""
    "  RETURNING 1"
    "), o AS ("
-   "  INSERT INTO outbox (event_id, aggregate_id, type, payload, created_at)"
-   "  VALUES ($3, $1, 'session.members_changed', $4::jsonb, now())"
+   "  INSERT INTO outbox (event_id, aggregate_id, type, payload_text,"
+   "                     created_at)"
+   "  VALUES ($3, $1, 'session.members_changed', $4, now())"
    MM_OUTBOX_RETURNING
    "), op AS (" MM_PENDING_OF_O("$5::int8") ")"
    " SELECT count(*) FROM m"},

@@ -98,6 +98,30 @@ void append_element(std::string& lit, std::string_view v);
 /// `values` as a text array literal ("{...}", each element quoted).
 std::string text_array(const std::vector<std::string>& values);
 
+/// A one-dimensional text[] in PostgreSQL's binary format (what array_recv
+/// reads), for a parameter sent in binary: each element is copied behind
+/// its length, with no quoting here and no parsing on the server, where a
+/// literal costs both on the hot statements (docs/benchmarks.md, "Binary
+/// arrays").
+class binary_text_array {
+ public:
+  /// An empty array with room for `bytes` of elements.
+  explicit binary_text_array(size_t bytes = 0);
+
+  /// Appends `v` as the next element.
+  void add(std::string_view v);
+
+  /// The array as it is sent; the builder is empty again after.
+  std::string take();
+
+ private:
+  std::string buf_;
+  uint32_t n_ = 0;
+};
+
+/// `values` in PostgreSQL's binary text[] format (binary_text_array).
+std::string binary_array(const std::vector<std::string>& values);
+
 /// The value at (`row`, `col`) as text.
 std::string text(const PGresult* r, int row, int col);
 
