@@ -102,7 +102,7 @@ std::string text_array(const std::vector<std::string>& values);
 /// reads), for a parameter sent in binary: each element is copied behind
 /// its length, with no quoting here and no parsing on the server, where a
 /// literal costs both on the hot statements (docs/benchmarks.md, "Binary
-/// arrays").
+/// arrays and text payloads").
 class binary_text_array {
  public:
   /// An empty array with room for `bytes` of elements.
