@@ -452,10 +452,10 @@ TEST_P(match_store_conformance, group_commit_throughput) {
   RecordProperty("matches_per_second", static_cast<int>(per_s));
 }
 
-// The PostgreSQL store sends a batch as arrays (binary, once literals): quotes,
-// backslashes, braces, commas, blanks (also leading and trailing) and the
-// word NULL must arrive as written, in every column (mutual pairs too),
-// through the batch statement and through the one-by-one fallback.
+// The PostgreSQL store sends a batch as binary arrays (literals before):
+// quotes, backslashes, braces, commas, blanks (also leading and trailing)
+// and the word NULL must arrive as written, in every column (mutual pairs
+// too), through the batch statement and through the one-by-one fallback.
 TEST_P(match_store_conformance, text_arrives_byte_for_byte) {
   const std::string odd = "a\"b\\c{d},e NULL \\\" }{ \u00e9";
   // Requests with odd text everywhere; `tag` keeps the rounds apart.

@@ -318,9 +318,9 @@ void pg_match_store::remove_withdrawn(const std::vector<pending>& todo,
     ids.push_back(todo[k].id);
     event_ids.push_back(todo[k].event_id);
   }
-  auto arg = text_array(ids);
-  auto events_arg = text_array(event_ids);
-  auto r = exec_prepared(st_withdraw, {&arg, &events_arg});
+  auto arg = binary_array(ids);
+  auto events_arg = binary_array(event_ids);
+  auto r = exec_prepared(st_withdraw, {&arg, &events_arg}, 0b11);
   must(r, "withdraw matches");
   auto removed = static_cast<size_t>(int_of(r.get(), 0, 0));
   auto events = static_cast<size_t>(int_of(r.get(), 0, 1));

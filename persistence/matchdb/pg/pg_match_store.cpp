@@ -58,10 +58,8 @@ bool pg_match_store::connect_now() {
   // unique index for a concurrent commit, the next statement must see it,
   // and SKIP LOCKED must not raise serialization failures.
   // UTF-8 whatever the conninfo or the server says: every text the store
-  // sends is UTF-8 (checked): the array literals escape byte by byte,
-  // which a client encoding such as SJIS or GBK (where a byte of one
-  // character can be a backslash) would misread, and the server checks a
-  // binary array's text as the client's encoding.
+  // sends is UTF-8 (checked), and the server reads a binary array's text
+  // in the client's encoding.
   std::string set = "SET client_encoding = 'UTF8'; "
                     "SET default_transaction_isolation = 'read committed'";
   if (opts_.statement_timeout_ms > 0) {

@@ -50,30 +50,6 @@ failure to_failure(const PGresult* r, const std::string& what) {
   return failure{errc::protocol_error, std::move(msg)};
 }
 
-void append_element(std::string& lit, std::string_view v) {
-  lit += lit.size() > 1 ? ",\"" : "\"";
-  // The runs between quotes and backslashes go in whole. A plain loop:
-  // find_first_of with a set calls memchr once per character of `v`.
-  size_t from = 0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i] == '"' || v[i] == '\\') {
-      lit.append(v.data() + from, i - from);
-      lit += '\\';
-      from = i;
-    }
-  }
-  lit.append(v.data() + from, v.size() - from);
-  lit += '"';
-}
-
-std::string text_array(const std::vector<std::string>& values) {
-  std::string lit = "{";
-  for (const auto& v : values)
-    append_element(lit, v);
-  lit += '}';
-  return lit;
-}
-
 namespace {
 
 /// The header of a one-dimensional text[] (array_recv): ndim, flags (no

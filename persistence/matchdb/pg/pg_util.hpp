@@ -89,20 +89,13 @@ std::string trimmed(const char* s);
 /// True when `r` is a success with or without rows.
 bool ok(const PGresult* r);
 
-/// Appends `v` to the text array literal `lit` (opened with "{") as one
-/// quoted element. Statements take lists as text arrays: cheaper to build
-/// here and to read on the server than a JSON document
-/// (docs/benchmarks-history.md, "Group commit").
-void append_element(std::string& lit, std::string_view v);
-
-/// `values` as a text array literal ("{...}", each element quoted).
-std::string text_array(const std::vector<std::string>& values);
-
 /// A one-dimensional text[] in PostgreSQL's binary format (what array_recv
 /// reads), for a parameter sent in binary: each element is copied behind
-/// its length, with no quoting here and no parsing on the server, where a
-/// literal costs both on the hot statements (docs/benchmarks.md, "Binary
-/// arrays and text payloads").
+/// its length, with no quoting here and no parsing on the server, where an
+/// array literal cost both (docs/benchmarks.md, "Binary arrays and text
+/// payloads"). Statements take lists as text arrays: cheaper to build and
+/// to read than a JSON document (docs/benchmarks-history.md, "Group
+/// commit").
 class binary_text_array {
  public:
   /// An empty array with room for `bytes` of elements.
