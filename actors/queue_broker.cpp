@@ -1,20 +1,15 @@
 #include "actors/queue_broker.hpp"
-#include "actors/waiter_roster.hpp"
-#include "actors/worker_bound.hpp"
+#include "actors/broker_data.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <functional>
-#include <map>
 #include <optional>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/log_limit.hpp"
-#include "core/logger.hpp"
 #include "persistence/queue/group_codec.hpp"
-
 #include "persistence/queue/queue_codec.hpp"
 #include "persistence/queue/queue_store.hpp"
 
@@ -22,181 +17,10 @@ namespace mm {
 
 namespace {
 
-using reply_fn = std::function<void(store_reply&)>;
-
-/// A pipelined round trip: the calls go to a worker, the replies come back in
-/// the same object (no copies), the continuations never leave the broker.
-struct batch {
-  std::vector<script_call> calls;
-  std::vector<store_reply> replies;
-  std::vector<reply_fn> then;
-};
-
-using batch_ptr = std::shared_ptr<batch>;
-
-} // namespace
-
-} // namespace mm
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mm::batch_ptr)
-
-namespace mm {
-
-namespace {
-
-/// A detached worker that owns one blocking queue store connection. Local
-/// only (the batch carries continuations), so it needs no type ID.
-using store_worker_actor = caf::typed_actor<
-  // Runs the batch's calls in one pipelined round trip and answers the same
-  // batch with one reply per call, in order. A batch sent twice runs twice:
-  // only as idempotent as its calls.
-  caf::replies_to<batch_ptr>::with<batch_ptr>>;
-
-std::shared_ptr<spdlog::logger> broker_log() {
-  static auto log = logger("broker");
-  return log;
-}
-
-/// Owns one blocking connection; runs one batch at a time.
-store_worker_actor::behavior_type
-store_worker(store_worker_actor::pointer,
-             std::shared_ptr<queue_store_factory> factory) {
-  std::shared_ptr<queue_store> store = factory->connect();
-  return {
-    [store](batch_ptr& b) {
-      b->replies = store->run(b->calls);
-      return b;
-    },
-  };
-}
-
-/// Answers to proposals of one queue waiting for a worker: they go as one
-/// group_answer call (one read of each proposal in the store) when a
-/// worker takes them; until then more answers of the queue join them.
-struct answer_batch {
-  std::vector<proposal_answer> answers;
-  std::vector<std::function<void(outcome<proposal_state>)>> outs;
-};
-
-/// A call waiting for a worker; `answers` set: made when it is taken.
-struct pending_call {
-  script_call call;
-  reply_fn then;
-  std::shared_ptr<answer_batch> answers;
-};
-
-/// A queue the broker knows: swept periodically, depth exported.
-struct known_queue {
-  caf::actor_clock::time_point last_join; ///< last claim, enqueue or rescan
-};
-
-struct broker_state {
-  broker_config cfg;
-  std::unique_ptr<queue_store> inline_store; // non-blocking stores
-  std::vector<store_worker_actor> idle;      // blocking stores: free workers
-  std::deque<pending_call> pending;
-  std::map<std::string, std::shared_ptr<answer_batch>> open_answers;
-  std::map<std::string, known_queue> queues; // bounded, see admit()
-  bool warned_full = false; // logged that max_queues refuses joins
-  waiter_roster waiters;    // the sessions' waiting tickets: heartbeats
-  std::optional<caf::actor_clock::time_point> beat_at; // heartbeat timer
-  static inline const char* name = "queue_broker";
-};
-
-using broker_ptr = queue_broker_actor::stateful_pointer<broker_state>;
+using namespace broker_detail;
 
 template <class T>
 using sink = std::function<void(outcome<T>)>;
-
-void dispatch(broker_ptr self);
-
-void submit(broker_ptr self, script_call call, reply_fn then) {
-  auto& st = self->state;
-  if (st.inline_store) {
-    std::vector<script_call> calls;
-    calls.emplace_back(std::move(call));
-    auto replies = st.inline_store->run(calls);
-    then(replies.front());
-    return;
-  }
-  st.pending.push_back(pending_call{std::move(call), std::move(then), {}});
-  dispatch(self);
-}
-
-/// Records `a`: with the answers of its queue still waiting for a worker
-/// (up to codec::max_answers), else in a call of its own.
-void submit_answer(broker_ptr self, proposal_answer a,
-                   std::function<void(outcome<proposal_state>)> out) {
-  auto& st = self->state;
-  if (auto call = codec::group_answer_call(a); !call) {
-    out(call.error());
-    return;
-  } else if (st.inline_store) {
-    submit(self, std::move(*call),
-           [a, out](store_reply& r) { out(codec::parse_group_answer(a, r)); });
-    return;
-  }
-  auto& open = st.open_answers[a.queue];
-  if (open && open->answers.size() < codec::max_answers) {
-    open->answers.emplace_back(std::move(a));
-    open->outs.emplace_back(std::move(out));
-    return;
-  }
-  open = std::make_shared<answer_batch>();
-  open->answers.emplace_back(std::move(a));
-  open->outs.emplace_back(std::move(out));
-  auto b = open;
-  reply_fn then = [b](store_reply& r) {
-    auto all = codec::parse_group_answers(b->answers, r);
-    for (size_t i = 0; i < b->outs.size(); ++i)
-      b->outs[i](all ? std::move((*all)[i])
-                     : outcome<proposal_state>{all.error()});
-  };
-  st.pending.push_back(pending_call{{}, std::move(then), std::move(b)});
-  dispatch(self);
-}
-
-void dispatch(broker_ptr self) {
-  auto& st = self->state;
-  while (!st.idle.empty() && !st.pending.empty()) {
-    auto worker = std::move(st.idle.back());
-    st.idle.pop_back();
-    auto b = std::make_shared<batch>();
-    auto n = std::min<size_t>(st.pending.size(), st.cfg.max_batch);
-    b->calls.reserve(n);
-    b->then.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      auto& p = st.pending.front();
-      if (p.answers) {
-        // Sealed now: later answers of its queue start a new call.
-        auto q = p.answers->answers.front().queue;
-        if (auto j = st.open_answers.find(q);
-            j != st.open_answers.end() && j->second == p.answers)
-          st.open_answers.erase(j);
-        auto call = codec::group_answers_call(p.answers->answers);
-        // Each answer was checked alone; together they are of one queue.
-        p.call = call ? std::move(*call) : script_call{};
-      }
-      b->calls.emplace_back(std::move(p.call));
-      b->then.emplace_back(std::move(p.then));
-      st.pending.pop_front();
-    }
-    self->request(worker, worker_bound(st.cfg.worker_timeout_ms), std::move(b))
-      .then(
-        [self, worker](batch_ptr& done) {
-          self->state.idle.push_back(worker);
-          for (size_t i = 0; i < done->then.size(); ++i)
-            done->then[i](done->replies[i]);
-          dispatch(self);
-        },
-        [self](caf::error& err) {
-          // A worker died: its batch is lost to it, not to the callers.
-          broker_log()->error("queue store worker failed: {}",
-                              self->system().render(err));
-          self->quit(err);
-        });
-  }
-}
 
 /// Logs a store outage, rate-limited: during one every call of every user
 /// fails.
